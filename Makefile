@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# virtio-rdma: a Rust-for-Linux driver for the virtio RDMA device, the
+# vhost-user device backend and the QEMU front end that present it, and the
+# harness that runs them together. See README.md.
+#
+#   make setup            everything a fresh machine needs (cached)
+#   make check            every test layer; ends with "N passed, N failed"
+#   make run CMD='...'    run a command in a fresh guest, exit with its status
+#   make run              the demonstration
+#   make shell            an interactive guest
+#   make build            kernel + modules, QEMU and the backend (incremental)
+#
+# Caches live in $(VRDMA_CACHE) (default /var/cache/virtio-rdma), keyed by
+# their inputs. JOBS sets build parallelism (default 3).
+
+SHELL := /bin/bash
+B := tools/build
+
+.PHONY: setup deps sysroot qemu kernel backend build run shell check demo
+
+setup: deps build
+
+deps:
+	@command -v debootstrap >/dev/null && command -v unshare >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq debootstrap util-linux; }
+
+sysroot: deps
+	@$(B)/sysroot.sh >/dev/null
+
+qemu: sysroot
+	@$(B)/qemu.sh >/dev/null
+
+kernel: sysroot
+	@$(B)/kernel.sh >/dev/null
+
+backend: sysroot
+	@$(B)/backend.sh >/dev/null
+
+build: qemu kernel backend
+
+CMD ?=
+run: build
+	@if [ -z "$(CMD)" ]; then tools/testing/vm/run.sh -- bash tools/testing/demo.sh; \
+	else tools/testing/vm/run.sh -- '$(subst ','"'"',$(CMD))'; fi
+
+shell: build
+	@tools/testing/vm/run.sh --shell
+
+check: build
+	@tools/testing/check.sh

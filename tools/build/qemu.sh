@@ -1,0 +1,57 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Builds QEMU from Debian's qemu source package plus tools/qemu/patches, in
+# the cache, keyed by the patches, this script and the sysroot. Prints the
+# path of qemu-system-x86_64 (a path inside the sysroot's view).
+source "$(dirname "$0")/lib.sh"
+
+QEMU_DEB_VERSION=1:10.0.13+ds-0+deb13u1
+QEMU_ORIG=qemu_10.0.13+ds.orig.tar.xz
+
+bin=$(qemu_bin)
+dest=${bin%/build/*}
+if [ -x "$bin" ] && [ -e "$dest/.done" ]; then echo "$bin"; exit 0; fi
+
+if [ "${1:-}" != --inside ]; then
+	"$BUILD/sysroot.sh" >/dev/null
+	in_sysroot "$BUILD/qemu.sh" --inside >&2
+	[ -e "$dest/.done" ] || die "QEMU build did not complete"
+	echo "$bin"
+	exit 0
+fi
+
+# --- from here on we run inside the sysroot ---
+dl="$VRDMA_CACHE/downloads"
+mkdir -p "$dl"
+if [ ! -f "$dl/$QEMU_ORIG" ]; then
+	log "qemu: fetching Debian source qemu=$QEMU_DEB_VERSION"
+	(cd "$dl" && apt-get source --download-only "qemu=$QEMU_DEB_VERSION" >apt-source.log 2>&1) ||
+		true # apt may complain about the _apt sandbox; check the file itself
+	[ -f "$dl/$QEMU_ORIG" ] ||
+		die "Debian no longer serves qemu=$QEMU_DEB_VERSION source ($dl/apt-source.log); update QEMU_DEB_VERSION in tools/build/qemu.sh and check tools/qemu/patches still apply"
+fi
+
+rm -rf "$dest"
+mkdir -p "$dest"
+log "qemu: unpacking and patching"
+tar -xf "$dl/$QEMU_ORIG" -C "$dest"
+mv "$dest"/qemu-* "$dest/src"
+for p in "$TOP"/tools/qemu/patches/*.patch; do
+	patch -d "$dest/src" -p1 -s --no-backup-if-mismatch <"$p" || die "patch $p does not apply"
+done
+
+# The +ds tarball carries no firmware: never install or unpack blobs (meson
+# turns EDK2 unpacking on whenever it finds bzip2, so only the emulator
+# target is built, never "all"). Debian's SeaBIOS is used at run time.
+mkdir -p "$dest/build"
+cd "$dest/build"
+log "qemu: configure"
+../src/configure --target-list=x86_64-softmmu --disable-install-blobs \
+	--disable-docs --disable-gtk --disable-sdl --disable-vnc --disable-spice \
+	--disable-opengl --disable-user --disable-tools --disable-guest-agent \
+	--enable-slirp --enable-vhost-user --enable-virtfs --enable-attr \
+	--disable-werror >"$dest/configure.log" 2>&1 || die "configure failed: $dest/configure.log"
+log "qemu: build (ninja -j$JOBS)"
+ninja -j"$JOBS" qemu-system-x86_64 >"$dest/build.log" 2>&1 || die "build failed: $dest/build.log"
+touch "$dest/.done"
+log "qemu: ready at $bin"

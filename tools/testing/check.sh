@@ -1,0 +1,92 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# make check: every test layer, each test counted once.
+#   1. cargo tests of tools/ (the device backend), in the sysroot
+#   2. KUnit under QEMU (a TCG guest), parsed by the kernel's kunit.py
+#   3. the runner's own contract (exit status, timeout)
+#   4. end-to-end tests in fresh guests (tools/testing/e2e/*.sh) on the
+#      debug kernel: any WARN/lockdep/KASAN/kmemleak report fails the test
+# Ends with one line: "N passed, N failed".
+source "$(dirname "$0")/../build/lib.sh"
+RUN="$TOP/tools/testing/vm/run.sh"
+logs="$VRDMA_CACHE/check-logs"
+rm -rf "$logs"
+mkdir -p "$logs"
+passed=0 failed=0 failures=()
+
+result() { # NAME STATUS
+	if [ "$2" = 0 ]; then
+		passed=$((passed + 1)); printf '  ok    %s\n' "$1"
+	else
+		failed=$((failed + 1)); failures+=("$1"); printf '  FAIL  %s\n' "$1"
+	fi
+}
+
+echo "== cargo tests (tools/)"
+for manifest in "$TOP"/tools/*/Cargo.toml; do
+	crate=$(basename "$(dirname "$manifest")")
+	log="$logs/cargo-$crate.log"
+	in_sysroot cargo test --locked --manifest-path "$manifest" \
+		--target-dir "$VRDMA_CACHE/cargo-target" -j"$JOBS" >"$log" 2>&1
+	rc=$?
+	n=0
+	while read -r name verdict; do
+		n=$((n + 1))
+		[ "$verdict" = ok ] && result "cargo $crate: $name" 0 || result "cargo $crate: $name" 1
+	done < <(sed -n 's/^test \(.*\) \.\.\. \(ok\|FAILED\|ignored\)$/\1 \2/p' "$log" | grep -v ' ignored$')
+	# A build failure or a crashed test binary reports no test lines.
+	if [ $rc != 0 ] || [ $n = 0 ]; then result "cargo $crate: build and run (see $log)" 1; fi
+done
+
+echo "== KUnit (under QEMU, parsed by kunit.py)"
+kunit_out="$logs/kunit"
+modules=$(sed 's/#.*//' "$TOP/tools/testing/kunit.modules" | xargs)
+"$RUN" --timeout 900 --out "$kunit_out" --append "kunit.enable=1" -- \
+	"${modules:+modprobe -a $modules; }dmesg >/mnt/run/kunit.log" >"$logs/kunit-guest.log" 2>&1
+rc=$?
+if [ $rc != 0 ] || [ ! -s "$kunit_out/kunit.log" ]; then
+	result "KUnit guest run (see $logs/kunit-guest.log)" 1
+else
+	in_sysroot python3 "$(kernel_dir)/src/tools/testing/kunit/kunit.py" parse --raw_output=kunit \
+		"$kunit_out/kunit.log" >"$logs/kunit-parse.log" 2>&1
+	# one result per test case, from the parsed TAP ("ok N name" lines)
+	in_sysroot python3 "$(kernel_dir)/src/tools/testing/kunit/kunit.py" parse \
+		"$kunit_out/kunit.log" >"$logs/kunit-summary.log" 2>&1
+	parse_rc=$?
+	n=0
+	while read -r verdict name; do
+		n=$((n + 1))
+		result "kunit: $name" "$([ "$verdict" = ok ] && echo 0 || echo 1)"
+	done < <(sed -n 's/^ *\(ok\|not ok\) [0-9]* \([^#]*\)\( #.*\)\?$/\1 \2/p' "$logs/kunit-parse.log" |
+		sed 's/^not ok/not_ok/' | awk '{ $NF = $NF; print }')
+	if [ $n = 0 ] || [ $parse_rc != 0 ]; then
+		result "kunit.py parse (see $logs/kunit-summary.log)" 1
+	fi
+	tail -1 "$logs/kunit-summary.log" | sed 's/^/  /'
+fi
+
+echo "== runner contract"
+"$RUN" --timeout 300 -- 'exit 3' >"$logs/runner-status.log" 2>&1
+result "runner: guest command's exit status (3) comes back" "$([ $? = 3 ] && echo 0 || echo 1)"
+"$RUN" --timeout 40 -- 'sleep 1000' >"$logs/runner-timeout.log" 2>&1
+rc=$?
+grep -q "did not finish within" "$logs/runner-timeout.log" && [ $rc = 124 ]
+result "runner: a hung guest is killed with a clear message" $?
+leftover=$(pgrep -f "vrdma-run|vhost-user-rdma --socket" || true)
+result "runner: no process left behind" "$([ -z "$leftover" ] && echo 0 || echo 1)"
+
+echo "== end-to-end (debug kernel, one fresh guest each)"
+for t in "$TOP"/tools/testing/e2e/*.sh; do
+	name=$(basename "$t" .sh)
+	"$RUN" --kmemleak --timeout 900 --out "$logs/e2e-$name" -- "bash $t" >"$logs/e2e-$name.log" 2>&1
+	result "e2e: $name" $?
+done
+
+echo
+if [ $failed -gt 0 ]; then
+	echo "failed:"
+	printf '  %s\n' "${failures[@]}"
+	echo "logs: $logs"
+fi
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]

@@ -1,0 +1,20 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The guest's virtio core enumerates the virtio-rdma device (ID 42) behind
+# vhost-user-rdma-pci, with one MSI-X vector per virtqueue plus config.
+set -euo pipefail
+found=""
+for d in /sys/bus/virtio/devices/*; do
+	[ "$(cat "$d/device")" = 0x002a ] && found=$d
+done
+[ -n "$found" ] || { echo "no virtio device with ID 0x002a"; ls -l /sys/bus/virtio/devices/; exit 1; }
+echo "virtio device 0x002a at $found (vendor $(cat "$found/vendor"))"
+
+# The PCI function behind it: Red Hat's virtio vendor, modern device 0x1040+42.
+pci=$(basename "$(readlink -f "$found/..")")
+[ "$(cat /sys/bus/pci/devices/$pci/vendor)" = 0x1af4 ]
+[ "$(cat /sys/bus/pci/devices/$pci/device)" = 0x106a ]
+msix=$(lspci -vv -s "$pci" | sed -n 's/.*MSI-X: Enable.*Count=\([0-9]*\).*/\1/p')
+echo "MSI-X vectors: $msix"
+# 1 control + 32 CQ + 2*16 QP queues (the runner's limits) + 1 config vector
+[ "$msix" = 66 ] || { echo "expected 66 MSI-X vectors"; lspci -vv -s "$pci"; exit 1; }

@@ -1,0 +1,51 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Boots a fresh test guest and runs one command in it.
+#
+#   run.sh [--shell] [--timeout SECONDS] [--kmemleak] [--out DIR]
+#          [--append KERNEL-PARAMS] [--] CMD...
+#
+# The guest is the project's kernel under the project's QEMU (TCG unless a
+# real KVM module is loaded), its root is the build sysroot over virtio-9p,
+# it has a virtio-net interface (eth0, 10.0.2.15/24) and the virtio-rdma
+# device (ID 42), served by the vhost-user backend started here. Exits with
+# the command's status; a guest that does not finish within the timeout is
+# killed. Everything runs in a private mount+PID namespace, so no process,
+# mount or socket outlives the run. --out DIR receives the run's files
+# (status, backend.log, and whatever the command wrote to /mnt/run).
+source "$(dirname "$0")/../../build/lib.sh"
+
+mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--shell) mode=shell ;;
+	--timeout) timeout=$2; shift ;;
+	--kmemleak) kmemleak=1 ;;
+	--out) out=$2; shift ;;
+	--append) append=$2; shift ;;
+	--) shift; break ;;
+	-*) die "unknown option $1" ;;
+	*) break ;;
+	esac
+	shift
+done
+[ $mode = shell ] || [ $# -gt 0 ] || die "no command given (or use --shell)"
+
+kdir=$(kernel_dir) qemu=$(qemu_bin) backend=$(backend_bin)
+[ -f "$kdir/build/arch/x86/boot/bzImage" ] || die "no kernel at $kdir: run 'make build'"
+[ -x "$qemu" ] || die "no QEMU at $qemu: run 'make build'"
+[ -x "$backend" ] || die "no backend at $backend: run 'make build'"
+
+share=$(mktemp -d /tmp/vrdma-run.XXXXXX)
+trap 'rm -rf "$share"' EXIT
+printf '%s\n' "$*" >"$share/cmd"
+
+rc=0
+in_sysroot --binds "$kdir/modules/lib/modules:/usr/lib/modules $share:$share" \
+	"$TOP/tools/testing/vm/guest.sh" "$mode" "$timeout" "$kmemleak" "$share" \
+	"$kdir/build/arch/x86/boot/bzImage" "$qemu" "$backend" "$append" || rc=$?
+if [ -n "$out" ]; then
+	mkdir -p "$out"
+	cp -r "$share"/. "$out"/
+fi
+exit $rc
