@@ -51,7 +51,7 @@ fi
 # mtimes) alone, so make rebuilds only what changed. Files that left the
 # overlay since the last sync are removed from the tree.
 manifest="$dest/overlay.manifest"
-(cd "$TOP" && find $OVERLAY_DIRS -type f 2>/dev/null | LC_ALL=C sort) >"$manifest.new"
+(cd "$TOP" && for d in $OVERLAY_DIRS; do [ ! -d "$d" ] || find "$d" -type f; done | LC_ALL=C sort) >"$manifest.new"
 if [ -f "$manifest" ]; then
 	LC_ALL=C comm -23 "$manifest" "$manifest.new" | while read -r f; do
 		log "kernel: removing $f (left the overlay)"
@@ -66,7 +66,7 @@ if [ ! -e "$out/.config-done" ]; then
 	log "kernel: configuring (x86_64_defconfig + kvm_guest.config + $FRAGMENTS)"
 	make -s -C "$src" O="$out" $MAKE_ARGS x86_64_defconfig >/dev/null
 	(cd "$out" && "$src/scripts/kconfig/merge_config.sh" -m -O "$out" .config \
-		"$src/arch/x86/configs/kvm_guest.config" $(printf "$src/%s " $FRAGMENTS) >/dev/null)
+		"$src/kernel/configs/kvm_guest.config" $(printf "$src/%s " $FRAGMENTS) >/dev/null)
 	make -s -C "$src" O="$out" $MAKE_ARGS olddefconfig >/dev/null
 	# Every fragment line must have survived olddefconfig (a dependency that
 	# silently drops CONFIG_RUST would otherwise go unnoticed).

@@ -40,16 +40,20 @@ for p in "$TOP"/tools/qemu/patches/*.patch; do
 	patch -d "$dest/src" -p1 -s --no-backup-if-mismatch <"$p" || die "patch $p does not apply"
 done
 
-# The +ds tarball carries no firmware: never install or unpack blobs (meson
-# turns EDK2 unpacking on whenever it finds bzip2, so only the emulator
-# target is built, never "all"). Debian's SeaBIOS is used at run time.
+# The +ds tarball carries no firmware blobs, but meson turns EDK2 unpacking on
+# whenever it finds bzip2 (and then fails on the missing files): keep it off.
+# This is a build adjustment for Debian's tarball, not part of our patch.
+# Debian's SeaBIOS and option ROMs (qemu-system-data) are used at run time.
+# No libfdt in the sysroot: x86 needs it only for the microvm machine.
+sed -i 's/^    unpack_edk2_blobs = bzip2.found()$/    unpack_edk2_blobs = false/' "$dest/src/meson.build"
+! grep -q "unpack_edk2_blobs = bzip2" "$dest/src/meson.build" || die "cannot turn EDK2 unpacking off"
 mkdir -p "$dest/build"
 cd "$dest/build"
 log "qemu: configure"
 ../src/configure --target-list=x86_64-softmmu --disable-install-blobs \
 	--disable-docs --disable-gtk --disable-sdl --disable-vnc --disable-spice \
 	--disable-opengl --disable-user --disable-tools --disable-guest-agent \
-	--enable-slirp --enable-vhost-user --enable-virtfs --enable-attr \
+	--enable-slirp --enable-vhost-user --enable-virtfs --disable-fdt \
 	--disable-werror >"$dest/configure.log" 2>&1 || die "configure failed: $dest/configure.log"
 log "qemu: build (ninja -j$JOBS)"
 ninja -j"$JOBS" qemu-system-x86_64 >"$dest/build.log" 2>&1 || die "build failed: $dest/build.log"

@@ -126,4 +126,81 @@ struct virtio_rdma_ctrl_rsp_hdr {
 	__u8 reserved[7];
 };
 
+/*
+ * Control command bodies. Handles (pdn, ...) are nonzero; 0 never names an
+ * object. Port numbers start at 1. A command without a request body
+ * (CREATE_PD) reads only the header; one without a response body
+ * (DESTROY_PD, ADD_GID, DEL_GID) writes only the response header.
+ */
+
+/* VIRTIO_RDMA_CMD_QUERY_PORT request. */
+struct virtio_rdma_cmd_query_port {
+	__u8 port;
+	__u8 reserved[7];
+};
+
+/*
+ * VIRTIO_RDMA_CMD_QUERY_PORT response: the RFC's rsp_query_port with
+ * explicit padding. Values use the enums of <rdma/ib_verbs.h>.
+ */
+struct virtio_rdma_rsp_query_port {
+	__u8 state;			/* enum ib_port_state */
+	__u8 max_mtu;			/* enum ib_mtu */
+	__u8 active_mtu;		/* enum ib_mtu */
+	__u8 phys_state;		/* enum ib_port_phys_state */
+	__le32 phys_mtu;		/* bytes */
+	__le32 gid_tbl_len;
+	__le32 port_cap_flags;		/* enum ib_port_capability_mask_bits */
+	__le32 max_msg_sz;
+	__le32 bad_pkey_cntr;
+	__le32 qkey_viol_cntr;
+	__le16 pkey_tbl_len;
+	__u8 active_width;		/* enum ib_port_width */
+	__u8 reserved0;
+	__le16 active_speed;		/* enum ib_port_speed */
+	__u8 reserved[6];
+};
+
+/* VIRTIO_RDMA_CMD_CREATE_PD response (no request body). */
+struct virtio_rdma_rsp_create_pd {
+	__le32 pdn;
+	__le32 reserved;
+};
+
+/* VIRTIO_RDMA_CMD_DESTROY_PD request (no response body). */
+struct virtio_rdma_cmd_destroy_pd {
+	__le32 pdn;
+	__le32 reserved;
+};
+
+/* VIRTIO_RDMA_CMD_QUERY_PKEY request. */
+struct virtio_rdma_cmd_query_pkey {
+	__le32 port;
+	__le16 index;
+	__le16 reserved;
+};
+
+/* VIRTIO_RDMA_CMD_QUERY_PKEY response. */
+struct virtio_rdma_rsp_query_pkey {
+	__le16 pkey;
+	__le16 reserved[3];
+};
+
+/* VIRTIO_RDMA_CMD_ADD_GID request (no response body). */
+struct virtio_rdma_cmd_add_gid {
+	__u8 gid[16];			/* network byte order */
+	__le32 gid_type;		/* enum ib_gid_type */
+	__le16 index;			/* < gid_tbl_len of the port */
+	__le16 reserved0;
+	__le32 port_num;
+	__le32 reserved1;
+};
+
+/* VIRTIO_RDMA_CMD_DEL_GID request (no response body). */
+struct virtio_rdma_cmd_del_gid {
+	__le16 index;
+	__le16 reserved;
+	__le32 port;
+};
+
 #endif /* _UAPI_LINUX_VIRTIO_RDMA_H */

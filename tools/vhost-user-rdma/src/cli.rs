@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Command line.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use log::LevelFilter;
+
+use crate::limits::{Limits, LimitsError, Mac};
+
+/// vhost-user backend for the virtio-rdma device (virtio device ID 42).
+///
+/// Each --socket is one independent device; one process serves them all.
+/// Start QEMU with `-device vhost-user-rdma-pci,chardev=...,num-queues=N`
+/// where N is what --print-num-queues prints for the same limits
+/// (1 + max_cq + 2 * max_qp). The process exits when every frontend has
+/// disconnected, or on SIGTERM/SIGINT; socket files are removed.
+#[derive(Debug, Parser)]
+#[command(name = "vhost-user-rdma", version)]
+pub struct Cli {
+    /// vhost-user socket to listen on (repeat for several devices).
+    #[arg(
+        long = "socket",
+        value_name = "PATH",
+        required_unless_present = "print_num_queues"
+    )]
+    pub sockets: Vec<PathBuf>,
+
+    /// Queue pairs per device (one SQ and one RQ virtqueue each).
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    pub max_qp: u32,
+
+    /// Completion queues per device (one virtqueue each).
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_cq: u32,
+
+    /// Largest virtqueue size (a power of two); also max_qp_wr and max_cqe.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub queue_size: u32,
+
+    /// MAC of the paired virtio-net function, reported in config space.
+    #[arg(
+        long,
+        value_name = "XX:XX:XX:XX:XX:XX",
+        default_value = "52:54:00:12:34:56"
+    )]
+    pub mac: Mac,
+
+    /// Log level: off, error, warn, info, debug, trace.
+    #[arg(long, value_name = "LEVEL", default_value = "info")]
+    pub log_level: LevelFilter,
+
+    /// Print the number of virtqueues for these limits and exit.
+    #[arg(long)]
+    pub print_num_queues: bool,
+}
+
+impl Cli {
+    /// The validated device limits.
+    pub fn limits(&self) -> Result<Limits, LimitsError> {
+        Limits::new(self.max_qp, self.max_cq, self.queue_size, self.mac)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_runner_line() {
+        let cli = Cli::try_parse_from([
+            "vhost-user-rdma",
+            "--socket",
+            "/tmp/a.sock",
+            "--max-qp",
+            "16",
+            "--max-cq",
+            "32",
+            "--mac",
+            "52:54:00:12:34:56",
+        ])
+        .expect("runner command line parses");
+        assert_eq!(cli.sockets, vec![PathBuf::from("/tmp/a.sock")]);
+        let limits = cli.limits().expect("valid limits");
+        assert_eq!(limits.num_queues(), 65);
+        assert_eq!(limits.queue_size(), 1024);
+        assert_eq!(cli.log_level, LevelFilter::Info);
+    }
+
+    #[test]
+    fn several_sockets_and_print() {
+        let cli = Cli::try_parse_from([
+            "x", "--socket", "a", "--socket", "b", "--max-qp", "1", "--max-cq", "1",
+        ])
+        .expect("parses");
+        assert_eq!(cli.sockets.len(), 2);
+        assert!(Cli::try_parse_from(["x"]).is_err(), "a socket is required");
+        let cli = Cli::try_parse_from(["x", "--print-num-queues"]).expect("parses");
+        assert!(cli.print_num_queues);
+        assert!(Cli::try_parse_from(["x", "--socket", "a", "--mac", "zz"]).is_err());
+        assert!(Cli::try_parse_from(["x", "--socket", "a", "--log-level", "loud"]).is_err());
+    }
+}

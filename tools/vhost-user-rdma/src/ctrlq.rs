@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The control virtqueue: pops descriptor chains, hands their bytes to
+//! [`Ctrl`], writes the responses back and signals the guest.
+
+use std::io::{self, Read, Write};
+
+use log::warn;
+use vhost_user_backend::VringT;
+use virtio_queue::{DescriptorChain, QueueT};
+use vm_memory::{GuestAddressSpace, GuestMemoryMmap};
+
+use crate::ctrl::{Ctrl, MAX_REQUEST_LEN};
+use crate::vring::{Mem, RdmaVring};
+
+/// Serves every available chain of the control queue.
+pub fn process(ctrl: &Ctrl, vring: &RdmaVring, mem: &Mem) -> io::Result<()> {
+    let mem = mem.memory();
+    let mem: &GuestMemoryMmap = &mem;
+    loop {
+        vring.disable_notification().map_err(io::Error::other)?;
+        loop {
+            let chain = vring.get_mut().get_queue_mut().pop_descriptor_chain(mem);
+            let Some(chain) = chain else { break };
+            let head = chain.head_index();
+            let used = handle_chain(ctrl, chain, mem);
+            vring.add_used(head, used).map_err(io::Error::other)?;
+            if vring.needs_notification().map_err(io::Error::other)? {
+                vring.signal_used_queue()?;
+            }
+        }
+        if !vring.enable_notification().map_err(io::Error::other)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Runs one chain; returns the number of bytes written to its writable part.
+pub fn handle_chain(
+    ctrl: &Ctrl,
+    chain: DescriptorChain<&GuestMemoryMmap>,
+    mem: &GuestMemoryMmap,
+) -> u32 {
+    let head = chain.head_index();
+    let mut writer = match chain.clone().writer(mem) {
+        Ok(w) => w,
+        Err(e) => {
+            warn!("control chain {head}: bad device-writable part ({e}); no response written");
+            return 0;
+        }
+    };
+    let request = match chain.reader(mem) {
+        Ok(mut reader) => {
+            let len = reader.available_bytes();
+            if len > MAX_REQUEST_LEN {
+                warn!("control chain {head}: request of {len} bytes exceeds {MAX_REQUEST_LEN}");
+                Vec::new()
+            } else {
+                let mut buf = vec![0u8; len];
+                match reader.read_exact(&mut buf) {
+                    Ok(()) => buf,
+                    Err(e) => {
+                        warn!("control chain {head}: cannot read the request ({e})");
+                        Vec::new()
+                    }
+                }
+            }
+        }
+        Err(e) => {
+            warn!("control chain {head}: bad device-readable part ({e})");
+            Vec::new()
+        }
+    };
+    // An empty request is answered INVALID (too short for a header).
+    let response = ctrl.execute(&request, writer.available_bytes());
+    if let Err(e) = writer.write_all(&response) {
+        warn!("control chain {head}: cannot write the response ({e})");
+    }
+    u32::try_from(writer.bytes_written()).unwrap_or(u32::MAX)
+}

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The vhost-user device: features, config space, vrings, and the loop that
+//! serves one frontend on one socket.
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use log::{debug, info, warn};
+use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
+use vhost_user_backend::{VhostUserBackend, VhostUserDaemon};
+use virtio_bindings::bindings::virtio_config::VIRTIO_F_VERSION_1;
+use virtio_bindings::bindings::virtio_ring::{
+    VIRTIO_RING_F_EVENT_IDX, VIRTIO_RING_F_INDIRECT_DESC,
+};
+use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
+use vmm_sys_util::epoll::EventSet;
+
+use crate::abi::{self, VIRTIO_RDMA_CONFIG_SPACE_SIZE};
+use crate::ctrl::Ctrl;
+use crate::ctrlq;
+use crate::limits::Limits;
+use crate::vring::{Mem, RdmaVring, VringHub};
+use crate::worker::Worker;
+
+/// Virtio features offered.
+pub const FEATURES: u64 = (1 << VIRTIO_F_VERSION_1)
+    | (1 << VIRTIO_RING_F_EVENT_IDX)
+    | (1 << VIRTIO_RING_F_INDIRECT_DESC)
+    | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
+
+/// vhost-user protocol features offered: MQ (QEMU requires it and reads the
+/// queue count), CONFIG (GET_CONFIG), REPLY_ACK, RESET_DEVICE.
+pub fn protocol_features() -> VhostUserProtocolFeatures {
+    VhostUserProtocolFeatures::MQ
+        | VhostUserProtocolFeatures::CONFIG
+        | VhostUserProtocolFeatures::REPLY_ACK
+        | VhostUserProtocolFeatures::RESET_DEVICE
+}
+
+/// Errors that end a device.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// Setting up the device failed.
+    #[error("{0}: cannot set up the device: {1}")]
+    Setup(String, io::Error),
+    /// vhost-user-backend failed.
+    #[error("{0}: vhost-user: {1}")]
+    Daemon(String, vhost_user_backend::Error),
+}
+
+/// One virtio-rdma device.
+pub struct RdmaDevice {
+    name: String,
+    limits: Limits,
+    config: [u8; VIRTIO_RDMA_CONFIG_SPACE_SIZE],
+    ctrl: Ctrl,
+    mem: Mem,
+    event_idx: AtomicBool,
+}
+
+impl RdmaDevice {
+    /// A device named `name` (for logs) serving `limits` over `mem`.
+    pub fn new(name: &str, limits: Limits, mem: Mem) -> Self {
+        RdmaDevice {
+            name: name.to_string(),
+            limits,
+            config: limits.config_space(),
+            ctrl: Ctrl::new(name, limits),
+            mem,
+            event_idx: AtomicBool::new(false),
+        }
+    }
+
+    /// Name used in log lines.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The control-command engine.
+    pub fn ctrl(&self) -> &Ctrl {
+        &self.ctrl
+    }
+
+    /// Serves vring `index` after a kick.
+    pub fn process_queue(&self, index: usize, vring: &RdmaVring) -> io::Result<()> {
+        if index == usize::from(abi::VIRTIO_RDMA_CTRL_VQ) {
+            ctrlq::process(&self.ctrl, vring, &self.mem)
+        } else {
+            // CQ, SQ and RQ vrings: the data path is not implemented yet;
+            // buffers stay queued.
+            debug!(
+                "{}: vring {index} kicked (data path not implemented)",
+                self.name
+            );
+            Ok(())
+        }
+    }
+}
+
+impl VhostUserBackend for RdmaDevice {
+    type Bitmap = ();
+    type Vring = RdmaVring;
+
+    fn num_queues(&self) -> usize {
+        self.limits.num_queues()
+    }
+
+    fn max_queue_size(&self) -> usize {
+        usize::from(self.limits.queue_size())
+    }
+
+    fn features(&self) -> u64 {
+        FEATURES
+    }
+
+    fn acked_features(&self, features: u64) {
+        debug!("{}: driver acked features {features:#x}", self.name);
+    }
+
+    fn protocol_features(&self) -> VhostUserProtocolFeatures {
+        protocol_features()
+    }
+
+    fn reset_device(&self) {
+        info!("{}: device reset; all objects forgotten", self.name);
+        self.ctrl.reset();
+    }
+
+    fn set_event_idx(&self, enabled: bool) {
+        self.event_idx.store(enabled, Ordering::Relaxed);
+    }
+
+    fn get_config(&self, offset: u32, size: u32) -> Vec<u8> {
+        let range = usize::try_from(offset).ok().and_then(|start| {
+            let end = start.checked_add(usize::try_from(size).ok()?)?;
+            (size > 0 && end <= self.config.len()).then_some(start..end)
+        });
+        match range {
+            Some(r) => self.config[r].to_vec(),
+            None => {
+                warn!(
+                    "{}: config read of {size} bytes at offset {offset} is outside the \
+                     {}-byte config space",
+                    self.name,
+                    self.config.len()
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    fn set_config(&self, offset: u32, buf: &[u8]) -> io::Result<()> {
+        // The config space is read-only. Failing the message would make
+        // vhost-user-backend drop the whole connection, so the write is
+        // ignored instead.
+        warn!(
+            "{}: driver wrote {} bytes of read-only config space at offset {offset}; ignored",
+            self.name,
+            buf.len()
+        );
+        Ok(())
+    }
+
+    fn update_memory(&self, _mem: GuestMemoryAtomic<GuestMemoryMmap>) -> io::Result<()> {
+        // The same GuestMemoryAtomic is shared with the library; it has been
+        // replaced in place.
+        debug!("{}: guest memory table updated", self.name);
+        Ok(())
+    }
+
+    fn queues_per_thread(&self) -> Vec<u64> {
+        // No library worker threads: see vring.rs.
+        Vec::new()
+    }
+
+    fn handle_event(
+        &self,
+        device_event: u16,
+        _evset: EventSet,
+        _vrings: &[RdmaVring],
+        _thread_id: usize,
+    ) -> io::Result<()> {
+        warn!("{}: unexpected library event {device_event}", self.name);
+        Ok(())
+    }
+}
+
+/// Serves one frontend on `socket` until it disconnects. The socket file is
+/// removed when this returns.
+pub fn serve(socket: &Path, limits: Limits) -> Result<(), DeviceError> {
+    serve_with(socket, limits, |_| {})
+}
+
+/// [`serve`], handing the device to `started` once it listens (for tests).
+pub fn serve_with(
+    socket: &Path,
+    limits: Limits,
+    started: impl FnOnce(&Arc<RdmaDevice>),
+) -> Result<(), DeviceError> {
+    let name = socket
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| socket.display().to_string());
+    let setup = |e| DeviceError::Setup(name.clone(), e);
+    let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
+    let dev = Arc::new(RdmaDevice::new(&name, limits, mem.clone()));
+    let hub = VringHub::new().map_err(setup)?;
+    let mut daemon = hub
+        .collect(|| VhostUserDaemon::new(name.clone(), dev.clone(), mem))
+        .map_err(|e| DeviceError::Daemon(name.clone(), e))?;
+    let created = hub.vrings().len();
+    if created != limits.num_queues() {
+        return Err(setup(io::Error::other(format!(
+            "{created} vrings created, expected {}",
+            limits.num_queues()
+        ))));
+    }
+    let worker = Worker::spawn(dev.clone(), hub).map_err(setup)?;
+    info!(
+        "{name}: serving {} on {} ({} virtqueues: 1 control, {} CQ, {} QP; queue size {}; mac {})",
+        "virtio-rdma",
+        socket.display(),
+        limits.num_queues(),
+        limits.max_cq(),
+        limits.max_qp(),
+        limits.queue_size(),
+        limits.mac()
+    );
+    started(&dev);
+    let result = daemon.serve(socket);
+    worker.stop();
+    info!("{name}: frontend disconnected");
+    result.map_err(|e| DeviceError::Daemon(name.clone(), e))
+}

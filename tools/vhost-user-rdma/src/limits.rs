@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Device limits and the config space built from them.
+//!
+//! Every number the device reports to the guest lives here, so that the
+//! config space, the control commands and the command line agree.
+
+use std::fmt;
+
+use zerocopy::little_endian::{U16, U32, U64};
+use zerocopy::IntoBytes;
+
+use crate::abi::{self, VirtioRdmaConfig};
+
+/// vhost-user carries the vring index in 8 bits.
+pub const MAX_VRINGS: u32 = 256;
+/// Largest vring size virtio allows (split rings).
+pub const MAX_QUEUE_SIZE: u32 = 32768;
+/// Scatter/gather entries per work request.
+pub const MAX_SGE: u32 = 32;
+/// Memory regions per device.
+pub const MAX_MR: u32 = 65536;
+/// Protection domains per device.
+pub const MAX_PD: u32 = 65536;
+/// Largest memory region (4 GiB).
+pub const MAX_MR_SIZE: u64 = 1 << 32;
+/// Supported page sizes: one bit per size; 4 KiB only.
+pub const PAGE_SIZE_CAP: u64 = 0x1000;
+/// `IB_DEVICE_SYS_IMAGE_GUID`.
+pub const IB_DEVICE_SYS_IMAGE_GUID: u64 = 1 << 11;
+/// `IB_DEVICE_RC_RNR_NAK_GEN`.
+pub const IB_DEVICE_RC_RNR_NAK_GEN: u64 = 1 << 12;
+/// `IB_DEVICE_MEM_MGT_EXTENSIONS`.
+pub const IB_DEVICE_MEM_MGT_EXTENSIONS: u64 = 1 << 21;
+/// Capabilities reported in `device_cap_flags`.
+pub const DEVICE_CAP_FLAGS: u64 =
+    IB_DEVICE_SYS_IMAGE_GUID | IB_DEVICE_RC_RNR_NAK_GEN | IB_DEVICE_MEM_MGT_EXTENSIONS;
+/// PCI vendor ID of virtio devices (Red Hat).
+pub const VENDOR_ID: u32 = 0x1af4;
+/// Vendor part ID: the virtio device ID.
+pub const VENDOR_PART_ID: u32 = 42;
+/// Hardware version.
+pub const HW_VER: u32 = 1;
+/// Outstanding RDMA reads/atomics per QP, as responder and as initiator.
+pub const MAX_QP_RD_ATOM: u32 = 16;
+/// Fast-registration page list length.
+pub const MAX_FAST_REG_PAGE_LIST_LEN: u32 = 512;
+/// Bytes of inline data per send WR.
+pub const MAX_INLINE_DATA: u32 = 64;
+/// Address handles (kept by the driver; bounded for sanity).
+pub const MAX_AH: u32 = 65536;
+/// Partition keys per port (the default key only).
+pub const MAX_PKEYS: u16 = 1;
+/// Local CA ack delay (as rxe).
+pub const LOCAL_CA_ACK_DELAY: u8 = 15;
+/// Number of ports.
+pub const PHYS_PORT_CNT: u32 = 1;
+/// GID table entries per port.
+pub const GID_TBL_LEN: u32 = 16;
+/// P_Key table entries per port.
+pub const PKEY_TBL_LEN: u16 = 1;
+/// The default partition key, at P_Key index 0.
+pub const DEFAULT_PKEY: u16 = 0xffff;
+/// Largest message.
+pub const MAX_MSG_SZ: u32 = 1 << 31;
+
+/// `enum ib_port_state`: IB_PORT_ACTIVE.
+pub const IB_PORT_ACTIVE: u8 = 4;
+/// `enum ib_mtu`: IB_MTU_1024 (fits a 1500-byte Ethernet frame with RoCEv2 headers).
+pub const IB_MTU_1024: u8 = 3;
+/// `enum ib_port_phys_state`: LINK_UP.
+pub const IB_PORT_PHYS_STATE_LINK_UP: u8 = 5;
+/// `enum ib_port_width`: 1X.
+pub const IB_WIDTH_1X: u8 = 1;
+/// `enum ib_port_speed`: SDR (rxe's default).
+pub const IB_SPEED_SDR: u16 = 1;
+/// `IB_PORT_CM_SUP`: the port supports connection management (as rxe).
+pub const IB_PORT_CM_SUP: u32 = 1 << 16;
+
+/// An Ethernet MAC address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mac(pub [u8; 6]);
+
+impl fmt::Display for Mac {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )
+    }
+}
+
+impl std::str::FromStr for Mac {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = s.split(':').collect();
+        if parts.len() != 6 {
+            return Err(format!(
+                "`{s}` is not a MAC address (want XX:XX:XX:XX:XX:XX)"
+            ));
+        }
+        let mut mac = [0u8; 6];
+        for (byte, part) in mac.iter_mut().zip(parts) {
+            if part.len() != 2 {
+                return Err(format!(
+                    "`{s}` is not a MAC address (want XX:XX:XX:XX:XX:XX)"
+                ));
+            }
+            *byte = u8::from_str_radix(part, 16)
+                .map_err(|_| format!("`{s}` is not a MAC address (bad hex `{part}`)"))?;
+        }
+        Ok(Mac(mac))
+    }
+}
+
+/// Why a set of limits cannot be served.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LimitsError {
+    /// max_qp is 0.
+    #[error("--max-qp must be at least 1")]
+    NoQp,
+    /// max_cq is 0.
+    #[error("--max-cq must be at least 1")]
+    NoCq,
+    /// Too many virtqueues for vhost-user.
+    #[error(
+        "1 + max_cq ({max_cq}) + 2 * max_qp ({max_qp}) = {total} virtqueues, but vhost-user \
+         addresses at most {MAX_VRINGS} virtqueues per device"
+    )]
+    TooManyQueues {
+        /// Requested CQs.
+        max_cq: u32,
+        /// Requested QPs.
+        max_qp: u32,
+        /// Resulting queue count.
+        total: u64,
+    },
+    /// Queue size not a power of two in range.
+    #[error("--queue-size {0} must be a power of two between 2 and {MAX_QUEUE_SIZE}")]
+    QueueSize(u32),
+}
+
+/// The limits one device serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    max_qp: u32,
+    max_cq: u32,
+    queue_size: u16,
+    mac: Mac,
+}
+
+impl Limits {
+    /// Validates the limits.
+    pub fn new(max_qp: u32, max_cq: u32, queue_size: u32, mac: Mac) -> Result<Self, LimitsError> {
+        if max_qp == 0 {
+            return Err(LimitsError::NoQp);
+        }
+        if max_cq == 0 {
+            return Err(LimitsError::NoCq);
+        }
+        let total = 1 + u64::from(max_cq) + 2 * u64::from(max_qp);
+        if total > u64::from(MAX_VRINGS) {
+            return Err(LimitsError::TooManyQueues {
+                max_cq,
+                max_qp,
+                total,
+            });
+        }
+        if !(2..=MAX_QUEUE_SIZE).contains(&queue_size) || !queue_size.is_power_of_two() {
+            return Err(LimitsError::QueueSize(queue_size));
+        }
+        let queue_size =
+            u16::try_from(queue_size).map_err(|_| LimitsError::QueueSize(queue_size))?;
+        Ok(Limits {
+            max_qp,
+            max_cq,
+            queue_size,
+            mac,
+        })
+    }
+
+    /// QPs.
+    pub fn max_qp(&self) -> u32 {
+        self.max_qp
+    }
+
+    /// CQs.
+    pub fn max_cq(&self) -> u32 {
+        self.max_cq
+    }
+
+    /// Largest vring size.
+    pub fn queue_size(&self) -> u16 {
+        self.queue_size
+    }
+
+    /// The paired Ethernet function's MAC.
+    pub fn mac(&self) -> Mac {
+        self.mac
+    }
+
+    /// Virtqueues: control, one per CQ, an (SQ, RQ) pair per QP.
+    pub fn num_queues(&self) -> usize {
+        // At most 256 by construction.
+        1 + self.max_cq as usize + 2 * self.max_qp as usize
+    }
+
+    /// System image GUID: the MAC's modified EUI-64, in network byte order.
+    pub fn sys_image_guid(&self) -> [u8; 8] {
+        let m = self.mac.0;
+        [m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]
+    }
+
+    /// The config structure.
+    pub fn config(&self) -> VirtioRdmaConfig {
+        let qs = u32::from(self.queue_size);
+        VirtioRdmaConfig {
+            phys_port_cnt: U32::new(PHYS_PORT_CNT),
+            vendor_id: U32::new(VENDOR_ID),
+            sys_image_guid: U64::from_bytes(self.sys_image_guid()),
+            vendor_part_id: U32::new(VENDOR_PART_ID),
+            hw_ver: U32::new(HW_VER),
+            max_mr_size: U64::new(MAX_MR_SIZE),
+            page_size_cap: U64::new(PAGE_SIZE_CAP),
+            device_cap_flags: U64::new(DEVICE_CAP_FLAGS),
+            max_qp: U32::new(self.max_qp),
+            max_qp_wr: U32::new(qs),
+            max_send_sge: U32::new(MAX_SGE),
+            max_recv_sge: U32::new(MAX_SGE),
+            max_sge_rd: U32::new(MAX_SGE),
+            max_cq: U32::new(self.max_cq),
+            max_cqe: U32::new(qs),
+            max_mr: U32::new(MAX_MR),
+            max_pd: U32::new(MAX_PD),
+            max_qp_rd_atom: U32::new(MAX_QP_RD_ATOM),
+            max_res_rd_atom: U32::new(MAX_QP_RD_ATOM * self.max_qp),
+            max_qp_init_rd_atom: U32::new(MAX_QP_RD_ATOM),
+            max_mw: U32::new(0),
+            max_mcast_grp: U32::new(0),
+            max_mcast_qp_attach: U32::new(0),
+            max_total_mcast_qp_attach: U32::new(0),
+            max_ah: U32::new(MAX_AH),
+            max_fast_reg_page_list_len: U32::new(MAX_FAST_REG_PAGE_LIST_LEN),
+            max_pi_fast_reg_page_list_len: U32::new(0),
+            max_inline_data: U32::new(MAX_INLINE_DATA),
+            max_pkeys: U16::new(MAX_PKEYS),
+            local_ca_ack_delay: LOCAL_CA_ACK_DELAY,
+            atomic_cap: abi::VIRTIO_RDMA_ATOMIC_HCA,
+            mac: self.mac.0,
+            reserved: [0; 6],
+        }
+    }
+
+    /// The whole config space: the config structure, then zeroes.
+    pub fn config_space(&self) -> [u8; abi::VIRTIO_RDMA_CONFIG_SPACE_SIZE] {
+        let mut space = [0u8; abi::VIRTIO_RDMA_CONFIG_SPACE_SIZE];
+        let cfg = self.config();
+        let bytes = cfg.as_bytes();
+        space[..bytes.len()].copy_from_slice(bytes);
+        space
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAC: Mac = Mac([0x52, 0x54, 0, 0x12, 0x34, 0x56]);
+
+    #[test]
+    fn queue_count_bound() {
+        assert_eq!(
+            Limits::new(16, 32, 1024, MAC).map(|l| l.num_queues()),
+            Ok(65)
+        );
+        assert_eq!(
+            Limits::new(1, 253, 1024, MAC).map(|l| l.num_queues()),
+            Ok(256)
+        );
+        assert_eq!(
+            Limits::new(1, 254, 1024, MAC),
+            Err(LimitsError::TooManyQueues {
+                max_cq: 254,
+                max_qp: 1,
+                total: 257
+            })
+        );
+        assert_eq!(Limits::new(0, 1, 1024, MAC), Err(LimitsError::NoQp));
+        assert_eq!(Limits::new(1, 0, 1024, MAC), Err(LimitsError::NoCq));
+        assert_eq!(
+            Limits::new(1, 1, 1000, MAC),
+            Err(LimitsError::QueueSize(1000))
+        );
+        assert_eq!(
+            Limits::new(1, 1, 65536, MAC),
+            Err(LimitsError::QueueSize(65536))
+        );
+        let msg = LimitsError::TooManyQueues {
+            max_cq: 254,
+            max_qp: 1,
+            total: 257,
+        }
+        .to_string();
+        assert!(msg.contains("max_cq (254)") && msg.contains("max_qp (1)") && msg.contains("257"));
+    }
+
+    #[test]
+    fn mac_parse() {
+        assert_eq!("52:54:00:12:34:56".parse::<Mac>(), Ok(MAC));
+        assert_eq!(MAC.to_string(), "52:54:00:12:34:56");
+        assert!("52:54:00:12:34".parse::<Mac>().is_err());
+        assert!("52:54:00:12:34:5g".parse::<Mac>().is_err());
+        assert!("52:54:00:12:34:567".parse::<Mac>().is_err());
+    }
+}

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `vhost-user-rdma`: parses the command line, then serves one device per
+//! socket, each on its own thread, until every frontend has disconnected or
+//! SIGTERM/SIGINT arrives. Exits 0 in both cases, with the socket files
+//! removed; 1 if a device failed; 2 on a bad command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::thread;
+
+use clap::Parser;
+use log::{error, info};
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use vhost_user_rdma::cli::Cli;
+use vhost_user_rdma::device;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    env_logger::Builder::new()
+        .filter_level(cli.log_level)
+        .target(env_logger::Target::Stderr)
+        .init();
+
+    let limits = match cli.limits() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("vhost-user-rdma: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if cli.print_num_queues {
+        println!("{}", limits.num_queues());
+        return ExitCode::SUCCESS;
+    }
+
+    let sockets = cli.sockets.clone();
+    if let Err(e) = watch_signals(sockets.clone()) {
+        error!("cannot install signal handlers: {e}");
+        return ExitCode::FAILURE;
+    }
+
+    let mut threads = Vec::new();
+    for socket in sockets {
+        let spawned = thread::Builder::new()
+            .name("vrdma-dev".to_string())
+            .spawn(move || device::serve(&socket, limits));
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                error!("cannot start a device thread: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let mut ok = true;
+    for t in threads {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                error!("{e}");
+                ok = false;
+            }
+            Err(_) => {
+                error!("a device thread panicked");
+                ok = false;
+            }
+        }
+    }
+    if ok {
+        info!("all frontends disconnected; exiting");
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// On SIGTERM/SIGINT: remove the socket files and exit 0.
+fn watch_signals(sockets: Vec<PathBuf>) -> std::io::Result<()> {
+    let mut signals = Signals::new([SIGTERM, SIGINT])?;
+    thread::Builder::new()
+        .name("signals".to_string())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                info!("signal {sig}: removing sockets and exiting");
+                for s in &sockets {
+                    let _ = std::fs::remove_file(s);
+                }
+                std::process::exit(0);
+            }
+        })?;
+    Ok(())
+}

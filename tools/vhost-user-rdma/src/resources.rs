@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Bounded tables of guest-visible objects: handle allocation and the GID
+//! table.
+
+use std::collections::{HashSet, VecDeque};
+
+/// Allocates nonzero handles `1..=capacity`, reusing freed ones oldest first
+/// (so that a stale handle is not handed out again at once).
+#[derive(Debug)]
+pub struct HandleTable {
+    capacity: u32,
+    next_fresh: u32,
+    free: VecDeque<u32>,
+    used: HashSet<u32>,
+}
+
+impl HandleTable {
+    /// An empty table of `capacity` handles.
+    pub fn new(capacity: u32) -> Self {
+        HandleTable {
+            capacity,
+            next_fresh: 1,
+            free: VecDeque::new(),
+            used: HashSet::new(),
+        }
+    }
+
+    /// A free handle, or `None` when all are in use.
+    pub fn alloc(&mut self) -> Option<u32> {
+        let handle = match self.free.pop_front() {
+            Some(h) => h,
+            None if self.next_fresh <= self.capacity => {
+                let h = self.next_fresh;
+                self.next_fresh += 1;
+                h
+            }
+            None => return None,
+        };
+        self.used.insert(handle);
+        Some(handle)
+    }
+
+    /// Releases `handle`; false if it was not allocated.
+    pub fn free(&mut self, handle: u32) -> bool {
+        if self.used.remove(&handle) {
+            self.free.push_back(handle);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Whether `handle` is allocated.
+    pub fn contains(&self, handle: u32) -> bool {
+        self.used.contains(&handle)
+    }
+
+    /// Handles in use.
+    pub fn len(&self) -> usize {
+        self.used.len()
+    }
+
+    /// Whether no handle is in use.
+    pub fn is_empty(&self) -> bool {
+        self.used.is_empty()
+    }
+}
+
+/// One GID table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GidEntry {
+    /// The GID, network byte order.
+    pub gid: [u8; 16],
+    /// `enum ib_gid_type`.
+    pub gid_type: u32,
+}
+
+/// The GID table of one port.
+#[derive(Debug)]
+pub struct GidTable {
+    entries: Vec<Option<GidEntry>>,
+}
+
+impl GidTable {
+    /// An empty table of `len` entries.
+    pub fn new(len: usize) -> Self {
+        GidTable {
+            entries: vec![None; len],
+        }
+    }
+
+    /// Sets entry `index`; false if out of range.
+    pub fn set(&mut self, index: usize, entry: GidEntry) -> bool {
+        match self.entries.get_mut(index) {
+            Some(slot) => {
+                *slot = Some(entry);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Clears entry `index`; returns the old entry (`None` if out of range or empty).
+    pub fn clear(&mut self, index: usize) -> Option<GidEntry> {
+        self.entries.get_mut(index).and_then(Option::take)
+    }
+
+    /// Entry `index`, if set.
+    pub fn get(&self, index: usize) -> Option<GidEntry> {
+        self.entries.get(index).copied().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_bounded_and_reused_fifo() {
+        let mut t = HandleTable::new(3);
+        assert_eq!(
+            (t.alloc(), t.alloc(), t.alloc(), t.alloc()),
+            (Some(1), Some(2), Some(3), None)
+        );
+        assert!(t.free(2));
+        assert!(!t.free(2));
+        assert!(!t.free(0));
+        assert!(t.free(1));
+        assert_eq!(t.alloc(), Some(2));
+        assert_eq!(t.alloc(), Some(1));
+        assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn gid_table_bounds() {
+        let mut g = GidTable::new(2);
+        let e = GidEntry {
+            gid: [1; 16],
+            gid_type: 1,
+        };
+        assert!(g.set(1, e));
+        assert!(!g.set(2, e));
+        assert_eq!(g.get(1), Some(e));
+        assert_eq!(g.clear(1), Some(e));
+        assert_eq!(g.clear(1), None);
+        assert_eq!(g.clear(5), None);
+    }
+}

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The vring type of the device: vhost-user-backend's [`VringRwLock`] that
+//! also tells the device's own event loop when a vring's kick, readiness or
+//! enablement changes.
+//!
+//! Why not vhost-user-backend's worker threads: in 0.24 they select vrings
+//! by `u64` bitmasks indexed by the absolute vring index (`mask >> index`),
+//! so vrings 64 and up cannot be placed on any thread (the shift overflows:
+//! a panic in debug builds, aliasing onto vring `index % 64` in release).
+//! This device has up to 256 vrings, so it returns no bitmask at all (the
+//! library then starts no workers) and runs its own loop (`worker.rs`) over
+//! every vring's kick eventfd.
+//!
+//! The library creates the vrings itself, in index order, inside
+//! `VhostUserDaemon::new`; [`VringHub::collect`] runs that constructor with
+//! a thread-local hub set, so that each new vring registers itself there.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use log::error;
+use vhost_user_backend::{VringRwLock, VringStateGuard, VringStateMutGuard, VringT};
+use virtio_queue::Error as VirtQueError;
+use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+/// Guest memory as the device sees it.
+pub type Mem = GuestMemoryAtomic<GuestMemoryMmap>;
+
+thread_local! {
+    static BUILDING: RefCell<Option<Arc<VringHub>>> = const { RefCell::new(None) };
+}
+
+/// The vrings of one device, and the eventfd that says "a vring changed".
+#[derive(Debug)]
+pub struct VringHub {
+    vrings: Mutex<Vec<RdmaVring>>,
+    changed: Arc<EventFd>,
+}
+
+impl VringHub {
+    /// An empty hub.
+    pub fn new() -> io::Result<Arc<Self>> {
+        Ok(Arc::new(VringHub {
+            vrings: Mutex::new(Vec::new()),
+            changed: Arc::new(EventFd::new(EFD_NONBLOCK)?),
+        }))
+    }
+
+    /// Runs `f` (which creates the vrings) with this hub collecting them.
+    pub fn collect<R>(self: &Arc<Self>, f: impl FnOnce() -> R) -> R {
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                BUILDING.with(|b| *b.borrow_mut() = None);
+            }
+        }
+        BUILDING.with(|b| *b.borrow_mut() = Some(self.clone()));
+        let _reset = Reset;
+        f()
+    }
+
+    /// The vrings collected so far, in index order.
+    pub fn vrings(&self) -> Vec<RdmaVring> {
+        self.vrings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Readable when a vring changed; consume it before rescanning.
+    pub fn changed(&self) -> &EventFd {
+        &self.changed
+    }
+}
+
+/// A vring that reports changes to its hub.
+#[derive(Clone)]
+pub struct RdmaVring {
+    inner: VringRwLock<Mem>,
+    changed: Option<Arc<EventFd>>,
+}
+
+impl std::fmt::Debug for RdmaVring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RdmaVring").finish_non_exhaustive()
+    }
+}
+
+impl RdmaVring {
+    fn notify(&self) {
+        if let Some(changed) = &self.changed {
+            if let Err(e) = changed.write(1) {
+                error!("cannot wake the vring event loop: {e}");
+            }
+        }
+    }
+}
+
+impl<'a> VringStateGuard<'a, Mem> for RdmaVring {
+    type G = <VringRwLock<Mem> as VringStateGuard<'a, Mem>>::G;
+}
+
+impl<'a> VringStateMutGuard<'a, Mem> for RdmaVring {
+    type G = <VringRwLock<Mem> as VringStateMutGuard<'a, Mem>>::G;
+}
+
+impl VringT<Mem> for RdmaVring {
+    fn new(mem: Mem, max_queue_size: u16) -> Result<Self, VirtQueError> {
+        let inner = VringRwLock::new(mem, max_queue_size)?;
+        let hub = BUILDING.with(|b| b.borrow().clone());
+        let vring = RdmaVring {
+            inner,
+            changed: hub.as_ref().map(|h| h.changed.clone()),
+        };
+        match hub {
+            Some(hub) => hub
+                .vrings
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(vring.clone()),
+            None => error!("vring created outside VringHub::collect; it will not be served"),
+        }
+        Ok(vring)
+    }
+
+    fn get_ref(&self) -> <Self as VringStateGuard<'_, Mem>>::G {
+        self.inner.get_ref()
+    }
+
+    fn get_mut(&self) -> <Self as VringStateMutGuard<'_, Mem>>::G {
+        self.inner.get_mut()
+    }
+
+    fn add_used(&self, desc_index: u16, len: u32) -> Result<(), VirtQueError> {
+        self.inner.add_used(desc_index, len)
+    }
+
+    fn signal_used_queue(&self) -> io::Result<()> {
+        self.inner.signal_used_queue()
+    }
+
+    fn enable_notification(&self) -> Result<bool, VirtQueError> {
+        self.inner.enable_notification()
+    }
+
+    fn disable_notification(&self) -> Result<(), VirtQueError> {
+        self.inner.disable_notification()
+    }
+
+    fn needs_notification(&self) -> Result<bool, VirtQueError> {
+        self.inner.needs_notification()
+    }
+
+    fn set_enabled(&self, enabled: bool) {
+        self.inner.set_enabled(enabled);
+        self.notify();
+    }
+
+    fn set_queue_info(
+        &self,
+        desc_table: u64,
+        avail_ring: u64,
+        used_ring: u64,
+    ) -> Result<(), VirtQueError> {
+        self.inner.set_queue_info(desc_table, avail_ring, used_ring)
+    }
+
+    fn queue_next_avail(&self) -> u16 {
+        self.inner.queue_next_avail()
+    }
+
+    fn set_queue_next_avail(&self, base: u16) {
+        self.inner.set_queue_next_avail(base)
+    }
+
+    fn set_queue_next_used(&self, idx: u16) {
+        self.inner.set_queue_next_used(idx)
+    }
+
+    fn queue_used_idx(&self) -> Result<u16, VirtQueError> {
+        self.inner.queue_used_idx()
+    }
+
+    fn set_queue_size(&self, num: u16) {
+        self.inner.set_queue_size(num)
+    }
+
+    fn set_queue_event_idx(&self, enabled: bool) {
+        self.inner.set_queue_event_idx(enabled)
+    }
+
+    fn set_queue_ready(&self, ready: bool) {
+        self.inner.set_queue_ready(ready);
+        self.notify();
+    }
+
+    fn set_kick(&self, file: Option<File>) {
+        self.inner.set_kick(file);
+        self.notify();
+    }
+
+    fn read_kick(&self) -> io::Result<bool> {
+        self.inner.read_kick()
+    }
+
+    fn set_call(&self, file: Option<File>) {
+        self.inner.set_call(file)
+    }
+
+    fn set_err(&self, file: Option<File>) {
+        self.inner.set_err(file)
+    }
+}

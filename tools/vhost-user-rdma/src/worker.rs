@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The device's vring event loop: one thread per device waiting on every
+//! ready and enabled vring's kick eventfd (see `vring.rs` for why this is
+//! not vhost-user-backend's own worker pool).
+//!
+//! The set of watched eventfds is rebuilt whenever a vring changes (kick
+//! set, readiness, enablement); after each rebuild every watched vring is
+//! served once, so requests made before the kick was watched are not lost.
+
+use std::io;
+use std::os::unix::io::AsRawFd;
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+
+use log::{debug, error};
+use vhost_user_backend::VringT;
+use virtio_queue::QueueT;
+use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+use crate::device::RdmaDevice;
+use crate::vring::{RdmaVring, VringHub};
+
+const EXIT: u64 = 1 << 32;
+const CHANGED: u64 = EXIT + 1;
+
+/// A running event loop.
+pub struct Worker {
+    exit: EventFd,
+    handle: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl Worker {
+    /// Starts the loop over `hub`'s vrings.
+    pub fn spawn(dev: Arc<RdmaDevice>, hub: Arc<VringHub>) -> io::Result<Worker> {
+        let exit = EventFd::new(EFD_NONBLOCK)?;
+        let exit2 = exit.try_clone()?;
+        let handle = thread::Builder::new()
+            .name(format!("{}-vrings", dev.name()))
+            .spawn(move || run(&dev, &hub, &exit2))?;
+        Ok(Worker {
+            exit,
+            handle: Some(handle),
+        })
+    }
+
+    /// Stops the loop and waits for it.
+    pub fn stop(mut self) {
+        if let Err(e) = self.exit.write(1) {
+            error!("cannot stop the vring event loop: {e}");
+            return;
+        }
+        if let Some(handle) = self.handle.take() {
+            match handle.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => error!("vring event loop failed: {e}"),
+                Err(_) => error!("vring event loop panicked"),
+            }
+        }
+    }
+}
+
+fn watch(epoll: &Epoll, fd: i32, data: u64) -> io::Result<()> {
+    epoll.ctl(
+        ControlOperation::Add,
+        fd,
+        EpollEvent::new(EventSet::IN, data),
+    )
+}
+
+fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
+    let vrings = hub.vrings();
+    let mut events = vec![EpollEvent::default(); 64];
+    loop {
+        let epoll = Epoll::new()?;
+        watch(&epoll, exit.as_raw_fd(), EXIT)?;
+        watch(&epoll, hub.changed().as_raw_fd(), CHANGED)?;
+        // Duplicates of the kick eventfds, kept open while watched.
+        let mut kicks = Vec::new();
+        for (index, vring) in vrings.iter().enumerate() {
+            let kick = {
+                let state = vring.get_ref();
+                if !(state.get_queue().ready() && state.is_enabled()) {
+                    continue;
+                }
+                match state.get_kick() {
+                    Some(kick) => kick.try_clone()?,
+                    None => continue,
+                }
+            };
+            watch(&epoll, kick.as_raw_fd(), index as u64)?;
+            kicks.push((index, kick));
+        }
+        debug!("{}: watching {} vrings", dev.name(), kicks.len());
+        for (index, _) in &kicks {
+            serve(dev, &vrings, *index);
+        }
+
+        let mut rescan = false;
+        while !rescan {
+            let n = match epoll.wait(-1, &mut events) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            for event in events.iter().take(n) {
+                match event.data() {
+                    EXIT => return Ok(()),
+                    CHANGED => {
+                        // Nonblocking: a concurrent consumer may have
+                        // emptied it already.
+                        let _ = hub.changed().read();
+                        rescan = true;
+                    }
+                    data => {
+                        let index = usize::try_from(data).unwrap_or(usize::MAX);
+                        let Some(vring) = vrings.get(index) else {
+                            continue;
+                        };
+                        match vring.read_kick() {
+                            Ok(true) => serve(dev, &vrings, index),
+                            Ok(false) => {}
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                            Err(e) => error!("{}: vring {index}: kick: {e}", dev.name()),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn serve(dev: &RdmaDevice, vrings: &[RdmaVring], index: usize) {
+    let Some(vring) = vrings.get(index) else {
+        return;
+    };
+    if let Err(e) = dev.process_queue(index, vring) {
+        error!("{}: vring {index}: {e}", dev.name());
+    }
+}

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The binary: argument checks, `--print-num-queues`, clean exit on
+//! disconnect and on SIGTERM.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use vhost::vhost_user::Frontend;
+use vhost::VhostBackend;
+use vmm_sys_util::tempdir::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_vhost-user-rdma");
+
+fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn print_num_queues() {
+    let out = Command::new(BIN)
+        .args(["--print-num-queues", "--max-qp", "16", "--max-cq", "32"])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "65\n");
+    let out = Command::new(BIN)
+        .args(["--print-num-queues", "--max-qp", "1", "--max-cq", "253"])
+        .output()
+        .expect("run");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "256\n");
+}
+
+#[test]
+fn too_many_queues_is_refused() {
+    let out = Command::new(BIN)
+        .args([
+            "--socket",
+            "/nonexistent/x.sock",
+            "--max-qp",
+            "120",
+            "--max-cq",
+            "32",
+        ])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("max_cq (32)") && err.contains("max_qp (120)") && err.contains("273"),
+        "{err}"
+    );
+    for bad in [
+        ["--max-qp", "0"],
+        ["--max-cq", "0"],
+        ["--queue-size", "1000"],
+    ] {
+        let out = Command::new(BIN)
+            .args(["--socket", "/nonexistent/x.sock"])
+            .args(bad)
+            .output()
+            .expect("run");
+        assert!(!out.status.success(), "{bad:?} refused");
+    }
+}
+
+#[test]
+fn exits_cleanly_after_disconnect() {
+    let dir = TempDir::new_with_prefix("/tmp/vrdma-cli").expect("tempdir");
+    let a = dir.as_path().join("a.sock");
+    let b = dir.as_path().join("b.sock");
+    let mut child = Command::new(BIN)
+        .arg("--socket")
+        .arg(&a)
+        .arg("--socket")
+        .arg(&b)
+        .args(["--max-qp", "2", "--max-cq", "2", "--log-level", "debug"])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for(&a);
+    wait_for(&b);
+    for s in [&a, &b] {
+        let fe = Frontend::connect(s, 8).expect("connect");
+        fe.set_owner().expect("set_owner");
+        drop(fe);
+    }
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "exit status {status}");
+    assert!(!a.exists() && !b.exists(), "socket files removed");
+}
+
+#[test]
+fn exits_cleanly_on_sigterm() {
+    let dir = TempDir::new_with_prefix("/tmp/vrdma-cli").expect("tempdir");
+    let a = dir.as_path().join("a.sock");
+    let mut child = Command::new(BIN)
+        .arg("--socket")
+        .arg(&a)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for(&a);
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "exit status {status}");
+    assert!(!a.exists(), "socket file removed");
+}
