@@ -127,8 +127,11 @@ struct virtio_rdma_ctrl_rsp_hdr {
 };
 
 /*
- * Control command bodies. Handles (pdn, ...) are nonzero; 0 never names an
- * object. Port numbers start at 1. A command without a request body
+ * Control command bodies. PD and MR handles (pdn, mrn) are nonzero; 0 never
+ * names one. CQ and QP numbers are virtqueue slots (VIRTIO_RDMA_CQ_VQ,
+ * VIRTIO_RDMA_SQ_VQ): cqn is 0..max_cq-1, qpn is 1..max_qp-1, where qpn 1
+ * is only ever the GSI QP of port 1 and qpn 0 (IB's SMI QP, which RoCE
+ * does not have) is never used. Port numbers start at 1. A command without a request body
  * (CREATE_PD) reads only the header; one without a response body
  * (DESTROY_PD, ADD_GID, DEL_GID) writes only the response header.
  */
@@ -201,6 +204,320 @@ struct virtio_rdma_cmd_del_gid {
 	__le16 index;
 	__le16 reserved;
 	__le32 port;
+};
+
+/*
+ * Verbs values carried below use the kernel's enums: enum ib_qp_type,
+ * ib_qp_state, ib_qp_attr_mask, ib_access_flags, ib_wr_opcode,
+ * ib_send_flags, ib_wc_status, ib_wc_opcode, ib_wc_flags and ib_mtu of
+ * <rdma/ib_verbs.h>, which are stable (shared with userspace verbs).
+ */
+
+/* Memory regions map guest memory in pages of this size. */
+#define VIRTIO_RDMA_PAGE_SHIFT		12
+#define VIRTIO_RDMA_PAGE_SIZE		(1 << VIRTIO_RDMA_PAGE_SHIFT)
+
+/*
+ * MR keys: lkey == rkey == (mrn << 8) | key, the low byte being the
+ * consumer-owned key that a REG_MR work request may change. The device
+ * returns the initial key with the key byte 0.
+ */
+#define VIRTIO_RDMA_KEY_MRN(key)	((key) >> 8)
+
+/* VIRTIO_RDMA_CMD_CREATE_CQ request. */
+struct virtio_rdma_cmd_create_cq {
+	__le32 cqe;			/* 1..max_cqe */
+	__le32 reserved;
+};
+
+/* VIRTIO_RDMA_CMD_CREATE_CQ response. */
+struct virtio_rdma_rsp_create_cq {
+	__le32 cqn;			/* virtqueue VIRTIO_RDMA_CQ_VQ(cqn) */
+	__le32 reserved;
+};
+
+/* VIRTIO_RDMA_CMD_DESTROY_CQ request (no response body). */
+struct virtio_rdma_cmd_destroy_cq {
+	__le32 cqn;
+	__le32 reserved;
+};
+
+/* VIRTIO_RDMA_CMD_GET_DMA_MR request: an MR over all of guest memory. */
+struct virtio_rdma_cmd_get_dma_mr {
+	__le32 pdn;
+	__le32 access_flags;		/* enum ib_access_flags */
+};
+
+/*
+ * Response of GET_DMA_MR, CREATE_MR and REG_USER_MR.
+ */
+struct virtio_rdma_rsp_create_mr {
+	__le32 mrn;
+	__le32 lkey;
+	__le32 rkey;
+	__le32 reserved;
+};
+
+/*
+ * VIRTIO_RDMA_CMD_CREATE_MR request: a fast-registration MR
+ * (IB_MR_TYPE_MEM_REG), invalid until a REG_MR work request maps it.
+ */
+struct virtio_rdma_cmd_create_mr {
+	__le32 pdn;
+	__le32 access_flags;		/* checked, else ignored: REG_MR sets it */
+	__le32 max_num_sg;		/* 1..max_fast_reg_page_list_len */
+	__le32 reserved;
+};
+
+/*
+ * VIRTIO_RDMA_CMD_MAP_MR_SG request: stage a page table in a fast-reg MR
+ * for the next REG_MR work request that carries no page table of its own.
+ * pages is the guest-physical address of npages __le64 page addresses,
+ * each VIRTIO_RDMA_PAGE_SIZE aligned; the MR's first byte is at offset
+ * (iova % VIRTIO_RDMA_PAGE_SIZE) of the first page.
+ */
+struct virtio_rdma_cmd_map_mr_sg {
+	__le32 mrn;
+	__le32 npages;			/* 1..max_num_sg of the MR */
+	__le64 iova;
+	__le64 length;
+	__le64 pages;			/* guest-physical */
+};
+
+/* VIRTIO_RDMA_CMD_MAP_MR_SG response. */
+struct virtio_rdma_rsp_map_mr_sg {
+	__le32 npages;			/* pages mapped */
+	__le32 reserved;
+};
+
+/*
+ * VIRTIO_RDMA_CMD_REG_USER_MR request: an MR over pinned pages. The page
+ * table has exactly the pages [iova, iova + length) covers, the first byte
+ * being at offset (iova % VIRTIO_RDMA_PAGE_SIZE) of the first page.
+ */
+struct virtio_rdma_cmd_reg_user_mr {
+	__le32 pdn;
+	__le32 access_flags;		/* enum ib_access_flags */
+	__le64 length;			/* 1..max_mr_size */
+	__le64 iova;			/* the address work requests use */
+	__le64 pages;			/* guest-physical table of __le64 */
+	__le32 npages;
+	__le32 reserved;
+};
+
+/* VIRTIO_RDMA_CMD_DEREG_MR request (no response body). */
+struct virtio_rdma_cmd_dereg_mr {
+	__le32 mrn;
+	__le32 reserved;
+};
+
+/* VIRTIO_RDMA_CMD_CREATE_QP request. */
+struct virtio_rdma_cmd_create_qp {
+	__le32 pdn;
+	__u8 qp_type;			/* IB_QPT_GSI, IB_QPT_RC or IB_QPT_UD */
+	__u8 sq_sig_all;		/* 1: every SQ element is signaled */
+	__le16 reserved0;
+	__le32 max_send_wr;
+	__le32 max_send_sge;
+	__le32 send_cqn;
+	__le32 max_recv_wr;
+	__le32 max_recv_sge;
+	__le32 recv_cqn;
+	__le32 max_inline_data;
+	__le32 reserved1;
+};
+
+/* VIRTIO_RDMA_CMD_CREATE_QP response. */
+struct virtio_rdma_rsp_create_qp {
+	__le32 qpn;			/* 1 for a GSI QP */
+	__le32 reserved;
+};
+
+/*
+ * Address vector (RoCE: always global). Used by MODIFY_QP for the path of
+ * an RC QP and by every UD/GSI send element.
+ */
+struct virtio_rdma_av {
+	__u8 dgid[16];			/* network byte order */
+	__le32 flow_label;
+	__u8 sgid_index;
+	__u8 hop_limit;
+	__u8 traffic_class;
+	__u8 sl;
+	__u8 dmac[6];
+	__u8 static_rate;
+	__u8 port_num;			/* 1 */
+};
+
+/* QP capabilities, as reported by QUERY_QP. */
+struct virtio_rdma_qp_cap {
+	__le32 max_send_wr;
+	__le32 max_recv_wr;
+	__le32 max_send_sge;
+	__le32 max_recv_sge;
+	__le32 max_inline_data;
+	__le32 reserved;
+};
+
+/* QP attributes: the RFC's virtio_rdma_qp_attr without the alternate path. */
+struct virtio_rdma_qp_attr {
+	__u8 qp_state;			/* enum ib_qp_state */
+	__u8 cur_qp_state;
+	__u8 path_mtu;			/* enum ib_mtu */
+	__u8 path_mig_state;
+	__le32 qkey;
+	__le32 rq_psn;
+	__le32 sq_psn;
+	__le32 dest_qp_num;
+	__le32 qp_access_flags;		/* enum ib_access_flags */
+	__le16 pkey_index;
+	__u8 en_sqd_async_notify;
+	__u8 sq_draining;
+	__u8 max_rd_atomic;
+	__u8 max_dest_rd_atomic;
+	__u8 min_rnr_timer;
+	__u8 port_num;
+	__u8 timeout;
+	__u8 retry_cnt;
+	__u8 rnr_retry;
+	__u8 reserved0;
+	__le32 reserved1;
+	struct virtio_rdma_av ah_attr;
+	struct virtio_rdma_qp_cap cap;
+};
+
+/* VIRTIO_RDMA_CMD_MODIFY_QP request (no response body). */
+struct virtio_rdma_cmd_modify_qp {
+	__le32 qpn;
+	__le32 attr_mask;		/* enum ib_qp_attr_mask */
+	struct virtio_rdma_qp_attr attr;
+};
+
+/* VIRTIO_RDMA_CMD_QUERY_QP request. */
+struct virtio_rdma_cmd_query_qp {
+	__le32 qpn;
+	__le32 attr_mask;		/* informative: all attributes are returned */
+};
+
+/* VIRTIO_RDMA_CMD_QUERY_QP response. */
+struct virtio_rdma_rsp_query_qp {
+	struct virtio_rdma_qp_attr attr;
+};
+
+/* VIRTIO_RDMA_CMD_DESTROY_QP request (no response body). */
+struct virtio_rdma_cmd_destroy_qp {
+	__le32 qpn;
+	__le32 reserved;
+};
+
+/* VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ flags. */
+#define VIRTIO_RDMA_NOTIFY_SOLICITED		(1 << 0)
+#define VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION	(1 << 1)
+
+/* VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ request (no response body). */
+struct virtio_rdma_cmd_req_notify_cq {
+	__le32 cqn;
+	__le32 flags;			/* VIRTIO_RDMA_NOTIFY_* */
+};
+
+/*
+ * Send queue element: one device-readable buffer (descriptor chain) of
+ * struct virtio_rdma_sq_req, then num_sge struct virtio_rdma_sge, then
+ * inline_len bytes of inline data (IB_SEND_INLINE, num_sge 0).
+ */
+struct virtio_rdma_sq_rdma {
+	__le64 remote_addr;
+	__le32 rkey;
+	__le32 reserved;
+};
+
+struct virtio_rdma_sq_atomic {
+	__le64 remote_addr;		/* 8-byte aligned */
+	__le64 compare_add;
+	__le64 swap;
+	__le32 rkey;
+	__le32 reserved;
+};
+
+struct virtio_rdma_sq_ud {
+	__le32 remote_qpn;
+	__le32 remote_qkey;
+	struct virtio_rdma_av av;
+};
+
+/*
+ * IB_WR_REG_MR: map fast-reg MR mrn with key byte (key & 0xff) and access.
+ * pages/npages: a page table as in MAP_MR_SG; npages 0 uses the table
+ * staged by MAP_MR_SG.
+ */
+struct virtio_rdma_sq_reg {
+	__le32 mrn;
+	__le32 key;
+	__le32 access;			/* enum ib_access_flags */
+	__le32 npages;
+	__le64 iova;
+	__le64 length;
+	__le64 pages;			/* guest-physical */
+};
+
+union virtio_rdma_sq_wr {
+	struct virtio_rdma_sq_rdma rdma;	/* RDMA_WRITE*, RDMA_READ */
+	struct virtio_rdma_sq_atomic atomic;	/* ATOMIC_* */
+	struct virtio_rdma_sq_ud ud;		/* any send on a UD/GSI QP */
+	struct virtio_rdma_sq_reg reg;		/* REG_MR */
+	__u8 raw[40];
+};
+
+struct virtio_rdma_sq_req {
+	__le64 wr_id;
+	__u8 opcode;			/* enum ib_wr_opcode */
+	__u8 reserved0;
+	__le16 num_sge;
+	__le32 send_flags;		/* enum ib_send_flags */
+	__le32 ex;			/* imm_data (big endian) or invalidate_rkey */
+	__le32 inline_len;
+	union virtio_rdma_sq_wr wr;
+};
+
+/* Scatter/gather element of SQ and RQ elements. */
+struct virtio_rdma_sge {
+	__le64 addr;			/* IOVA of the MR (GPA for a DMA MR) */
+	__le32 length;
+	__le32 lkey;
+};
+
+/*
+ * Receive queue element: one device-readable buffer of struct
+ * virtio_rdma_rq_req then num_sge struct virtio_rdma_sge.
+ */
+struct virtio_rdma_rq_req {
+	__le64 wr_id;
+	__le32 num_sge;
+	__le32 reserved;
+};
+
+/*
+ * Completion queue element: the driver fills each CQ's virtqueue with
+ * device-writable buffers of at least this size; the device writes one
+ * completion into each and returns it in the used ring with its length.
+ */
+struct virtio_rdma_cq_req {
+	__le64 wr_id;
+	__u8 status;			/* enum ib_wc_status */
+	__u8 opcode;			/* enum ib_wc_opcode */
+	__u8 sl;
+	__u8 port_num;
+	__le32 vendor_err;
+	__le32 byte_len;
+	__le32 ex;			/* imm_data (big endian) or invalidated rkey */
+	__le32 qp_num;
+	__le32 src_qp;
+	__le32 wc_flags;		/* enum ib_wc_flags */
+	__le16 pkey_index;
+	__u8 dlid_path_bits;
+	__u8 network_hdr_type;		/* enum rdma_network_type */
+	__u8 smac[6];
+	__le16 vlan_id;
 };
 
 #endif /* _UAPI_LINUX_VIRTIO_RDMA_H */

@@ -235,6 +235,353 @@ pub struct VirtioRdmaCmdDelGid {
     pub port: U32,
 }
 
+/// Page size of MR page tables (log2).
+pub const VIRTIO_RDMA_PAGE_SHIFT: u32 = 12;
+/// Page size of MR page tables.
+pub const VIRTIO_RDMA_PAGE_SIZE: u32 = 1 << VIRTIO_RDMA_PAGE_SHIFT;
+/// REQ_NOTIFY_CQ: signal the next solicited (or error) completion.
+pub const VIRTIO_RDMA_NOTIFY_SOLICITED: u32 = 1 << 0;
+/// REQ_NOTIFY_CQ: signal the next completion.
+pub const VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION: u32 = 1 << 1;
+
+/// `struct virtio_rdma_cmd_create_cq`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdCreateCq {
+    pub cqe: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_rsp_create_cq`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRspCreateCq {
+    pub cqn: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_destroy_cq`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdDestroyCq {
+    pub cqn: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_get_dma_mr`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdGetDmaMr {
+    pub pdn: U32,
+    pub access_flags: U32,
+}
+
+/// `struct virtio_rdma_rsp_create_mr`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRspCreateMr {
+    pub mrn: U32,
+    pub lkey: U32,
+    pub rkey: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_create_mr`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdCreateMr {
+    pub pdn: U32,
+    pub access_flags: U32,
+    pub max_num_sg: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_map_mr_sg`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdMapMrSg {
+    pub mrn: U32,
+    pub npages: U32,
+    pub iova: U64,
+    pub length: U64,
+    pub pages: U64,
+}
+
+/// `struct virtio_rdma_rsp_map_mr_sg`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRspMapMrSg {
+    pub npages: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_reg_user_mr`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdRegUserMr {
+    pub pdn: U32,
+    pub access_flags: U32,
+    pub length: U64,
+    pub iova: U64,
+    pub pages: U64,
+    pub npages: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_dereg_mr`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdDeregMr {
+    pub mrn: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_create_qp`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdCreateQp {
+    pub pdn: U32,
+    pub qp_type: u8,
+    pub sq_sig_all: u8,
+    pub reserved0: U16,
+    pub max_send_wr: U32,
+    pub max_send_sge: U32,
+    pub send_cqn: U32,
+    pub max_recv_wr: U32,
+    pub max_recv_sge: U32,
+    pub recv_cqn: U32,
+    pub max_inline_data: U32,
+    pub reserved1: U32,
+}
+
+/// `struct virtio_rdma_rsp_create_qp`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRspCreateQp {
+    pub qpn: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_av`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaAv {
+    pub dgid: [u8; 16],
+    pub flow_label: U32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+    pub sl: u8,
+    pub dmac: [u8; 6],
+    pub static_rate: u8,
+    pub port_num: u8,
+}
+
+/// `struct virtio_rdma_qp_cap`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaQpCap {
+    pub max_send_wr: U32,
+    pub max_recv_wr: U32,
+    pub max_send_sge: U32,
+    pub max_recv_sge: U32,
+    pub max_inline_data: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_qp_attr`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaQpAttr {
+    pub qp_state: u8,
+    pub cur_qp_state: u8,
+    pub path_mtu: u8,
+    pub path_mig_state: u8,
+    pub qkey: U32,
+    pub rq_psn: U32,
+    pub sq_psn: U32,
+    pub dest_qp_num: U32,
+    pub qp_access_flags: U32,
+    pub pkey_index: U16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub reserved0: u8,
+    pub reserved1: U32,
+    pub ah_attr: VirtioRdmaAv,
+    pub cap: VirtioRdmaQpCap,
+}
+
+/// `struct virtio_rdma_cmd_modify_qp`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdModifyQp {
+    pub qpn: U32,
+    pub attr_mask: U32,
+    pub attr: VirtioRdmaQpAttr,
+}
+
+/// `struct virtio_rdma_cmd_query_qp`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdQueryQp {
+    pub qpn: U32,
+    pub attr_mask: U32,
+}
+
+/// `struct virtio_rdma_rsp_query_qp`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRspQueryQp {
+    pub attr: VirtioRdmaQpAttr,
+}
+
+/// `struct virtio_rdma_cmd_destroy_qp`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdDestroyQp {
+    pub qpn: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_req_notify_cq`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdReqNotifyCq {
+    pub cqn: U32,
+    pub flags: U32,
+}
+
+/// `struct virtio_rdma_sq_rdma`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaSqRdma {
+    pub remote_addr: U64,
+    pub rkey: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_sq_atomic`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaSqAtomic {
+    pub remote_addr: U64,
+    pub compare_add: U64,
+    pub swap: U64,
+    pub rkey: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_sq_ud`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaSqUd {
+    pub remote_qpn: U32,
+    pub remote_qkey: U32,
+    pub av: VirtioRdmaAv,
+}
+
+/// `struct virtio_rdma_sq_reg`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaSqReg {
+    pub mrn: U32,
+    pub key: U32,
+    pub access: U32,
+    pub npages: U32,
+    pub iova: U64,
+    pub length: U64,
+    pub pages: U64,
+}
+
+/// `struct virtio_rdma_sq_req`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaSqReq {
+    pub wr_id: U64,
+    pub opcode: u8,
+    pub reserved0: u8,
+    pub num_sge: U16,
+    pub send_flags: U32,
+    pub ex: U32,
+    pub inline_len: U32,
+    pub wr: [u8; 40],
+}
+
+/// `struct virtio_rdma_sge`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaSge {
+    pub addr: U64,
+    pub length: U32,
+    pub lkey: U32,
+}
+
+/// `struct virtio_rdma_rq_req`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRqReq {
+    pub wr_id: U64,
+    pub num_sge: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cq_req`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCqReq {
+    pub wr_id: U64,
+    pub status: u8,
+    pub opcode: u8,
+    pub sl: u8,
+    pub port_num: u8,
+    pub vendor_err: U32,
+    pub byte_len: U32,
+    pub ex: U32,
+    pub qp_num: U32,
+    pub src_qp: U32,
+    pub wc_flags: U32,
+    pub pkey_index: U16,
+    pub dlid_path_bits: u8,
+    pub network_hdr_type: u8,
+    pub smac: [u8; 6],
+    pub vlan_id: U16,
+}
+
 // Generated by build.rs: layout and value checks against the C header.
 include!(concat!(env!("OUT_DIR"), "/abi_check.rs"));
 

@@ -9,15 +9,20 @@
 //! request gets a status, never a side effect.
 
 use std::net::Ipv6Addr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use log::{debug, info, warn};
 use zerocopy::little_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::abi::*;
+use crate::cq::Cq;
+use crate::fabric::{self, Fabric};
 use crate::limits::{self, Limits};
+use crate::mr::MrTable;
+use crate::qp::Qp;
 use crate::resources::{GidEntry, GidTable, HandleTable};
+use crate::vring::{Mem, RdmaVring};
 
 /// Size of the response header.
 pub const RSP_HDR_LEN: usize = core::mem::size_of::<VirtioRdmaCtrlRspHdr>();
@@ -26,50 +31,97 @@ pub const MAX_REQUEST_LEN: usize = 64 * 1024;
 /// `enum ib_gid_type`: the largest value (IB_GID_TYPE_ROCE_UDP_ENCAP).
 const MAX_GID_TYPE: u32 = 2;
 
-/// Mutable device state behind the control queue.
+/// The objects of one device.
 #[derive(Debug)]
-struct State {
-    pds: HandleTable,
-    gids: GidTable,
+pub struct State {
+    pub(crate) pds: HandleTable,
+    pub(crate) gids: GidTable,
+    pub(crate) mrs: MrTable,
+    /// Indexed by cqn.
+    pub(crate) cqs: Vec<Option<Cq>>,
+    /// Indexed by qpn (0 is never used).
+    pub(crate) qps: Vec<Option<Qp>>,
 }
 
 impl State {
-    fn new() -> Self {
+    fn new(limits: &Limits) -> Self {
         State {
             pds: HandleTable::new(limits::MAX_PD),
             gids: GidTable::new(limits::GID_TBL_LEN as usize),
+            mrs: MrTable::new(limits::MAX_MR),
+            cqs: (0..limits.max_cq()).map(|_| None).collect(),
+            qps: (0..limits.max_qp()).map(|_| None).collect(),
         }
+    }
+
+    /// Whether CQ `cqn` exists.
+    pub fn cq_exists(&self, cqn: u32) -> bool {
+        self.cq(cqn).is_some()
+    }
+
+    /// CQ `cqn`.
+    pub fn cq(&self, cqn: u32) -> Option<&Cq> {
+        self.cqs.get(cqn as usize).and_then(Option::as_ref)
+    }
+
+    /// Clears CQ `cqn`'s arm flags if `fire(flags)`; returns whether it fired.
+    pub fn cq_fire(&mut self, cqn: u32, fire: impl Fn(u32) -> bool) -> bool {
+        match self.cqs.get_mut(cqn as usize).and_then(Option::as_mut) {
+            Some(cq) if fire(cq.armed) => {
+                cq.armed = 0;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// QP `qpn`.
+    pub fn qp(&self, qpn: u32) -> Option<&Qp> {
+        self.qps.get(qpn as usize).and_then(Option::as_ref)
+    }
+
+    /// QP `qpn`, mutable.
+    pub fn qp_mut(&mut self, qpn: u32) -> Option<&mut Qp> {
+        self.qps.get_mut(qpn as usize).and_then(Option::as_mut)
+    }
+
+    /// Whether GID index `index` of port 1 is set.
+    pub fn gid_ok(&self, index: u8) -> bool {
+        self.gids.get(usize::from(index)).is_some()
     }
 }
 
-/// The control-command engine of one device.
+/// One device's objects and control commands, and the handles the data
+/// path needs (guest memory, vrings).
 #[derive(Debug)]
 pub struct Ctrl {
     name: String,
     limits: Limits,
     state: Mutex<State>,
+    mem: Mem,
+    vrings: OnceLock<Vec<RdmaVring>>,
 }
 
 /// A failed command: the status for the guest.
-type CmdResult = Result<Vec<u8>, u8>;
+pub(crate) type CmdResult = Result<Vec<u8>, u8>;
 
 /// Name and response-body size of a command, `None` if unknown.
 fn command_info(cmd: u32) -> Option<(&'static str, usize)> {
     use core::mem::size_of;
     Some(match cmd {
         VIRTIO_RDMA_CMD_QUERY_PORT => ("QUERY_PORT", size_of::<VirtioRdmaRspQueryPort>()),
-        VIRTIO_RDMA_CMD_CREATE_CQ => ("CREATE_CQ", 0),
+        VIRTIO_RDMA_CMD_CREATE_CQ => ("CREATE_CQ", size_of::<VirtioRdmaRspCreateCq>()),
         VIRTIO_RDMA_CMD_DESTROY_CQ => ("DESTROY_CQ", 0),
         VIRTIO_RDMA_CMD_CREATE_PD => ("CREATE_PD", size_of::<VirtioRdmaRspCreatePd>()),
         VIRTIO_RDMA_CMD_DESTROY_PD => ("DESTROY_PD", 0),
-        VIRTIO_RDMA_CMD_GET_DMA_MR => ("GET_DMA_MR", 0),
-        VIRTIO_RDMA_CMD_CREATE_MR => ("CREATE_MR", 0),
-        VIRTIO_RDMA_CMD_MAP_MR_SG => ("MAP_MR_SG", 0),
-        VIRTIO_RDMA_CMD_REG_USER_MR => ("REG_USER_MR", 0),
+        VIRTIO_RDMA_CMD_GET_DMA_MR => ("GET_DMA_MR", size_of::<VirtioRdmaRspCreateMr>()),
+        VIRTIO_RDMA_CMD_CREATE_MR => ("CREATE_MR", size_of::<VirtioRdmaRspCreateMr>()),
+        VIRTIO_RDMA_CMD_MAP_MR_SG => ("MAP_MR_SG", size_of::<VirtioRdmaRspMapMrSg>()),
+        VIRTIO_RDMA_CMD_REG_USER_MR => ("REG_USER_MR", size_of::<VirtioRdmaRspCreateMr>()),
         VIRTIO_RDMA_CMD_DEREG_MR => ("DEREG_MR", 0),
-        VIRTIO_RDMA_CMD_CREATE_QP => ("CREATE_QP", 0),
+        VIRTIO_RDMA_CMD_CREATE_QP => ("CREATE_QP", size_of::<VirtioRdmaRspCreateQp>()),
         VIRTIO_RDMA_CMD_MODIFY_QP => ("MODIFY_QP", 0),
-        VIRTIO_RDMA_CMD_QUERY_QP => ("QUERY_QP", 0),
+        VIRTIO_RDMA_CMD_QUERY_QP => ("QUERY_QP", size_of::<VirtioRdmaRspQueryQp>()),
         VIRTIO_RDMA_CMD_DESTROY_QP => ("DESTROY_QP", 0),
         VIRTIO_RDMA_CMD_QUERY_PKEY => ("QUERY_PKEY", size_of::<VirtioRdmaRspQueryPkey>()),
         VIRTIO_RDMA_CMD_ADD_GID => ("ADD_GID", 0),
@@ -81,17 +133,68 @@ fn command_info(cmd: u32) -> Option<(&'static str, usize)> {
 
 impl Ctrl {
     /// A device with empty tables; `name` prefixes its log lines.
-    pub fn new(name: &str, limits: Limits) -> Self {
+    pub fn new(name: &str, limits: Limits, mem: Mem) -> Self {
         Ctrl {
             name: name.to_string(),
             limits,
-            state: Mutex::new(State::new()),
+            state: Mutex::new(State::new(&limits)),
+            mem,
+            vrings: OnceLock::new(),
         }
+    }
+
+    /// Gives the data path the device's vrings (once, at start).
+    pub fn set_vrings(&self, vrings: Vec<RdmaVring>) {
+        let _ = self.vrings.set(vrings);
     }
 
     /// Forgets every object (device reset).
     pub fn reset(&self) {
-        *self.lock() = State::new();
+        let _fabric = fabric::lock();
+        *self.lock() = State::new(&self.limits);
+    }
+
+    /// Name for log lines.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The device's guest memory.
+    pub fn mem(&self) -> &Mem {
+        &self.mem
+    }
+
+    /// Vring `index`.
+    pub fn vring(&self, index: usize) -> Option<&RdmaVring> {
+        self.vrings.get().and_then(|v| v.get(index))
+    }
+
+    /// The virtqueue of CQ `cqn`.
+    pub fn cq_vring(&self, cqn: u32) -> Option<&RdmaVring> {
+        (cqn < self.limits.max_cq()).then_some(())?;
+        self.vring(1 + cqn as usize)
+    }
+
+    /// The SQ virtqueue of QP `qpn`.
+    pub fn sq_vring(&self, qpn: u32) -> Option<&RdmaVring> {
+        (qpn < self.limits.max_qp()).then_some(())?;
+        self.vring(1 + self.limits.max_cq() as usize + 2 * qpn as usize)
+    }
+
+    /// The RQ virtqueue of QP `qpn`.
+    pub fn rq_vring(&self, qpn: u32) -> Option<&RdmaVring> {
+        (qpn < self.limits.max_qp()).then_some(())?;
+        self.vring(2 + self.limits.max_cq() as usize + 2 * qpn as usize)
+    }
+
+    /// Whether port 1's GID table holds `gid`.
+    pub fn has_gid(&self, gid: &[u8; 16]) -> bool {
+        self.lock().gids.find(gid).is_some()
+    }
+
+    /// Number of MRs registered.
+    pub fn mr_count(&self) -> usize {
+        self.lock().mrs.len()
     }
 
     /// Number of PDs in use.
@@ -104,7 +207,9 @@ impl Ctrl {
         self.lock().gids.get(index)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    /// The object tables. Callers hold the fabric lock first (see
+    /// `fabric.rs`), except for read-only peeks.
+    pub fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the tables
         // inconsistent (every update is a single call), so go on.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -122,7 +227,8 @@ impl Ctrl {
             );
             return Vec::new();
         }
-        let (status, body) = match self.run(request, room - RSP_HDR_LEN) {
+        let fabric = fabric::lock();
+        let (status, body) = match self.run(&fabric, request, room - RSP_HDR_LEN) {
             Ok(body) => (VIRTIO_RDMA_S_OK, body),
             Err(status) => (status, Vec::new()),
         };
@@ -136,7 +242,7 @@ impl Ctrl {
         out
     }
 
-    fn run(&self, request: &[u8], room: usize) -> CmdResult {
+    fn run(&self, fabric: &Fabric, request: &[u8], room: usize) -> CmdResult {
         let Ok((hdr, body)) = VirtioRdmaCtrlHdr::read_from_prefix(request) else {
             warn!(
                 "{}: control request of {} bytes is shorter than its {}-byte header",
@@ -165,15 +271,27 @@ impl Ctrl {
             VIRTIO_RDMA_CMD_QUERY_PKEY => self.query_pkey(body),
             VIRTIO_RDMA_CMD_ADD_GID => self.add_gid(body),
             VIRTIO_RDMA_CMD_DEL_GID => self.del_gid(body),
+            VIRTIO_RDMA_CMD_CREATE_CQ => self.create_cq(body),
+            VIRTIO_RDMA_CMD_DESTROY_CQ => self.destroy_cq(body),
+            VIRTIO_RDMA_CMD_GET_DMA_MR => self.get_dma_mr(body),
+            VIRTIO_RDMA_CMD_CREATE_MR => self.create_mr(body),
+            VIRTIO_RDMA_CMD_MAP_MR_SG => self.map_mr_sg(body),
+            VIRTIO_RDMA_CMD_REG_USER_MR => self.reg_user_mr(body),
+            VIRTIO_RDMA_CMD_DEREG_MR => self.dereg_mr(body),
+            VIRTIO_RDMA_CMD_CREATE_QP => self.create_qp(body),
+            VIRTIO_RDMA_CMD_MODIFY_QP => self.modify_qp(fabric, body),
+            VIRTIO_RDMA_CMD_QUERY_QP => self.query_qp(body),
+            VIRTIO_RDMA_CMD_DESTROY_QP => self.destroy_qp(body),
+            VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ => self.req_notify_cq(body),
             _ => {
-                warn!("{}: {name} is not implemented yet", self.name);
+                warn!("{}: {name} is not implemented", self.name);
                 Err(VIRTIO_RDMA_S_UNSUPPORTED)
             }
         }
     }
 
     /// The request body as `T`, or INVALID if it is too short.
-    fn parse<T: FromBytes + KnownLayout + Immutable>(
+    pub(crate) fn parse<T: FromBytes + KnownLayout + Immutable>(
         &self,
         cmd: &str,
         body: &[u8],
@@ -245,7 +363,14 @@ impl Ctrl {
     fn destroy_pd(&self, body: &[u8]) -> CmdResult {
         let req: VirtioRdmaCmdDestroyPd = self.parse("DESTROY_PD", body)?;
         let pdn = req.pdn.get();
-        if !self.lock().pds.free(pdn) {
+        let mut st = self.lock();
+        if st.pds.contains(pdn)
+            && (st.mrs.uses_pd(pdn) || st.qps.iter().flatten().any(|q| q.pdn == pdn))
+        {
+            warn!("{}: DESTROY_PD: pdn {pdn} still has MRs or QPs", self.name);
+            return Err(VIRTIO_RDMA_S_BUSY);
+        }
+        if !st.pds.free(pdn) {
             warn!("{}: DESTROY_PD: pdn {pdn} does not exist", self.name);
             return Err(VIRTIO_RDMA_S_NOT_FOUND);
         }

@@ -20,6 +20,8 @@ use vmm_sys_util::epoll::EventSet;
 use crate::abi::{self, VIRTIO_RDMA_CONFIG_SPACE_SIZE};
 use crate::ctrl::Ctrl;
 use crate::ctrlq;
+use crate::engine;
+use crate::fabric;
 use crate::limits::Limits;
 use crate::vring::{Mem, RdmaVring, VringHub};
 use crate::worker::Worker;
@@ -67,7 +69,7 @@ impl RdmaDevice {
             name: name.to_string(),
             limits,
             config: limits.config_space(),
-            ctrl: Ctrl::new(name, limits),
+            ctrl: Ctrl::new(name, limits, mem.clone()),
             mem,
             event_idx: AtomicBool::new(false),
         }
@@ -85,17 +87,33 @@ impl RdmaDevice {
 
     /// Serves vring `index` after a kick.
     pub fn process_queue(&self, index: usize, vring: &RdmaVring) -> io::Result<()> {
+        let max_cq = self.limits.max_cq() as usize;
         if index == usize::from(abi::VIRTIO_RDMA_CTRL_VQ) {
-            ctrlq::process(&self.ctrl, vring, &self.mem)
-        } else {
-            // CQ, SQ and RQ vrings: the data path is not implemented yet;
-            // buffers stay queued.
-            debug!(
-                "{}: vring {index} kicked (data path not implemented)",
-                self.name
-            );
-            Ok(())
+            return ctrlq::process(&self.ctrl, vring, &self.mem);
         }
+        if index <= max_cq {
+            // CQ vrings: new CQE buffers are taken when completions come.
+            debug!("{}: CQ vring {index} kicked", self.name);
+            return Ok(());
+        }
+        let slot = index - 1 - max_cq;
+        let qpn = (slot / 2) as u32;
+        if slot.is_multiple_of(2) {
+            engine::sq_kicked(&self.ctrl, qpn);
+        } else {
+            engine::rq_kicked(&self.ctrl, qpn);
+        }
+        Ok(())
+    }
+
+    /// Runs due timers (RNR retries); returns when the next one is due.
+    pub fn tick(&self) -> Option<std::time::Duration> {
+        engine::tick(&self.ctrl)
+    }
+
+    /// When the next timer is due, if any.
+    pub fn next_timer(&self) -> Option<std::time::Duration> {
+        engine::next_timer(&self.ctrl)
     }
 }
 
@@ -217,6 +235,8 @@ pub fn serve_with(
             limits.num_queues()
         ))));
     }
+    dev.ctrl().set_vrings(hub.vrings());
+    fabric::register(&dev);
     let worker = Worker::spawn(dev.clone(), hub).map_err(setup)?;
     info!(
         "{name}: serving {} on {} ({} virtqueues: 1 control, {} CQ, {} QP; queue size {}; mac {})",

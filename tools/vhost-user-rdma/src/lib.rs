@@ -3,13 +3,28 @@
 //!
 //! The library holds the device model so that the tests can drive it over a
 //! real vhost-user socket in-process; `main.rs` is only the command line.
+//!
+//! The protocol is `Documentation/infiniband/virtio_rdma.rst`; its layouts
+//! are `include/uapi/linux/virtio_rdma.h` (mirrored in [`abi`], checked at
+//! build time). Control commands: [`ctrl`] (dispatch, ports, PDs, GIDs) and
+//! [`verbs`] (CQs, MRs, QPs). Data path: [`engine`] executes SQ elements
+//! ([`wqe`]) against MRs ([`mr`]) and QPs ([`qp`]), writes completions
+//! ([`cq`]), and reaches other devices of the process through [`fabric`].
 
 pub mod abi;
 pub mod cli;
+pub mod cq;
 pub mod ctrl;
 pub mod ctrlq;
 pub mod device;
+pub mod engine;
+pub mod fabric;
+pub mod ib;
 pub mod limits;
+pub mod mr;
+pub mod qp;
 pub mod resources;
+pub mod verbs;
 pub mod vring;
 pub mod worker;
+pub mod wqe;

@@ -105,6 +105,13 @@ impl GidTable {
         self.entries.get_mut(index).and_then(Option::take)
     }
 
+    /// Index of the entry holding `gid`.
+    pub fn find(&self, gid: &[u8; 16]) -> Option<usize> {
+        self.entries
+            .iter()
+            .position(|e| e.is_some_and(|e| e.gid == *gid))
+    }
+
     /// Entry `index`, if set.
     pub fn get(&self, index: usize) -> Option<GidEntry> {
         self.entries.get(index).copied().flatten()

@@ -98,7 +98,20 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
 
         let mut rescan = false;
         while !rescan {
-            let n = match epoll.wait(-1, &mut events) {
+            // RNR retries are timed; otherwise sleep until an event. Due
+            // timers run first, so that a stream of kicks cannot starve them.
+            if dev.next_timer().is_some_and(|d| d.is_zero()) {
+                dev.tick();
+            }
+            let timeout = dev
+                .next_timer()
+                .map(|d| i32::try_from(d.as_millis().max(1)).unwrap_or(i32::MAX))
+                .unwrap_or(-1);
+            let n = match epoll.wait(timeout, &mut events) {
+                Ok(0) if timeout >= 0 => {
+                    dev.tick();
+                    continue;
+                }
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Completion queues: writing a completion into the next CQE buffer of the
+//! CQ's virtqueue, and interrupting the driver when it asked for it.
+//!
+//! Notification: the driver arms a CQ for "next completion" the way it
+//! enables any virtqueue callback (used_event with EVENT_IDX, the
+//! NO_INTERRUPT flag without), so the device signals whenever the ring's own
+//! suppression says so. REQ_NOTIFY_CQ adds what a ring cannot express: a
+//! one-shot interrupt on the next (SOLICITED: next solicited or failed)
+//! completion even while the driver suppresses interrupts.
+
+use std::io::Write;
+
+use log::warn;
+use vhost_user_backend::VringT;
+use virtio_queue::QueueT;
+use vm_memory::GuestAddressSpace;
+use zerocopy::IntoBytes;
+
+use crate::abi::{
+    VirtioRdmaCqReq, VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION, VIRTIO_RDMA_NOTIFY_SOLICITED,
+};
+use crate::ctrl::Ctrl;
+
+/// Size of a completion.
+pub const CQE_LEN: usize = core::mem::size_of::<VirtioRdmaCqReq>();
+
+/// One completion queue.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Cq {
+    /// Entries the driver asked for.
+    pub cqe: u32,
+    /// `VIRTIO_RDMA_NOTIFY_*` flags set by REQ_NOTIFY_CQ, cleared when they
+    /// fire.
+    pub armed: u32,
+}
+
+/// Why a completion could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum CqError {
+    /// No CQ with that number.
+    #[error("CQ {0} does not exist")]
+    NoCq(u32),
+    /// The driver left no CQE buffer in the CQ's virtqueue.
+    #[error("CQ {0} overrun: no CQE buffer available")]
+    Overrun(u32),
+    /// The used ring could not be updated.
+    #[error("CQ {0}: {1}")]
+    Ring(u32, String),
+}
+
+/// Writes `cqe` to CQ `cqn` of `ctrl`'s device and signals the driver if
+/// the ring or the arm state asks for it. `solicited`: the completion is
+/// for a solicited message.
+pub fn post(ctrl: &Ctrl, cqn: u32, cqe: &VirtioRdmaCqReq, solicited: bool) -> Result<(), CqError> {
+    if !ctrl.lock().cq_exists(cqn) {
+        return Err(CqError::NoCq(cqn));
+    }
+    let Some(vring) = ctrl.cq_vring(cqn) else {
+        return Err(CqError::NoCq(cqn));
+    };
+    let guard = ctrl.mem().memory();
+    let mem = &*guard;
+    loop {
+        let chain = vring.get_mut().get_queue_mut().pop_descriptor_chain(mem);
+        let Some(chain) = chain else {
+            return Err(CqError::Overrun(cqn));
+        };
+        let head = chain.head_index();
+        let written = match chain.writer(mem) {
+            Ok(mut w) if w.available_bytes() >= CQE_LEN => {
+                w.write_all(cqe.as_bytes()).map(|_| CQE_LEN)
+            }
+            Ok(w) => Err(std::io::Error::other(format!(
+                "CQE buffer of {} bytes, need {CQE_LEN}",
+                w.available_bytes()
+            ))),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        };
+        match written {
+            Ok(n) => {
+                vring
+                    .add_used(head, n as u32)
+                    .map_err(|e| CqError::Ring(cqn, e.to_string()))?;
+                break;
+            }
+            Err(e) => {
+                // Give the bad buffer back empty and try the next one.
+                warn!("{}: CQ {cqn}: bad CQE buffer {head}: {e}", ctrl.name());
+                vring
+                    .add_used(head, 0)
+                    .map_err(|e| CqError::Ring(cqn, e.to_string()))?;
+            }
+        }
+    }
+    let force = ctrl.lock().cq_fire(cqn, |armed| {
+        armed & VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION != 0
+            || (armed & VIRTIO_RDMA_NOTIFY_SOLICITED != 0 && (solicited || cqe.status != 0))
+    });
+    // Always ask the ring, so that its EVENT_IDX bookkeeping stays right.
+    let needs = vring.needs_notification().unwrap_or(true);
+    if needs || force {
+        vring
+            .signal_used_queue()
+            .map_err(|e| CqError::Ring(cqn, e.to_string()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,1105 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The data path: executing SQ elements, delivering to receive queues of
+//! QPs on this or another device of the process, completing, and moving
+//! QPs to the error state with flush completions.
+//!
+//! Everything here runs under the fabric lock (see `fabric.rs`). Data moves
+//! directly from one guest's memory to the other's (`VolatileSlice` to
+//! `VolatileSlice`), never through a bounce buffer. Every key, PD, access
+//! right and bound is checked against the registered MRs before a byte
+//! moves; a check that fails gives the IB completion status and, as IB
+//! does, moves the QP (and for responder errors the responder QP) to error.
+
+use std::io::Read;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use log::{debug, error, warn};
+use vhost_user_backend::VringT;
+use virtio_queue::{DescriptorChain, QueueT};
+use vm_memory::{
+    GuestAddress, GuestAddressSpace, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice,
+};
+use zerocopy::little_endian::{U16, U32, U64};
+
+use crate::abi::VirtioRdmaCqReq;
+use crate::cq;
+use crate::ctrl::{Ctrl, State};
+use crate::device::RdmaDevice;
+use crate::fabric::{self, Fabric};
+use crate::ib::*;
+use crate::limits;
+use crate::mr::MrKind;
+use crate::qp::{rnr_delay_us, RnrWait};
+use crate::vring::RdmaVring;
+use crate::wqe::{self, RecvWqe, SendWqe, Sge, SGE_LEN, SQ_HDR_LEN};
+
+/// Largest UD message (the port's active MTU).
+const UD_MTU: u64 = 1024;
+
+/// Result of executing one SQ element.
+enum Exec {
+    /// Finished with this status and byte count.
+    Done(u8, u32),
+    /// The responder has no receive posted; retry after this delay.
+    Rnr(Duration),
+}
+
+type Slices<'m> = Vec<VolatileSlice<'m, ()>>;
+
+/// Serves a kick of QP `qpn`'s SQ.
+pub fn sq_kicked(ctrl: &Ctrl, qpn: u32) {
+    let fabric = fabric::lock();
+    process_sq(&fabric, ctrl, qpn);
+}
+
+/// Serves a kick of QP `qpn`'s RQ: a new receive may unblock a sender
+/// waiting on RNR; on a QP in error the receive is flushed at once.
+pub fn rq_kicked(ctrl: &Ctrl, qpn: u32) {
+    let fabric = fabric::lock();
+    if let Some(v) = ctrl.rq_vring(qpn) {
+        // Keep the driver kicking (with EVENT_IDX, avail_event must move).
+        let _ = v.enable_notification();
+    }
+    let state = ctrl.lock().qp(qpn).map(|q| q.state());
+    if state == Some(IB_QPS_ERR) {
+        flush(&fabric, ctrl, qpn);
+    }
+    retry_rnr(&fabric, false);
+}
+
+/// Retries due RNR waits (timer); returns the time until the next one.
+pub fn tick(ctrl: &Ctrl) -> Option<Duration> {
+    let fabric = fabric::lock();
+    let now = Instant::now();
+    let due: Vec<u32> = {
+        let st = ctrl.lock();
+        st.qps
+            .iter()
+            .enumerate()
+            .filter_map(|(n, q)| q.as_ref().map(|q| (n, q)))
+            .filter(|(_, q)| q.rnr.as_ref().is_some_and(|r| r.next_try <= now))
+            .map(|(n, _)| n as u32)
+            .collect()
+    };
+    for qpn in due {
+        retry_one(&fabric, ctrl, qpn, true);
+    }
+    next_timer(ctrl)
+}
+
+/// Time until the next RNR retry of this device, if any is pending.
+pub fn next_timer(ctrl: &Ctrl) -> Option<Duration> {
+    let now = Instant::now();
+    ctrl.lock()
+        .qps
+        .iter()
+        .flatten()
+        .filter_map(|q| {
+            q.rnr
+                .as_ref()
+                .map(|r| r.next_try.saturating_duration_since(now))
+        })
+        .min()
+}
+
+/// Retries every stalled sender of every device (a receive was posted).
+fn retry_rnr(fabric: &Fabric, timed: bool) {
+    for dev in fabric::devices(fabric) {
+        let waiting: Vec<u32> = {
+            let st = dev.ctrl().lock();
+            st.qps
+                .iter()
+                .enumerate()
+                .filter(|(_, q)| q.as_ref().is_some_and(|q| q.rnr.is_some()))
+                .map(|(n, _)| n as u32)
+                .collect()
+        };
+        for qpn in waiting {
+            retry_one(fabric, dev.ctrl(), qpn, timed);
+        }
+    }
+}
+
+fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
+    let Some(mut wait) = ctrl.lock().qp_mut(qpn).and_then(|q| q.rnr.take()) else {
+        return;
+    };
+    match execute(fabric, ctrl, qpn, &wait.wqe) {
+        Exec::Rnr(delay) => {
+            if timed && wait.retries_left != RNR_RETRY_INFINITE {
+                wait.retries_left = wait.retries_left.saturating_sub(1);
+                if wait.retries_left == 0 {
+                    finish(
+                        fabric,
+                        ctrl,
+                        qpn,
+                        wait.head,
+                        &wait.wqe,
+                        IB_WC_RNR_RETRY_EXC_ERR,
+                        0,
+                    );
+                    return;
+                }
+            }
+            if timed {
+                wait.next_try = Instant::now() + delay;
+            }
+            if let Some(q) = ctrl.lock().qp_mut(qpn) {
+                q.rnr = Some(wait);
+            }
+        }
+        Exec::Done(status, len) => {
+            let ok = status == IB_WC_SUCCESS;
+            finish(fabric, ctrl, qpn, wait.head, &wait.wqe, status, len);
+            if ok {
+                process_sq(fabric, ctrl, qpn);
+            }
+        }
+    }
+}
+
+/// Reads the device-readable bytes of a chain, at most `max`.
+fn read_chain(
+    chain: DescriptorChain<&GuestMemoryMmap>,
+    mem: &GuestMemoryMmap,
+    max: usize,
+) -> Vec<u8> {
+    let Ok(mut reader) = chain.reader(mem) else {
+        return Vec::new();
+    };
+    let len = reader.available_bytes().min(max);
+    let mut buf = vec![0u8; len];
+    match reader.read_exact(&mut buf) {
+        Ok(()) => buf,
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Returns a chain to the driver with nothing written.
+fn give_back(ctrl: &Ctrl, vring: &RdmaVring, head: u16) {
+    if let Err(e) = vring.add_used(head, 0) {
+        error!("{}: cannot return element {head}: {e}", ctrl.name());
+        return;
+    }
+    if vring.needs_notification().unwrap_or(true) {
+        if let Err(e) = vring.signal_used_queue() {
+            error!("{}: cannot signal: {e}", ctrl.name());
+        }
+    }
+}
+
+/// Pops one chain and reads it.
+fn pop(ctrl: &Ctrl, vring: &RdmaVring, max: usize) -> Option<(u16, Vec<u8>)> {
+    let guard = ctrl.mem().memory();
+    let mem = &*guard;
+    let chain = vring.get_mut().get_queue_mut().pop_descriptor_chain(mem)?;
+    let head = chain.head_index();
+    Some((head, read_chain(chain, mem, max)))
+}
+
+/// Returns every available chain of `vring` unwritten.
+pub fn return_all(ctrl: &Ctrl, vring: &RdmaVring) {
+    while let Some((head, _)) = pop(ctrl, vring, 0) {
+        give_back(ctrl, vring, head);
+    }
+}
+
+fn cqe(wr_id: u64, status: u8, opcode: u8, qpn: u32) -> VirtioRdmaCqReq {
+    VirtioRdmaCqReq {
+        wr_id: U64::new(wr_id),
+        status,
+        opcode,
+        port_num: 1,
+        qp_num: U32::new(qpn),
+        ..Default::default()
+    }
+}
+
+/// Posts a completion; a CQ overrun moves QP `qpn` to error.
+fn complete(
+    fabric: &Fabric,
+    ctrl: &Ctrl,
+    qpn: u32,
+    cqn: u32,
+    c: &VirtioRdmaCqReq,
+    solicited: bool,
+) {
+    if let Err(e) = cq::post(ctrl, cqn, c, solicited) {
+        error!(
+            "{}: QP {qpn}: completion lost: {e}; QP moves to error",
+            ctrl.name()
+        );
+        to_error(fabric, ctrl, qpn);
+    }
+}
+
+/// Moves QP `qpn` to error and flushes it.
+pub fn to_error(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
+    let changed = match ctrl.lock().qp_mut(qpn) {
+        Some(q) if q.attr.qp_state != IB_QPS_ERR => {
+            q.attr.qp_state = IB_QPS_ERR;
+            true
+        }
+        _ => false,
+    };
+    if changed {
+        debug!("{}: QP {qpn} moves to error", ctrl.name());
+        flush(fabric, ctrl, qpn);
+    }
+}
+
+/// Completes every outstanding SQ and RQ element of QP `qpn` with
+/// IB_WC_WR_FLUSH_ERR (signaled or not, as IB flushes).
+pub fn flush(_fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
+    let Some((send_cqn, recv_cqn, pending)) = ctrl
+        .lock()
+        .qp_mut(qpn)
+        .map(|q| (q.send_cqn, q.recv_cqn, q.rnr.take()))
+    else {
+        return;
+    };
+    let post = |cqn: u32, c: VirtioRdmaCqReq| {
+        if let Err(e) = cq::post(ctrl, cqn, &c, false) {
+            warn!("{}: QP {qpn}: flush completion lost: {e}", ctrl.name());
+        }
+    };
+    if let Some(sq) = ctrl.sq_vring(qpn) {
+        if let Some(w) = pending {
+            give_back(ctrl, sq, w.head);
+            post(
+                send_cqn,
+                cqe(
+                    w.wqe.wr_id,
+                    IB_WC_WR_FLUSH_ERR,
+                    wqe::wc_opcode(w.wqe.opcode),
+                    qpn,
+                ),
+            );
+        }
+        while let Some((head, bytes)) = pop(ctrl, sq, SQ_HDR_LEN) {
+            give_back(ctrl, sq, head);
+            let wr_id = wr_id_of(&bytes);
+            let op = bytes
+                .get(8)
+                .copied()
+                .map(wqe::wc_opcode)
+                .unwrap_or(IB_WC_SEND);
+            post(send_cqn, cqe(wr_id, IB_WC_WR_FLUSH_ERR, op, qpn));
+        }
+    }
+    if let Some(rq) = ctrl.rq_vring(qpn) {
+        while let Some((head, bytes)) = pop(ctrl, rq, 8) {
+            give_back(ctrl, rq, head);
+            post(
+                recv_cqn,
+                cqe(wr_id_of(&bytes), IB_WC_WR_FLUSH_ERR, IB_WC_RECV, qpn),
+            );
+        }
+    }
+}
+
+/// Returns every outstanding element of QP `qpn` without completions
+/// (DESTROY_QP, and the move to RESET).
+pub fn discard(ctrl: &Ctrl, qpn: u32) {
+    let pending = ctrl.lock().qp_mut(qpn).and_then(|q| q.rnr.take());
+    if let Some(sq) = ctrl.sq_vring(qpn) {
+        if let Some(w) = pending {
+            give_back(ctrl, sq, w.head);
+        }
+        return_all(ctrl, sq);
+    }
+    if let Some(rq) = ctrl.rq_vring(qpn) {
+        return_all(ctrl, rq);
+    }
+}
+
+fn wr_id_of(bytes: &[u8]) -> u64 {
+    bytes
+        .get(..8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_le_bytes)
+        .unwrap_or(0)
+}
+
+/// Executes the SQ of QP `qpn` while it is in RTS and not stalled.
+pub fn process_sq(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
+    let Some(vring) = ctrl.sq_vring(qpn) else {
+        return;
+    };
+    run_sq(fabric, ctrl, qpn, vring);
+    // Whatever stopped the loop (empty ring, error, RNR stall, state), the
+    // driver's next post must kick: with EVENT_IDX that needs avail_event
+    // to be current.
+    let _ = vring.enable_notification();
+}
+
+fn run_sq(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, vring: &RdmaVring) {
+    loop {
+        let Some((state, stalled, caps)) = ctrl
+            .lock()
+            .qp(qpn)
+            .map(|q| (q.state(), q.rnr.is_some(), q.caps))
+        else {
+            // No QP: elements wait until one is created (the driver posts
+            // only to QPs it created; a hostile one just fills its ring).
+            return;
+        };
+        match state {
+            IB_QPS_ERR => return flush(fabric, ctrl, qpn),
+            IB_QPS_RTS if !stalled => {}
+            _ => return,
+        }
+        let _ = vring.disable_notification();
+        let max = SQ_HDR_LEN + SGE_LEN * caps.max_send_sge as usize + caps.max_inline_data as usize;
+        let Some((head, bytes)) = pop(ctrl, vring, max + 1) else {
+            match vring.enable_notification() {
+                Ok(true) => continue,
+                _ => return,
+            }
+        };
+        let wqe = match wqe::parse_send(&bytes, caps.max_send_sge, caps.max_inline_data) {
+            Ok(w) => w,
+            Err(m) => {
+                warn!("{}: QP {qpn}: bad SQ element: {}", ctrl.name(), m.why);
+                give_back(ctrl, vring, head);
+                let c = cqe(
+                    m.wr_id,
+                    IB_WC_LOC_QP_OP_ERR,
+                    wqe::wc_opcode(bytes.get(8).copied().unwrap_or(0)),
+                    qpn,
+                );
+                let send_cqn = ctrl.lock().qp(qpn).map(|q| q.send_cqn).unwrap_or(0);
+                complete(fabric, ctrl, qpn, send_cqn, &c, false);
+                to_error(fabric, ctrl, qpn);
+                return;
+            }
+        };
+        match execute(fabric, ctrl, qpn, &wqe) {
+            Exec::Done(status, len) => {
+                finish(fabric, ctrl, qpn, head, &wqe, status, len);
+                if status != IB_WC_SUCCESS {
+                    return;
+                }
+            }
+            Exec::Rnr(delay) => {
+                let rnr_retry = ctrl.lock().qp(qpn).map(|q| q.attr.rnr_retry).unwrap_or(0);
+                if rnr_retry == 0 {
+                    finish(fabric, ctrl, qpn, head, &wqe, IB_WC_RNR_RETRY_EXC_ERR, 0);
+                    return;
+                }
+                if let Some(q) = ctrl.lock().qp_mut(qpn) {
+                    q.rnr = Some(RnrWait {
+                        head,
+                        wqe,
+                        retries_left: rnr_retry,
+                        next_try: Instant::now() + delay,
+                    });
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Returns an executed element to the driver and completes it.
+fn finish(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, head: u16, w: &SendWqe, status: u8, len: u32) {
+    let Some((send_cqn, sig_all)) = ctrl.lock().qp(qpn).map(|q| (q.send_cqn, q.sq_sig_all)) else {
+        return;
+    };
+    if let Some(sq) = ctrl.sq_vring(qpn) {
+        give_back(ctrl, sq, head);
+    }
+    if status != IB_WC_SUCCESS || w.signaled(sig_all) {
+        let mut c = cqe(w.wr_id, status, wqe::wc_opcode(w.opcode), qpn);
+        c.byte_len = U32::new(len);
+        complete(fabric, ctrl, qpn, send_cqn, &c, false);
+    }
+    if status != IB_WC_SUCCESS {
+        debug!(
+            "{}: QP {qpn}: wr_id {} failed with status {status}",
+            ctrl.name(),
+            w.wr_id
+        );
+        to_error(fabric, ctrl, qpn);
+    }
+}
+
+/// Snapshot of the sending QP.
+struct Sender {
+    pdn: u32,
+    qp_type: u8,
+    qkey: u32,
+    dgid: [u8; 16],
+    dest_qpn: u32,
+}
+
+fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
+    let Some(s) = ctrl.lock().qp(qpn).map(|q| Sender {
+        pdn: q.pdn,
+        qp_type: q.qp_type,
+        qkey: q.attr.qkey.get(),
+        dgid: q.attr.ah_attr.dgid,
+        dest_qpn: q.attr.dest_qp_num.get(),
+    }) else {
+        return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
+    };
+    match w.opcode {
+        IB_WR_REG_MR => return Exec::Done(reg_mr(ctrl, s.pdn, w), 0),
+        IB_WR_LOCAL_INV => return Exec::Done(local_inv(ctrl, s.pdn, w.ex), 0),
+        _ => {}
+    }
+    if s.qp_type != IB_QPT_RC {
+        if !matches!(w.opcode, IB_WR_SEND | IB_WR_SEND_WITH_IMM) {
+            return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
+        }
+        return ud_send(fabric, ctrl, qpn, &s, w);
+    }
+    // RC: the connected peer, found by its GID.
+    let Some(peer_dev) = fabric::by_gid(fabric, &s.dgid, ctrl) else {
+        return Exec::Done(IB_WC_RETRY_EXC_ERR, 0);
+    };
+    let peer = Peer {
+        dev: peer_dev,
+        qpn: s.dest_qpn,
+    };
+    let ready = peer
+        .ctrl()
+        .lock()
+        .qp(peer.qpn)
+        .is_some_and(|q| q.qp_type == IB_QPT_RC && q.can_receive());
+    if !ready {
+        // Nobody answers: the transport's retries run out.
+        return Exec::Done(IB_WC_RETRY_EXC_ERR, 0);
+    }
+    match w.opcode {
+        IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_SEND_WITH_INV => {
+            rc_send(fabric, ctrl, qpn, &s, &peer, w)
+        }
+        IB_WR_RDMA_WRITE | IB_WR_RDMA_WRITE_WITH_IMM => rdma_write(fabric, ctrl, qpn, &s, &peer, w),
+        IB_WR_RDMA_READ => Exec::Done(rdma_read(fabric, ctrl, &s, &peer, w), 0).with_len(w),
+        IB_WR_ATOMIC_CMP_AND_SWP | IB_WR_ATOMIC_FETCH_AND_ADD => {
+            Exec::Done(atomic(fabric, ctrl, &s, &peer, w), 8)
+        }
+        _ => Exec::Done(IB_WC_LOC_QP_OP_ERR, 0),
+    }
+}
+
+impl Exec {
+    /// RDMA READ: the byte count is what the local SGEs asked for.
+    fn with_len(self, w: &SendWqe) -> Exec {
+        match self {
+            Exec::Done(s, _) => Exec::Done(s, u32::try_from(w.payload_len()).unwrap_or(u32::MAX)),
+            e => e,
+        }
+    }
+}
+
+/// The responder: a device of the fabric and a QP on it.
+struct Peer {
+    dev: Arc<RdmaDevice>,
+    qpn: u32,
+}
+
+impl Peer {
+    fn ctrl(&self) -> &Ctrl {
+        self.dev.ctrl()
+    }
+}
+
+/// Guest-physical ranges of `sges` in MRs of `pdn` granting `access`.
+fn resolve(st: &State, pdn: u32, sges: &[Sge], access: u32) -> Result<Vec<(u64, usize)>, ()> {
+    let mut out = Vec::new();
+    for s in sges.iter().filter(|s| s.length > 0) {
+        let mr = st.mrs.by_key(s.lkey).ok_or(())?;
+        if mr.pdn != pdn || mr.access & access != access {
+            return Err(());
+        }
+        out.extend(mr.translate(s.addr, u64::from(s.length)).map_err(|_| ())?);
+    }
+    Ok(out)
+}
+
+/// Remote access: rkey, PD of the responder QP, MR and QP access rights,
+/// bounds.
+fn resolve_remote(
+    peer: &Peer,
+    rkey: u32,
+    addr: u64,
+    len: u64,
+    access: u32,
+) -> Result<Vec<(u64, usize)>, ()> {
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let st = peer.ctrl().lock();
+    let qp = st.qp(peer.qpn).ok_or(())?;
+    if qp.attr.qp_access_flags.get() & access != access {
+        return Err(());
+    }
+    let mr = st.mrs.by_key(rkey).ok_or(())?;
+    if mr.pdn != qp.pdn || mr.access & access != access {
+        return Err(());
+    }
+    mr.translate(addr, len).map_err(|_| ())
+}
+
+/// Slices of guest memory for `ranges`; `None` if one is not mapped.
+fn slices<'m>(mem: &'m GuestMemoryMmap, ranges: &[(u64, usize)]) -> Option<Slices<'m>> {
+    ranges
+        .iter()
+        .map(|&(a, n)| mem.get_slice(GuestAddress(a), n).ok())
+        .collect()
+}
+
+fn total(s: &Slices<'_>) -> usize {
+    s.iter().map(|v| v.len()).sum()
+}
+
+/// Copies `min(total(src), total(dst))` bytes, guest to guest.
+fn copy(src: &Slices<'_>, dst: &Slices<'_>) {
+    let (mut i, mut io, mut j, mut jo) = (0, 0, 0, 0);
+    while i < src.len() && j < dst.len() {
+        let n = (src[i].len() - io).min(dst[j].len() - jo);
+        if let (Ok(a), Ok(b)) = (src[i].subslice(io, n), dst[j].subslice(jo, n)) {
+            a.copy_to_volatile_slice(b);
+        }
+        io += n;
+        jo += n;
+        if io == src[i].len() {
+            i += 1;
+            io = 0;
+        }
+        if jo == dst[j].len() {
+            j += 1;
+            jo = 0;
+        }
+    }
+}
+
+/// Writes `bytes` at the start of `dst`.
+fn write_bytes(bytes: &[u8], dst: &Slices<'_>) {
+    let mut off = 0;
+    for d in dst {
+        if off >= bytes.len() {
+            break;
+        }
+        let n = d.len().min(bytes.len() - off);
+        if let Ok(sub) = d.subslice(0, n) {
+            sub.copy_from(&bytes[off..off + n]);
+        }
+        off += n;
+    }
+}
+
+/// Skips the first `n` bytes of `s`.
+fn skip<'m>(s: &Slices<'m>, mut n: usize) -> Slices<'m> {
+    let mut out = Vec::new();
+    for v in s {
+        if n >= v.len() {
+            n -= v.len();
+            continue;
+        }
+        if let Ok(sub) = v.subslice(n, v.len() - n) {
+            out.push(sub);
+        }
+        n = 0;
+    }
+    out
+}
+
+/// The sender's payload: its gathered guest memory, or inline bytes.
+enum Payload<'m> {
+    Guest(Slices<'m>),
+    Inline(&'m [u8]),
+}
+
+impl Payload<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Payload::Guest(s) => total(s),
+            Payload::Inline(b) => b.len(),
+        }
+    }
+
+    fn copy_to(&self, dst: &Slices<'_>) {
+        match self {
+            Payload::Guest(s) => copy(s, dst),
+            Payload::Inline(b) => write_bytes(b, dst),
+        }
+    }
+}
+
+/// Gathers the sender's payload; `Err(status)` on a bad local SGE.
+fn gather<'m>(
+    ctrl: &Ctrl,
+    mem: &'m GuestMemoryMmap,
+    pdn: u32,
+    w: &'m SendWqe,
+) -> Result<Payload<'m>, u8> {
+    if w.send_flags & IB_SEND_INLINE != 0 {
+        return Ok(Payload::Inline(&w.inline));
+    }
+    let ranges = resolve(&ctrl.lock(), pdn, &w.sges, 0).map_err(|()| IB_WC_LOC_PROT_ERR)?;
+    slices(mem, &ranges)
+        .map(Payload::Guest)
+        .ok_or(IB_WC_LOC_PROT_ERR)
+}
+
+/// A receive taken from the responder's RQ.
+struct Recv {
+    head: u16,
+    wqe: RecvWqe,
+    recv_cqn: u32,
+    pdn: u32,
+}
+
+enum Take {
+    Got(Recv),
+    Empty(Duration),
+    /// A malformed element was completed in error; the responder QP is in
+    /// error now.
+    Bad,
+}
+
+/// Takes the next receive of `peer`.
+fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
+    let pc = peer.ctrl();
+    let Some((max_sge, recv_cqn, pdn, timer)) = pc
+        .lock()
+        .qp(peer.qpn)
+        .map(|q| (q.caps.max_recv_sge, q.recv_cqn, q.pdn, q.attr.min_rnr_timer))
+    else {
+        return Take::Empty(Duration::ZERO);
+    };
+    let delay = Duration::from_micros(rnr_delay_us(timer));
+    let Some(rq) = pc.rq_vring(peer.qpn) else {
+        return Take::Empty(delay);
+    };
+    let max = wqe::RQ_HDR_LEN + SGE_LEN * max_sge as usize;
+    let Some((head, bytes)) = pop(pc, rq, max + 1) else {
+        return Take::Empty(delay);
+    };
+    match wqe::parse_recv(&bytes, max_sge) {
+        Ok(wqe) => Take::Got(Recv {
+            head,
+            wqe,
+            recv_cqn,
+            pdn,
+        }),
+        Err(m) => {
+            warn!("{}: QP {}: bad RQ element: {}", pc.name(), peer.qpn, m.why);
+            give_back(pc, rq, head);
+            let c = cqe(m.wr_id, IB_WC_LOC_QP_OP_ERR, IB_WC_RECV, peer.qpn);
+            complete(fabric, pc, peer.qpn, recv_cqn, &c, false);
+            to_error(fabric, pc, peer.qpn);
+            Take::Bad
+        }
+    }
+}
+
+/// Completes receive `r` on `peer` with `c` (status etc. filled in).
+fn complete_recv(fabric: &Fabric, peer: &Peer, r: &Recv, mut c: VirtioRdmaCqReq, solicited: bool) {
+    let pc = peer.ctrl();
+    if let Some(rq) = pc.rq_vring(peer.qpn) {
+        give_back(pc, rq, r.head);
+    }
+    c.wr_id = U64::new(r.wqe.wr_id);
+    c.qp_num = U32::new(peer.qpn);
+    c.port_num = 1;
+    let failed = c.status != IB_WC_SUCCESS;
+    complete(fabric, pc, peer.qpn, r.recv_cqn, &c, solicited);
+    if failed {
+        to_error(fabric, pc, peer.qpn);
+    }
+}
+
+fn recv_error(fabric: &Fabric, peer: &Peer, r: &Recv, status: u8) {
+    complete_recv(fabric, peer, r, cqe(0, status, IB_WC_RECV, peer.qpn), false);
+}
+
+fn rc_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, peer: &Peer, w: &SendWqe) -> Exec {
+    let lguard = ctrl.mem().memory();
+    let src = match gather(ctrl, &lguard, s.pdn, w) {
+        Ok(p) => p,
+        Err(status) => return Exec::Done(status, 0),
+    };
+    if src.len() as u64 > u64::from(limits::MAX_MSG_SZ) {
+        return Exec::Done(IB_WC_LOC_LEN_ERR, 0);
+    }
+    let r = match take_recv(fabric, peer) {
+        Take::Got(r) => r,
+        Take::Empty(d) => return Exec::Rnr(d),
+        Take::Bad => return Exec::Done(IB_WC_REM_OP_ERR, 0),
+    };
+    let pc = peer.ctrl();
+    let pguard = pc.mem().memory();
+    let dst = resolve(&pc.lock(), r.pdn, &r.wqe.sges, IB_ACCESS_LOCAL_WRITE)
+        .ok()
+        .and_then(|ranges| slices(&pguard, &ranges));
+    let Some(dst) = dst else {
+        recv_error(fabric, peer, &r, IB_WC_LOC_PROT_ERR);
+        return Exec::Done(IB_WC_REM_OP_ERR, 0);
+    };
+    if total(&dst) < src.len() {
+        recv_error(fabric, peer, &r, IB_WC_LOC_LEN_ERR);
+        return Exec::Done(IB_WC_REM_INV_REQ_ERR, 0);
+    }
+    let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV, peer.qpn);
+    if w.opcode == IB_WR_SEND_WITH_INV {
+        if !invalidate(pc, r.pdn, w.ex) {
+            recv_error(fabric, peer, &r, IB_WC_LOC_PROT_ERR);
+            return Exec::Done(IB_WC_REM_OP_ERR, 0);
+        }
+        c.wc_flags = U32::new(IB_WC_WITH_INVALIDATE);
+        c.ex = U32::new(w.ex);
+    }
+    if w.opcode == IB_WR_SEND_WITH_IMM {
+        c.wc_flags = U32::new(IB_WC_WITH_IMM);
+        c.ex = U32::new(w.ex);
+    }
+    src.copy_to(&dst);
+    let len = src.len() as u32;
+    c.byte_len = U32::new(len);
+    c.src_qp = U32::new(qpn);
+    complete_recv(fabric, peer, &r, c, w.send_flags & IB_SEND_SOLICITED != 0);
+    Exec::Done(IB_WC_SUCCESS, len)
+}
+
+fn rdma_write(
+    fabric: &Fabric,
+    ctrl: &Ctrl,
+    qpn: u32,
+    s: &Sender,
+    peer: &Peer,
+    w: &SendWqe,
+) -> Exec {
+    let lguard = ctrl.mem().memory();
+    let src = match gather(ctrl, &lguard, s.pdn, w) {
+        Ok(p) => p,
+        Err(status) => return Exec::Done(status, 0),
+    };
+    let len = src.len();
+    let rdma = w.rdma();
+    let pc = peer.ctrl();
+    let pguard = pc.mem().memory();
+    let dst = resolve_remote(
+        peer,
+        rdma.rkey.get(),
+        rdma.remote_addr.get(),
+        len as u64,
+        IB_ACCESS_REMOTE_WRITE,
+    )
+    .ok()
+    .and_then(|ranges| slices(&pguard, &ranges));
+    let Some(dst) = dst else {
+        to_error(fabric, pc, peer.qpn);
+        return Exec::Done(IB_WC_REM_ACCESS_ERR, 0);
+    };
+    let imm = w.opcode == IB_WR_RDMA_WRITE_WITH_IMM;
+    // WRITE_WITH_IMM consumes a receive: without one, nothing is written.
+    let r = if imm {
+        match take_recv(fabric, peer) {
+            Take::Got(r) => Some(r),
+            Take::Empty(d) => return Exec::Rnr(d),
+            Take::Bad => return Exec::Done(IB_WC_REM_OP_ERR, 0),
+        }
+    } else {
+        None
+    };
+    src.copy_to(&dst);
+    if let Some(r) = r {
+        let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV_RDMA_WITH_IMM, peer.qpn);
+        c.byte_len = U32::new(len as u32);
+        c.wc_flags = U32::new(IB_WC_WITH_IMM);
+        c.ex = U32::new(w.ex);
+        c.src_qp = U32::new(qpn);
+        complete_recv(fabric, peer, &r, c, w.send_flags & IB_SEND_SOLICITED != 0);
+    }
+    Exec::Done(IB_WC_SUCCESS, len as u32)
+}
+
+fn rdma_read(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) -> u8 {
+    if w.send_flags & IB_SEND_INLINE != 0 {
+        return IB_WC_LOC_QP_OP_ERR;
+    }
+    let lguard = ctrl.mem().memory();
+    let dst = resolve(&ctrl.lock(), s.pdn, &w.sges, IB_ACCESS_LOCAL_WRITE)
+        .ok()
+        .and_then(|ranges| slices(&lguard, &ranges));
+    let Some(dst) = dst else {
+        return IB_WC_LOC_PROT_ERR;
+    };
+    let rdma = w.rdma();
+    let pc = peer.ctrl();
+    let pguard = pc.mem().memory();
+    let src = resolve_remote(
+        peer,
+        rdma.rkey.get(),
+        rdma.remote_addr.get(),
+        total(&dst) as u64,
+        IB_ACCESS_REMOTE_READ,
+    )
+    .ok()
+    .and_then(|ranges| slices(&pguard, &ranges));
+    let Some(src) = src else {
+        to_error(fabric, pc, peer.qpn);
+        return IB_WC_REM_ACCESS_ERR;
+    };
+    copy(&src, &dst);
+    IB_WC_SUCCESS
+}
+
+fn atomic(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) -> u8 {
+    let [sge] = w.sges.as_slice() else {
+        return IB_WC_LOC_QP_OP_ERR;
+    };
+    if sge.length < 8 {
+        return IB_WC_LOC_LEN_ERR;
+    }
+    let lguard = ctrl.mem().memory();
+    let one = Sge { length: 8, ..*sge };
+    let dst = resolve(&ctrl.lock(), s.pdn, &[one], IB_ACCESS_LOCAL_WRITE)
+        .ok()
+        .and_then(|ranges| slices(&lguard, &ranges));
+    let Some(dst) = dst else {
+        return IB_WC_LOC_PROT_ERR;
+    };
+    let a = w.atomic();
+    let pc = peer.ctrl();
+    let addr = a.remote_addr.get();
+    if !addr.is_multiple_of(8) {
+        to_error(fabric, pc, peer.qpn);
+        return IB_WC_REM_INV_REQ_ERR;
+    }
+    let pguard = pc.mem().memory();
+    let target = resolve_remote(peer, a.rkey.get(), addr, 8, IB_ACCESS_REMOTE_ATOMIC)
+        .ok()
+        .and_then(|ranges| slices(&pguard, &ranges));
+    let Some([t]) = target.as_deref() else {
+        to_error(fabric, pc, peer.qpn);
+        return IB_WC_REM_ACCESS_ERR;
+    };
+    // Aligned 8 bytes never cross a page, so `t` is one slice of 8 bytes.
+    // The fabric lock makes read-modify-write atomic for every device.
+    let mut old = [0u8; 8];
+    t.copy_to(&mut old[..]);
+    let old_v = u64::from_le_bytes(old);
+    let new_v = if w.opcode == IB_WR_ATOMIC_CMP_AND_SWP {
+        if old_v == a.compare_add.get() {
+            a.swap.get()
+        } else {
+            old_v
+        }
+    } else {
+        old_v.wrapping_add(a.compare_add.get())
+    };
+    t.copy_from(&new_v.to_le_bytes()[..]);
+    write_bytes(&old, &dst);
+    IB_WC_SUCCESS
+}
+
+/// Invalidates the fast-reg MR of `pdn` whose key is `rkey`.
+fn invalidate(ctrl: &Ctrl, pdn: u32, rkey: u32) -> bool {
+    let mut st = ctrl.lock();
+    match st.mrs.get_mut(rkey >> 8) {
+        Some(mr)
+            if mr.pdn == pdn
+                && mr.key == (rkey & 0xff) as u8
+                && matches!(mr.kind, MrKind::FastReg { .. }) =>
+        {
+            mr.valid = false;
+            true
+        }
+        _ => false,
+    }
+}
+
+fn local_inv(ctrl: &Ctrl, pdn: u32, rkey: u32) -> u8 {
+    if invalidate(ctrl, pdn, rkey) {
+        IB_WC_SUCCESS
+    } else {
+        warn!("{}: LOCAL_INV of key {rkey:#x} refused", ctrl.name());
+        IB_WC_LOC_QP_OP_ERR
+    }
+}
+
+fn reg_mr(ctrl: &Ctrl, pdn: u32, w: &SendWqe) -> u8 {
+    let reg = w.reg();
+    let (mrn, key, access) = (reg.mrn.get(), reg.key.get(), reg.access.get());
+    let (iova, length, npages) = (reg.iova.get(), reg.length.get(), reg.npages.get());
+    let max = {
+        let st = ctrl.lock();
+        match st.mrs.get(mrn) {
+            Some(mr) if mr.pdn == pdn && !mr.valid && key >> 8 == mrn => match mr.kind {
+                MrKind::FastReg { max_pages } => max_pages,
+                _ => return IB_WC_LOC_QP_OP_ERR,
+            },
+            _ => return IB_WC_LOC_QP_OP_ERR,
+        }
+    };
+    if !crate::mr::access_ok(access) || length == 0 || length > limits::MAX_MR_SIZE {
+        return IB_WC_LOC_QP_OP_ERR;
+    }
+    let Some(need) = crate::mr::pages_needed(iova, length) else {
+        return IB_WC_LOC_QP_OP_ERR;
+    };
+    let pages = if npages != 0 {
+        if npages > max || u64::from(npages) < need {
+            return IB_WC_LOC_QP_OP_ERR;
+        }
+        let guard = ctrl.mem().memory();
+        match crate::mr::load_page_table(&guard, reg.pages.get(), npages) {
+            Ok(p) => p,
+            Err(_) => return IB_WC_LOC_PROT_ERR,
+        }
+    } else {
+        match ctrl.lock().mrs.get(mrn).and_then(|m| m.staged.clone()) {
+            Some(m) if m.pages.len() as u64 >= need => m.pages,
+            _ => return IB_WC_LOC_QP_OP_ERR,
+        }
+    };
+    let mut st = ctrl.lock();
+    let Some(mr) = st.mrs.get_mut(mrn) else {
+        return IB_WC_LOC_QP_OP_ERR;
+    };
+    mr.key = (key & 0xff) as u8;
+    mr.access = access;
+    mr.map = crate::mr::PageMap {
+        iova,
+        length,
+        pages,
+    };
+    mr.valid = true;
+    IB_WC_SUCCESS
+}
+
+/// The 40-byte GRH area of a RoCEv2 UD receive: an IPv4 header in its last
+/// 20 bytes when both GIDs are IPv4-mapped, else an IPv6 header.
+fn grh(
+    sgid: &[u8; 16],
+    dgid: &[u8; 16],
+    av: &crate::abi::VirtioRdmaAv,
+    len: usize,
+) -> ([u8; 40], u8) {
+    let mut g = [0u8; 40];
+    let v4 =
+        |gid: &[u8; 16]| gid[..10].iter().all(|b| *b == 0) && gid[10] == 0xff && gid[11] == 0xff;
+    // UDP + BTH + DETH + payload + ICRC.
+    let l4 = (8 + 12 + 8 + len + 4) as u16;
+    if v4(sgid) && v4(dgid) {
+        let h = &mut g[20..];
+        h[0] = 0x45;
+        h[1] = av.traffic_class;
+        h[2..4].copy_from_slice(&(l4 + 20).to_be_bytes());
+        h[6] = 0x40;
+        h[8] = av.hop_limit.max(1);
+        h[9] = 17;
+        h[12..16].copy_from_slice(&sgid[12..]);
+        h[16..20].copy_from_slice(&dgid[12..]);
+        let mut sum: u32 = h
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        (g, RDMA_NETWORK_IPV4)
+    } else {
+        let flow = av.flow_label.get() & 0xf_ffff;
+        let word = (6u32 << 28) | (u32::from(av.traffic_class) << 20) | flow;
+        g[..4].copy_from_slice(&word.to_be_bytes());
+        g[4..6].copy_from_slice(&l4.to_be_bytes());
+        g[6] = 17;
+        g[7] = av.hop_limit;
+        g[8..24].copy_from_slice(sgid);
+        g[24..40].copy_from_slice(dgid);
+        (g, RDMA_NETWORK_IPV6)
+    }
+}
+
+fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> Exec {
+    let ud = w.ud();
+    let av = ud.av;
+    let Some(sgid) = ctrl
+        .lock()
+        .gids
+        .get(usize::from(av.sgid_index))
+        .map(|e| e.gid)
+    else {
+        return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
+    };
+    let lguard = ctrl.mem().memory();
+    let src = match gather(ctrl, &lguard, s.pdn, w) {
+        Ok(p) => p,
+        Err(status) => return Exec::Done(status, 0),
+    };
+    let len = src.len();
+    if len as u64 > UD_MTU {
+        return Exec::Done(IB_WC_LOC_LEN_ERR, 0);
+    }
+    let done = Exec::Done(IB_WC_SUCCESS, len as u32);
+    // Unreliable: a datagram nobody can take is dropped, the send succeeds.
+    let Some(dev) = fabric::by_gid(fabric, &av.dgid, ctrl) else {
+        debug!("{}: QP {qpn}: UD send to unknown GID dropped", ctrl.name());
+        return done;
+    };
+    let peer = Peer {
+        dev,
+        qpn: ud.remote_qpn.get(),
+    };
+    let qkey = if ud.remote_qkey.get() & QKEY_PRIVILEGED != 0 {
+        s.qkey
+    } else {
+        ud.remote_qkey.get()
+    };
+    let accepts = peer
+        .ctrl()
+        .lock()
+        .qp(peer.qpn)
+        .is_some_and(|q| q.is_ud() && q.can_receive() && q.attr.qkey.get() == qkey);
+    if !accepts {
+        debug!(
+            "{}: QP {qpn}: UD send to QP {} dropped",
+            ctrl.name(),
+            peer.qpn
+        );
+        return done;
+    }
+    let r = match take_recv(fabric, &peer) {
+        Take::Got(r) => r,
+        Take::Empty(_) | Take::Bad => return done,
+    };
+    let pc = peer.ctrl();
+    let pguard = pc.mem().memory();
+    let dst = resolve(&pc.lock(), r.pdn, &r.wqe.sges, IB_ACCESS_LOCAL_WRITE)
+        .ok()
+        .and_then(|ranges| slices(&pguard, &ranges));
+    let Some(dst) = dst else {
+        recv_error(fabric, &peer, &r, IB_WC_LOC_PROT_ERR);
+        return done;
+    };
+    if total(&dst) < GRH_LEN + len {
+        recv_error(fabric, &peer, &r, IB_WC_LOC_LEN_ERR);
+        return done;
+    }
+    let (g, net) = grh(&sgid, &av.dgid, &av, len);
+    write_bytes(&g, &dst);
+    src.copy_to(&skip(&dst, GRH_LEN));
+    let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV, peer.qpn);
+    let mut flags = IB_WC_GRH | IB_WC_WITH_SMAC | IB_WC_WITH_NETWORK_HDR_TYPE;
+    if w.opcode == IB_WR_SEND_WITH_IMM {
+        flags |= IB_WC_WITH_IMM;
+        c.ex = U32::new(w.ex);
+    }
+    c.wc_flags = U32::new(flags);
+    c.byte_len = U32::new((GRH_LEN + len) as u32);
+    c.src_qp = U32::new(qpn);
+    c.sl = av.sl;
+    c.network_hdr_type = net;
+    c.smac = ctrl.limits().mac().0;
+    c.pkey_index = U16::new(0);
+    complete_recv(fabric, &peer, &r, c, w.send_flags & IB_SEND_SOLICITED != 0);
+    done
+}

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The fabric: every device this process serves, and the one lock that
+//! serializes their object tables and data paths.
+//!
+//! Why one lock: a work request on one device may consume a receive, write
+//! a completion and change a QP's state on another device (which runs its
+//! own thread). Taking the fabric lock before any device's state makes such
+//! multi-device steps atomic and free of lock-order inversions, and makes
+//! atomic operations atomic with respect to every other device operation
+//! (IB_ATOMIC_HCA across the process). Control commands and data-path entry
+//! points take it; everything below them receives the guard.
+
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use crate::ctrl::Ctrl;
+use crate::device::RdmaDevice;
+
+static DEVICES: Mutex<Vec<Weak<RdmaDevice>>> = Mutex::new(Vec::new());
+
+/// Proof that the fabric lock is held, and the registered devices.
+pub type Fabric = MutexGuard<'static, Vec<Weak<RdmaDevice>>>;
+
+/// Takes the fabric lock.
+pub fn lock() -> Fabric {
+    // Every step under the lock leaves the tables consistent before it can
+    // panic, so a poisoned lock is still usable.
+    DEVICES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Adds `dev` to the fabric (dropped devices leave it by themselves).
+pub fn register(dev: &Arc<RdmaDevice>) {
+    let mut f = lock();
+    f.retain(|d| d.strong_count() > 0);
+    f.push(Arc::downgrade(dev));
+}
+
+/// The live devices.
+pub fn devices(f: &Fabric) -> Vec<Arc<RdmaDevice>> {
+    f.iter().filter_map(Weak::upgrade).collect()
+}
+
+/// The device whose GID table holds `gid`. `local` wins if it holds it:
+/// guests often share addresses (every QEMU user-network guest is
+/// 10.0.2.15), and traffic to one's own address must stay local.
+pub fn by_gid(f: &Fabric, gid: &[u8; 16], local: &Ctrl) -> Option<Arc<RdmaDevice>> {
+    let holders: Vec<_> = devices(f)
+        .into_iter()
+        .filter(|d| d.ctrl().has_gid(gid))
+        .collect();
+    let own = holders
+        .iter()
+        .position(|d| std::ptr::eq(d.ctrl(), local))
+        .unwrap_or(0);
+    holders.into_iter().nth(own)
+}

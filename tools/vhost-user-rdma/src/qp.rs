@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Queue pairs: what CREATE_QP fixed, the attributes MODIFY_QP set, and the
+//! IB state machine with its per-transition attribute masks (as the
+//! kernel's `ib_modify_qp_is_ok` checks them for RC, UD and GSI QPs).
+
+use std::time::Instant;
+
+use crate::abi::{VirtioRdmaQpAttr, VIRTIO_RDMA_S_BAD_STATE, VIRTIO_RDMA_S_INVALID};
+use crate::ib::*;
+use crate::limits;
+use crate::mr::access_ok;
+use crate::wqe::SendWqe;
+
+/// What CREATE_QP fixed.
+#[derive(Clone, Copy, Debug)]
+pub struct QpCaps {
+    /// SQ depth.
+    pub max_send_wr: u32,
+    /// SGEs per SQ element.
+    pub max_send_sge: u32,
+    /// RQ depth.
+    pub max_recv_wr: u32,
+    /// SGEs per RQ element.
+    pub max_recv_sge: u32,
+    /// Inline bytes per SQ element.
+    pub max_inline_data: u32,
+}
+
+/// An SQ element waiting for the responder to post a receive (RNR).
+#[derive(Debug)]
+pub struct RnrWait {
+    /// Head of its descriptor chain (returned to the used ring when done).
+    pub head: u16,
+    /// The parsed element.
+    pub wqe: SendWqe,
+    /// Retries left; [`RNR_RETRY_INFINITE`] never runs out.
+    pub retries_left: u8,
+    /// When the next timed retry is due.
+    pub next_try: Instant,
+}
+
+/// One queue pair.
+#[derive(Debug)]
+pub struct Qp {
+    /// Protection domain.
+    pub pdn: u32,
+    /// `enum ib_qp_type`: GSI, RC or UD.
+    pub qp_type: u8,
+    /// Every SQ element generates a completion.
+    pub sq_sig_all: bool,
+    /// Capacities.
+    pub caps: QpCaps,
+    /// CQ of SQ completions.
+    pub send_cqn: u32,
+    /// CQ of RQ completions.
+    pub recv_cqn: u32,
+    /// Current attributes (`qp_state` is the state).
+    pub attr: VirtioRdmaQpAttr,
+    /// The SQ element stalled on RNR, if any.
+    pub rnr: Option<RnrWait>,
+}
+
+impl Qp {
+    /// A QP in RESET.
+    pub fn new(pdn: u32, qp_type: u8, sq_sig_all: bool, caps: QpCaps, cqs: (u32, u32)) -> Self {
+        let attr = VirtioRdmaQpAttr {
+            port_num: 1,
+            path_mtu: limits::IB_MTU_1024,
+            ..Default::default()
+        };
+        Qp {
+            pdn,
+            qp_type,
+            sq_sig_all,
+            caps,
+            send_cqn: cqs.0,
+            recv_cqn: cqs.1,
+            attr,
+            rnr: None,
+        }
+    }
+
+    /// `enum ib_qp_state`.
+    pub fn state(&self) -> u8 {
+        self.attr.qp_state
+    }
+
+    /// Whether the QP may receive (RTR or RTS).
+    pub fn can_receive(&self) -> bool {
+        matches!(self.state(), IB_QPS_RTR | IB_QPS_RTS)
+    }
+
+    /// Whether this is a UD or GSI QP.
+    pub fn is_ud(&self) -> bool {
+        self.qp_type != IB_QPT_RC
+    }
+}
+
+/// (required, optional) attribute masks of a transition, `None` if the
+/// transition is not allowed.
+fn masks(qp_type: u8, cur: u8, next: u8) -> Option<(u32, u32)> {
+    let rc = qp_type == IB_QPT_RC;
+    let gsi = qp_type == IB_QPT_GSI;
+    // What INIT accepts: RC needs access flags and a port, UD a Q_Key and
+    // a port, GSI (port fixed) only a Q_Key.
+    let init_attrs = if rc {
+        IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_ACCESS_FLAGS
+    } else if gsi {
+        IB_QP_PKEY_INDEX | IB_QP_QKEY
+    } else {
+        IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_QKEY
+    };
+    let ud_opt = IB_QP_PKEY_INDEX | IB_QP_QKEY;
+    Some(match (cur, next) {
+        (_, IB_QPS_RESET) if cur <= IB_QPS_ERR => (0, 0),
+        (_, IB_QPS_ERR) if cur <= IB_QPS_ERR => (0, 0),
+        (IB_QPS_RESET, IB_QPS_INIT) => (init_attrs, 0),
+        (IB_QPS_INIT, IB_QPS_INIT) => (0, init_attrs),
+        (IB_QPS_INIT, IB_QPS_RTR) if rc => (
+            IB_QP_AV
+                | IB_QP_PATH_MTU
+                | IB_QP_DEST_QPN
+                | IB_QP_RQ_PSN
+                | IB_QP_MAX_DEST_RD_ATOMIC
+                | IB_QP_MIN_RNR_TIMER,
+            IB_QP_ALT_PATH | IB_QP_ACCESS_FLAGS | IB_QP_PKEY_INDEX,
+        ),
+        (IB_QPS_INIT, IB_QPS_RTR) => (0, ud_opt),
+        (IB_QPS_RTR, IB_QPS_RTS) if rc => (
+            IB_QP_TIMEOUT
+                | IB_QP_RETRY_CNT
+                | IB_QP_RNR_RETRY
+                | IB_QP_SQ_PSN
+                | IB_QP_MAX_QP_RD_ATOMIC,
+            IB_QP_CUR_STATE
+                | IB_QP_ALT_PATH
+                | IB_QP_ACCESS_FLAGS
+                | IB_QP_MIN_RNR_TIMER
+                | IB_QP_PATH_MIG_STATE,
+        ),
+        (IB_QPS_RTR, IB_QPS_RTS) => (IB_QP_SQ_PSN, IB_QP_CUR_STATE | IB_QP_QKEY),
+        (IB_QPS_RTS, IB_QPS_RTS) if rc => (
+            0,
+            IB_QP_CUR_STATE
+                | IB_QP_ACCESS_FLAGS
+                | IB_QP_ALT_PATH
+                | IB_QP_PATH_MIG_STATE
+                | IB_QP_MIN_RNR_TIMER,
+        ),
+        (IB_QPS_RTS, IB_QPS_RTS) => (0, IB_QP_CUR_STATE | IB_QP_QKEY),
+        (IB_QPS_SQE, IB_QPS_RTS) if !rc => (0, IB_QP_CUR_STATE | IB_QP_QKEY),
+        _ => return None,
+    })
+}
+
+/// Checks MODIFY_QP on `qp` and applies it; returns (old, new) state.
+/// `gid_ok(index)` says whether the port's GID table holds that entry.
+/// Nothing changes when the command fails.
+pub fn modify(
+    qp: &mut Qp,
+    mask: u32,
+    a: &VirtioRdmaQpAttr,
+    gid_ok: impl Fn(u8) -> bool,
+) -> Result<(u8, u8), u8> {
+    let cur = qp.state();
+    if mask & IB_QP_CUR_STATE != 0 && a.cur_qp_state != cur {
+        return Err(VIRTIO_RDMA_S_BAD_STATE);
+    }
+    let next = if mask & IB_QP_STATE != 0 {
+        a.qp_state
+    } else {
+        cur
+    };
+    if next > IB_QPS_ERR {
+        return Err(VIRTIO_RDMA_S_INVALID);
+    }
+    let Some((req, opt)) = masks(qp.qp_type, cur, next) else {
+        return Err(VIRTIO_RDMA_S_BAD_STATE);
+    };
+    let attrs = mask & !(IB_QP_STATE | IB_QP_CUR_STATE);
+    if attrs & req != req || attrs & !(req | opt) != 0 {
+        return Err(VIRTIO_RDMA_S_INVALID);
+    }
+    // Values.
+    let bad = (mask & IB_QP_PORT != 0 && u32::from(a.port_num) != limits::PHYS_PORT_CNT)
+        || (mask & IB_QP_PKEY_INDEX != 0 && a.pkey_index.get() >= limits::PKEY_TBL_LEN)
+        || (mask & IB_QP_ACCESS_FLAGS != 0 && !access_ok(a.qp_access_flags.get()))
+        || (mask & IB_QP_PATH_MTU != 0 && !(1..=limits::IB_MTU_1024).contains(&a.path_mtu))
+        || (mask & IB_QP_DEST_QPN != 0 && a.dest_qp_num.get() >= 1 << 24)
+        || (mask & IB_QP_RQ_PSN != 0 && a.rq_psn.get() >= 1 << 24)
+        || (mask & IB_QP_SQ_PSN != 0 && a.sq_psn.get() >= 1 << 24)
+        || (mask & IB_QP_MAX_QP_RD_ATOMIC != 0
+            && u32::from(a.max_rd_atomic) > limits::MAX_QP_RD_ATOM)
+        || (mask & IB_QP_MAX_DEST_RD_ATOMIC != 0
+            && u32::from(a.max_dest_rd_atomic) > limits::MAX_QP_RD_ATOM)
+        || (mask & IB_QP_MIN_RNR_TIMER != 0 && a.min_rnr_timer > 31)
+        || (mask & IB_QP_TIMEOUT != 0 && a.timeout > 31)
+        || (mask & IB_QP_RETRY_CNT != 0 && a.retry_cnt > 7)
+        || (mask & IB_QP_RNR_RETRY != 0 && a.rnr_retry > 7)
+        || (mask & IB_QP_ALT_PATH != 0)
+        || (mask & IB_QP_AV != 0
+            && (u32::from(a.ah_attr.port_num) > limits::PHYS_PORT_CNT
+                || !gid_ok(a.ah_attr.sgid_index)));
+    if bad {
+        return Err(VIRTIO_RDMA_S_INVALID);
+    }
+    let s = &mut qp.attr;
+    if mask & IB_QP_PORT != 0 {
+        s.port_num = a.port_num;
+    }
+    if mask & IB_QP_PKEY_INDEX != 0 {
+        s.pkey_index = a.pkey_index;
+    }
+    if mask & IB_QP_QKEY != 0 {
+        s.qkey = a.qkey;
+    }
+    if mask & IB_QP_ACCESS_FLAGS != 0 {
+        s.qp_access_flags = a.qp_access_flags;
+    }
+    if mask & IB_QP_AV != 0 {
+        s.ah_attr = a.ah_attr;
+    }
+    if mask & IB_QP_PATH_MTU != 0 {
+        s.path_mtu = a.path_mtu;
+    }
+    if mask & IB_QP_DEST_QPN != 0 {
+        s.dest_qp_num = a.dest_qp_num;
+    }
+    if mask & IB_QP_RQ_PSN != 0 {
+        s.rq_psn = a.rq_psn;
+    }
+    if mask & IB_QP_SQ_PSN != 0 {
+        s.sq_psn = a.sq_psn;
+    }
+    if mask & IB_QP_MAX_QP_RD_ATOMIC != 0 {
+        s.max_rd_atomic = a.max_rd_atomic;
+    }
+    if mask & IB_QP_MAX_DEST_RD_ATOMIC != 0 {
+        s.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    }
+    if mask & IB_QP_MIN_RNR_TIMER != 0 {
+        s.min_rnr_timer = a.min_rnr_timer;
+    }
+    if mask & IB_QP_TIMEOUT != 0 {
+        s.timeout = a.timeout;
+    }
+    if mask & IB_QP_RETRY_CNT != 0 {
+        s.retry_cnt = a.retry_cnt;
+    }
+    if mask & IB_QP_RNR_RETRY != 0 {
+        s.rnr_retry = a.rnr_retry;
+    }
+    if mask & IB_QP_PATH_MIG_STATE != 0 {
+        s.path_mig_state = a.path_mig_state;
+    }
+    s.qp_state = next;
+    s.cur_qp_state = next;
+    Ok((cur, next))
+}
+
+/// The RNR NAK delay IB encodes in `min_rnr_timer`, in microseconds.
+pub fn rnr_delay_us(min_rnr_timer: u8) -> u64 {
+    const TABLE: [u64; 32] = [
+        655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840,
+        5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122_880, 163_840, 245_760,
+        327_680, 491_520,
+    ];
+    TABLE[usize::from(min_rnr_timer & 31)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zerocopy::little_endian::U32;
+
+    fn qp(t: u8) -> Qp {
+        let caps = QpCaps {
+            max_send_wr: 4,
+            max_send_sge: 1,
+            max_recv_wr: 4,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        Qp::new(1, t, false, caps, (0, 0))
+    }
+
+    fn to(state: u8) -> VirtioRdmaQpAttr {
+        VirtioRdmaQpAttr {
+            qp_state: state,
+            port_num: 1,
+            path_mtu: 3,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn rc_walk() {
+        let mut q = qp(IB_QPT_RC);
+        let ok = |_| true;
+        // RESET -> RTR is not a transition.
+        assert_eq!(
+            modify(&mut q, IB_QP_STATE, &to(IB_QPS_RTR), ok),
+            Err(VIRTIO_RDMA_S_BAD_STATE)
+        );
+        // INIT needs access flags, port and P_Key index.
+        assert_eq!(
+            modify(&mut q, IB_QP_STATE | IB_QP_PORT, &to(IB_QPS_INIT), ok),
+            Err(VIRTIO_RDMA_S_INVALID)
+        );
+        let init = IB_QP_STATE | IB_QP_PORT | IB_QP_PKEY_INDEX | IB_QP_ACCESS_FLAGS;
+        assert_eq!(modify(&mut q, init, &to(IB_QPS_INIT), ok), Ok((0, 1)));
+        // A Q_Key is not an RC attribute.
+        assert_eq!(
+            modify(&mut q, IB_QP_QKEY, &to(IB_QPS_INIT), ok),
+            Err(VIRTIO_RDMA_S_INVALID)
+        );
+        let rtr = IB_QP_STATE
+            | IB_QP_AV
+            | IB_QP_PATH_MTU
+            | IB_QP_DEST_QPN
+            | IB_QP_RQ_PSN
+            | IB_QP_MAX_DEST_RD_ATOMIC
+            | IB_QP_MIN_RNR_TIMER;
+        let mut a = to(IB_QPS_RTR);
+        a.dest_qp_num = U32::new(1 << 24);
+        assert_eq!(modify(&mut q, rtr, &a, ok), Err(VIRTIO_RDMA_S_INVALID));
+        assert_eq!(modify(&mut q, rtr, &to(IB_QPS_RTR), |_| false), Err(2));
+        assert_eq!(modify(&mut q, rtr, &to(IB_QPS_RTR), ok), Ok((1, 2)));
+        let rts = IB_QP_STATE
+            | IB_QP_TIMEOUT
+            | IB_QP_RETRY_CNT
+            | IB_QP_RNR_RETRY
+            | IB_QP_SQ_PSN
+            | IB_QP_MAX_QP_RD_ATOMIC;
+        assert_eq!(modify(&mut q, rts, &to(IB_QPS_RTS), ok), Ok((2, 3)));
+        assert_eq!(modify(&mut q, IB_QP_STATE, &to(IB_QPS_ERR), ok), Ok((3, 6)));
+        assert_eq!(
+            modify(&mut q, IB_QP_STATE, &to(IB_QPS_RTS), ok),
+            Err(VIRTIO_RDMA_S_BAD_STATE)
+        );
+        assert_eq!(
+            modify(&mut q, IB_QP_STATE, &to(IB_QPS_RESET), ok),
+            Ok((6, 0))
+        );
+        assert_eq!(
+            modify(&mut q, IB_QP_STATE, &to(9), ok),
+            Err(VIRTIO_RDMA_S_INVALID)
+        );
+    }
+
+    #[test]
+    fn ud_and_gsi_masks() {
+        let ok = |_| true;
+        let mut q = qp(IB_QPT_UD);
+        let init = IB_QP_STATE | IB_QP_PORT | IB_QP_PKEY_INDEX | IB_QP_QKEY;
+        assert_eq!(modify(&mut q, init, &to(IB_QPS_INIT), ok), Ok((0, 1)));
+        assert_eq!(modify(&mut q, IB_QP_STATE, &to(IB_QPS_RTR), ok), Ok((1, 2)));
+        assert_eq!(
+            modify(&mut q, IB_QP_STATE, &to(IB_QPS_RTS), ok),
+            Err(VIRTIO_RDMA_S_INVALID),
+            "RTS needs the SQ PSN"
+        );
+        let mut g = qp(IB_QPT_GSI);
+        assert_eq!(modify(&mut g, init, &to(IB_QPS_INIT), ok), Err(2));
+        let init = IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_QKEY;
+        assert_eq!(modify(&mut g, init, &to(IB_QPS_INIT), ok), Ok((0, 1)));
+    }
+}

@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Control commands that create, change and destroy CQs, MRs and QPs.
+//! Each checks every argument before it changes anything; a failed command
+//! has no effect.
+
+use log::{debug, warn};
+use vm_memory::GuestAddressSpace;
+use zerocopy::little_endian::U32;
+use zerocopy::IntoBytes;
+
+use crate::abi::*;
+use crate::cq::Cq;
+use crate::ctrl::{CmdResult, Ctrl};
+use crate::engine;
+use crate::fabric::Fabric;
+use crate::ib::*;
+use crate::limits;
+use crate::mr::{self, Mr, MrKind, PageMap};
+use crate::qp::{self, Qp, QpCaps};
+
+/// Largest page table of a user MR (max_mr_size in pages).
+const MAX_USER_MR_PAGES: u64 = limits::MAX_MR_SIZE / VIRTIO_RDMA_PAGE_SIZE as u64;
+
+/// A page table as MAP_MR_SG and REG_USER_MR carry it.
+struct PageTableReq {
+    iova: u64,
+    length: u64,
+    /// Guest-physical address of the table.
+    table: u64,
+    npages: u32,
+}
+
+fn mr_rsp(mrn: u32, key: u32) -> Vec<u8> {
+    VirtioRdmaRspCreateMr {
+        mrn: U32::new(mrn),
+        lkey: U32::new(key),
+        rkey: U32::new(key),
+        reserved: U32::new(0),
+    }
+    .as_bytes()
+    .to_vec()
+}
+
+impl Ctrl {
+    fn bad(&self, cmd: &str, why: std::fmt::Arguments<'_>, status: u8) -> u8 {
+        warn!("{}: {cmd}: {why}", self.name());
+        status
+    }
+
+    pub(crate) fn create_cq(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdCreateCq = self.parse("CREATE_CQ", body)?;
+        let cqe = req.cqe.get();
+        let max = u32::from(self.limits().queue_size());
+        if cqe == 0 || cqe > max {
+            let why = format_args!("cqe {cqe} outside 1..={max}");
+            return Err(self.bad("CREATE_CQ", why, VIRTIO_RDMA_S_INVALID));
+        }
+        let mut st = self.lock();
+        let Some(cqn) = st.cqs.iter().position(Option::is_none) else {
+            return Err(self.bad(
+                "CREATE_CQ",
+                format_args!("no free CQ"),
+                VIRTIO_RDMA_S_NO_RESOURCE,
+            ));
+        };
+        st.cqs[cqn] = Some(Cq { cqe, armed: 0 });
+        debug!("{}: CREATE_CQ cqe {cqe} -> cqn {cqn}", self.name());
+        Ok(VirtioRdmaRspCreateCq {
+            cqn: U32::new(cqn as u32),
+            reserved: U32::new(0),
+        }
+        .as_bytes()
+        .to_vec())
+    }
+
+    pub(crate) fn destroy_cq(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdDestroyCq = self.parse("DESTROY_CQ", body)?;
+        let cqn = req.cqn.get();
+        {
+            let mut st = self.lock();
+            if !st.cq_exists(cqn) {
+                let why = format_args!("cqn {cqn} does not exist");
+                return Err(self.bad("DESTROY_CQ", why, VIRTIO_RDMA_S_NOT_FOUND));
+            }
+            if st
+                .qps
+                .iter()
+                .flatten()
+                .any(|q| q.send_cqn == cqn || q.recv_cqn == cqn)
+            {
+                let why = format_args!("cqn {cqn} is used by a QP");
+                return Err(self.bad("DESTROY_CQ", why, VIRTIO_RDMA_S_BUSY));
+            }
+            st.cqs[cqn as usize] = None;
+        }
+        // Hand back the CQE buffers the driver left, unwritten.
+        if let Some(v) = self.cq_vring(cqn) {
+            engine::return_all(self, v);
+        }
+        debug!("{}: DESTROY_CQ cqn {cqn}", self.name());
+        Ok(Vec::new())
+    }
+
+    fn check_pd_access(&self, cmd: &str, pdn: u32, access: u32) -> Result<(), u8> {
+        if !self.lock().pds.contains(pdn) {
+            return Err(self.bad(
+                cmd,
+                format_args!("pdn {pdn} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
+        }
+        if !mr::access_ok(access) {
+            let why = format_args!("access flags {access:#x} not supported or inconsistent");
+            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+        }
+        Ok(())
+    }
+
+    fn insert_mr(&self, cmd: &str, mr: Mr) -> CmdResult {
+        let Some(mrn) = self.lock().mrs.insert(mr) else {
+            return Err(self.bad(
+                cmd,
+                format_args!("all MRs are in use"),
+                VIRTIO_RDMA_S_NO_RESOURCE,
+            ));
+        };
+        let key = mr::make_key(mrn, 0);
+        debug!("{}: {cmd} -> mrn {mrn} key {key:#x}", self.name());
+        Ok(mr_rsp(mrn, key))
+    }
+
+    pub(crate) fn get_dma_mr(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdGetDmaMr = self.parse("GET_DMA_MR", body)?;
+        let (pdn, access) = (req.pdn.get(), req.access_flags.get());
+        self.check_pd_access("GET_DMA_MR", pdn, access)?;
+        let mr = Mr {
+            pdn,
+            kind: MrKind::Dma,
+            access,
+            key: 0,
+            valid: true,
+            map: PageMap::default(),
+            staged: None,
+        };
+        self.insert_mr("GET_DMA_MR", mr)
+    }
+
+    pub(crate) fn create_mr(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdCreateMr = self.parse("CREATE_MR", body)?;
+        let (pdn, access, max) = (req.pdn.get(), req.access_flags.get(), req.max_num_sg.get());
+        self.check_pd_access("CREATE_MR", pdn, access)?;
+        if max == 0 || max > limits::MAX_FAST_REG_PAGE_LIST_LEN {
+            let why = format_args!(
+                "max_num_sg {max} outside 1..={}",
+                limits::MAX_FAST_REG_PAGE_LIST_LEN
+            );
+            return Err(self.bad("CREATE_MR", why, VIRTIO_RDMA_S_INVALID));
+        }
+        let mr = Mr {
+            pdn,
+            kind: MrKind::FastReg { max_pages: max },
+            access: 0,
+            key: 0,
+            valid: false,
+            map: PageMap::default(),
+            staged: None,
+        };
+        self.insert_mr("CREATE_MR", mr)
+    }
+
+    /// Checks a page-table request and reads the table.
+    fn page_map(
+        &self,
+        cmd: &str,
+        t: PageTableReq,
+        max_pages: u64,
+        exact: bool,
+    ) -> Result<PageMap, u8> {
+        let PageTableReq {
+            iova,
+            length,
+            table,
+            npages,
+        } = t;
+        let need = mr::pages_needed(iova, length).filter(|_| length <= limits::MAX_MR_SIZE);
+        let Some(need) = need.filter(|_| length > 0 && iova.checked_add(length).is_some()) else {
+            let why = format_args!("length {length} at iova {iova:#x} is not a valid region");
+            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+        };
+        let n = u64::from(npages);
+        if n == 0 || n > max_pages || n < need || (exact && n != need) {
+            let why = format_args!(
+                "{npages} pages for {length} bytes at iova {iova:#x} (need {need}, at most \
+                 {max_pages})"
+            );
+            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+        }
+        let guard = self.mem().memory();
+        let pages = mr::load_page_table(&guard, table, npages).map_err(|st| {
+            let why = format_args!(
+                "page table at {table:#x} has a page that is misaligned or outside guest memory"
+            );
+            self.bad(cmd, why, st)
+        })?;
+        Ok(PageMap {
+            iova,
+            length,
+            pages,
+        })
+    }
+
+    pub(crate) fn map_mr_sg(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdMapMrSg = self.parse("MAP_MR_SG", body)?;
+        let mrn = req.mrn.get();
+        let max = match self.lock().mrs.get(mrn).map(|m| m.kind.clone()) {
+            Some(MrKind::FastReg { max_pages }) => max_pages,
+            Some(_) => {
+                let why = format_args!("mrn {mrn} is not a fast-registration MR");
+                return Err(self.bad("MAP_MR_SG", why, VIRTIO_RDMA_S_INVALID));
+            }
+            None => {
+                let why = format_args!("mrn {mrn} does not exist");
+                return Err(self.bad("MAP_MR_SG", why, VIRTIO_RDMA_S_NOT_FOUND));
+            }
+        };
+        let (iova, length, npages) = (req.iova.get(), req.length.get(), req.npages.get());
+        let t = PageTableReq {
+            iova,
+            length,
+            table: req.pages.get(),
+            npages,
+        };
+        let map = self.page_map("MAP_MR_SG", t, u64::from(max), false)?;
+        if let Some(mr) = self.lock().mrs.get_mut(mrn) {
+            mr.staged = Some(map);
+        }
+        Ok(VirtioRdmaRspMapMrSg {
+            npages: U32::new(npages),
+            reserved: U32::new(0),
+        }
+        .as_bytes()
+        .to_vec())
+    }
+
+    pub(crate) fn reg_user_mr(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdRegUserMr = self.parse("REG_USER_MR", body)?;
+        let (pdn, access) = (req.pdn.get(), req.access_flags.get());
+        self.check_pd_access("REG_USER_MR", pdn, access)?;
+        let t = PageTableReq {
+            iova: req.iova.get(),
+            length: req.length.get(),
+            table: req.pages.get(),
+            npages: req.npages.get(),
+        };
+        let map = self.page_map("REG_USER_MR", t, MAX_USER_MR_PAGES, true)?;
+        let mr = Mr {
+            pdn,
+            kind: MrKind::User,
+            access,
+            key: 0,
+            valid: true,
+            map,
+            staged: None,
+        };
+        self.insert_mr("REG_USER_MR", mr)
+    }
+
+    pub(crate) fn dereg_mr(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdDeregMr = self.parse("DEREG_MR", body)?;
+        let mrn = req.mrn.get();
+        if self.lock().mrs.remove(mrn).is_none() {
+            let why = format_args!("mrn {mrn} does not exist");
+            return Err(self.bad("DEREG_MR", why, VIRTIO_RDMA_S_NOT_FOUND));
+        }
+        debug!("{}: DEREG_MR mrn {mrn}", self.name());
+        Ok(Vec::new())
+    }
+
+    pub(crate) fn create_qp(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdCreateQp = self.parse("CREATE_QP", body)?;
+        let caps = QpCaps {
+            max_send_wr: req.max_send_wr.get(),
+            max_send_sge: req.max_send_sge.get(),
+            max_recv_wr: req.max_recv_wr.get(),
+            max_recv_sge: req.max_recv_sge.get(),
+            max_inline_data: req.max_inline_data.get(),
+        };
+        let qs = u32::from(self.limits().queue_size());
+        let (pdn, qp_type) = (req.pdn.get(), req.qp_type);
+        let (send_cqn, recv_cqn) = (req.send_cqn.get(), req.recv_cqn.get());
+        let mut st = self.lock();
+        if !st.pds.contains(pdn) {
+            return Err(self.bad(
+                "CREATE_QP",
+                format_args!("pdn {pdn} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
+        }
+        if !st.cq_exists(send_cqn) || !st.cq_exists(recv_cqn) {
+            let why = format_args!("CQ {send_cqn} or {recv_cqn} does not exist");
+            return Err(self.bad("CREATE_QP", why, VIRTIO_RDMA_S_NOT_FOUND));
+        }
+        let bad_caps = caps.max_send_wr == 0
+            || caps.max_send_wr > qs
+            || caps.max_recv_wr > qs
+            || caps.max_send_sge > limits::MAX_SGE
+            || caps.max_recv_sge > limits::MAX_SGE
+            || caps.max_inline_data > limits::MAX_INLINE_DATA
+            || req.sq_sig_all > 1;
+        if bad_caps || !matches!(qp_type, IB_QPT_GSI | IB_QPT_RC | IB_QPT_UD) {
+            let why = format_args!("type {qp_type} or capacities {caps:?} not supported");
+            return Err(self.bad("CREATE_QP", why, VIRTIO_RDMA_S_INVALID));
+        }
+        let qpn = if qp_type == IB_QPT_GSI {
+            Some(1).filter(|&n| st.qps.get(n).is_some_and(Option::is_none))
+        } else {
+            (2..st.qps.len()).find(|&n| st.qps[n].is_none())
+        };
+        let Some(qpn) = qpn else {
+            let why = format_args!("no free QP number for type {qp_type}");
+            return Err(self.bad("CREATE_QP", why, VIRTIO_RDMA_S_NO_RESOURCE));
+        };
+        st.qps[qpn] = Some(Qp::new(
+            pdn,
+            qp_type,
+            req.sq_sig_all == 1,
+            caps,
+            (send_cqn, recv_cqn),
+        ));
+        debug!("{}: CREATE_QP type {qp_type} -> qpn {qpn}", self.name());
+        Ok(VirtioRdmaRspCreateQp {
+            qpn: U32::new(qpn as u32),
+            reserved: U32::new(0),
+        }
+        .as_bytes()
+        .to_vec())
+    }
+
+    pub(crate) fn modify_qp(&self, fabric: &Fabric, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdModifyQp = self.parse("MODIFY_QP", body)?;
+        let (qpn, mask) = (req.qpn.get(), req.attr_mask.get());
+        let (old, new) = {
+            let mut st = self.lock();
+            let gids: Vec<bool> = (0..=u8::MAX).map(|i| st.gid_ok(i)).collect();
+            let Some(qp) = st.qp_mut(qpn) else {
+                let why = format_args!("qpn {qpn} does not exist");
+                return Err(self.bad("MODIFY_QP", why, VIRTIO_RDMA_S_NOT_FOUND));
+            };
+            qp::modify(qp, mask, &req.attr, |i| gids[usize::from(i)]).map_err(|status| {
+                let why = format_args!(
+                    "qpn {qpn}: state {} -> {} with mask {mask:#x} refused",
+                    qp.state(),
+                    req.attr.qp_state
+                );
+                self.bad("MODIFY_QP", why, status)
+            })?
+        };
+        debug!("{}: MODIFY_QP qpn {qpn}: {old} -> {new}", self.name());
+        match new {
+            IB_QPS_ERR => engine::flush(fabric, self, qpn),
+            IB_QPS_RESET if old != IB_QPS_RESET => engine::discard(self, qpn),
+            IB_QPS_RTS => engine::process_sq(fabric, self, qpn),
+            _ => {}
+        }
+        Ok(Vec::new())
+    }
+
+    pub(crate) fn query_qp(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdQueryQp = self.parse("QUERY_QP", body)?;
+        let qpn = req.qpn.get();
+        let st = self.lock();
+        let Some(qp) = st.qp(qpn) else {
+            let why = format_args!("qpn {qpn} does not exist");
+            return Err(self.bad("QUERY_QP", why, VIRTIO_RDMA_S_NOT_FOUND));
+        };
+        let mut attr = qp.attr;
+        attr.cur_qp_state = attr.qp_state;
+        attr.cap = VirtioRdmaQpCap {
+            max_send_wr: U32::new(qp.caps.max_send_wr),
+            max_recv_wr: U32::new(qp.caps.max_recv_wr),
+            max_send_sge: U32::new(qp.caps.max_send_sge),
+            max_recv_sge: U32::new(qp.caps.max_recv_sge),
+            max_inline_data: U32::new(qp.caps.max_inline_data),
+            reserved: U32::new(0),
+        };
+        Ok(VirtioRdmaRspQueryQp { attr }.as_bytes().to_vec())
+    }
+
+    pub(crate) fn destroy_qp(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdDestroyQp = self.parse("DESTROY_QP", body)?;
+        let qpn = req.qpn.get();
+        if self.lock().qp(qpn).is_none() {
+            let why = format_args!("qpn {qpn} does not exist");
+            return Err(self.bad("DESTROY_QP", why, VIRTIO_RDMA_S_NOT_FOUND));
+        }
+        // Outstanding elements go back to the driver without completions
+        // (as IB's destroy: the consumer drains first if it cares).
+        engine::discard(self, qpn);
+        if let Some(slot) = self.lock().qps.get_mut(qpn as usize) {
+            *slot = None;
+        }
+        debug!("{}: DESTROY_QP qpn {qpn}", self.name());
+        Ok(Vec::new())
+    }
+
+    pub(crate) fn req_notify_cq(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdReqNotifyCq = self.parse("REQ_NOTIFY_CQ", body)?;
+        let (cqn, flags) = (req.cqn.get(), req.flags.get());
+        let all = VIRTIO_RDMA_NOTIFY_SOLICITED | VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION;
+        if flags == 0 || flags & !all != 0 {
+            let why = format_args!("flags {flags:#x} not understood");
+            return Err(self.bad("REQ_NOTIFY_CQ", why, VIRTIO_RDMA_S_INVALID));
+        }
+        let mut st = self.lock();
+        let Some(cq) = st.cqs.get_mut(cqn as usize).and_then(Option::as_mut) else {
+            let why = format_args!("cqn {cqn} does not exist");
+            return Err(self.bad("REQ_NOTIFY_CQ", why, VIRTIO_RDMA_S_NOT_FOUND));
+        };
+        cq.armed |= flags;
+        Ok(Vec::new())
+    }
+}

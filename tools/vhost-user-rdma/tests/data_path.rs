@@ -1,0 +1,2157 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Objects and the data path over real vhost-user sockets, in-process: each
+//! test device is a backend thread serving a socket, driven by rust-vmm's
+//! `Frontend` with guest memory in a file and split rings written by hand
+//! (one control queue, the CQ queues pre-filled with CQE buffers, SQ/RQ
+//! queues fed one element per descriptor). Two devices in one test share
+//! the process, so delivery between them is guest memory to guest memory.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use vhost::vhost_user::{Frontend, VhostUserFrontend};
+use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
+use vhost_user_rdma::abi::*;
+use vhost_user_rdma::device::{self, DeviceError, RdmaDevice};
+use vhost_user_rdma::ib::*;
+use vhost_user_rdma::limits::{Limits, Mac};
+use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+use vmm_sys_util::tempdir::TempDir;
+use vmm_sys_util::tempfile::TempFile;
+use zerocopy::little_endian::{U16, U32, U64};
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
+
+const MEM_SIZE: usize = 0x80_0000;
+const QSIZE: u16 = 16;
+const MAX_QP: u32 = 8;
+const MAX_CQ: u32 = 4;
+const RINGS: u64 = 0x1_0000;
+const BUFS: u64 = 0x4_0000;
+const SLOT: u64 = 0x400;
+/// Guest memory the tests use for payloads (what MRs map).
+pub const DATA: u64 = 0x20_0000;
+const F_NEXT: u16 = 1;
+const F_WRITE: u16 = 2;
+const CQE_LEN: usize = 48;
+
+static NEXT_ID: AtomicU32 = AtomicU32::new(1);
+
+fn limits(mac: u8) -> Limits {
+    Limits::new(
+        MAX_QP,
+        MAX_CQ,
+        u32::from(QSIZE),
+        Mac([0x52, 0x54, 0, 0, 0, mac]),
+    )
+    .expect("limits")
+}
+
+/// One hand-driven split virtqueue.
+struct Vq {
+    index: usize,
+    next_avail: u16,
+    used_seen: u16,
+    kick: EventFd,
+    _call: EventFd,
+}
+
+impl Vq {
+    fn ring(&self) -> u64 {
+        RINGS + self.index as u64 * 0x400
+    }
+    fn desc(&self) -> u64 {
+        self.ring()
+    }
+    fn avail(&self) -> u64 {
+        self.ring() + 0x100
+    }
+    fn used(&self) -> u64 {
+        self.ring() + 0x200
+    }
+    fn buf(&self, slot: u16) -> u64 {
+        BUFS + self.index as u64 * u64::from(QSIZE) * SLOT + u64::from(slot) * SLOT
+    }
+}
+
+/// A completion as the device wrote it.
+#[derive(Debug, Clone, Copy)]
+struct Wc(VirtioRdmaCqReq);
+
+impl Wc {
+    fn wr_id(&self) -> u64 {
+        self.0.wr_id.get()
+    }
+    fn status(&self) -> u8 {
+        self.0.status
+    }
+    fn opcode(&self) -> u8 {
+        self.0.opcode
+    }
+    fn byte_len(&self) -> u32 {
+        self.0.byte_len.get()
+    }
+}
+
+/// A device, its backend thread, guest memory and queues.
+struct Dev {
+    _dir: TempDir,
+    fe: Option<Frontend>,
+    dev: Arc<RdmaDevice>,
+    thread: Option<JoinHandle<Result<(), DeviceError>>>,
+    mem: GuestMemoryMmap,
+    _file: TempFile,
+    vqs: Vec<Vq>,
+    gid: [u8; 16],
+}
+
+impl Dev {
+    fn start() -> Dev {
+        let _ = env_logger::builder().is_test(true).try_init();
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let dir = TempDir::new_with_prefix("/tmp/vrdma-dp").expect("tempdir");
+        let socket: PathBuf = dir.as_path().join(format!("vrdma{id}.sock"));
+        let (tx, rx) = mpsc::channel();
+        let path = socket.clone();
+        let thread = thread::spawn(move || {
+            device::serve_with(&path, limits(id as u8), |dev| {
+                let _ = tx.send(dev.clone());
+            })
+        });
+        let dev = rx.recv_timeout(Duration::from_secs(10)).expect("started");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut fe = loop {
+            match Frontend::connect(&socket, 256) {
+                Ok(f) => break f,
+                Err(e) if Instant::now() > deadline => panic!("connect: {e}"),
+                Err(_) => thread::sleep(Duration::from_millis(5)),
+            }
+        };
+        fe.set_owner().expect("owner");
+        let f = fe.get_features().expect("features");
+        fe.set_features(f).expect("set features");
+        let p = fe.get_protocol_features().expect("proto");
+        fe.set_protocol_features(p).expect("set proto");
+
+        let file = TempFile::new_with_prefix("/tmp/vrdma-dpmem").expect("tempfile");
+        file.as_file().set_len(MEM_SIZE as u64).expect("size");
+        let fd = file.as_file().try_clone().expect("dup");
+        let mem = GuestMemoryMmap::<()>::from_ranges_with_files(&[(
+            GuestAddress(0),
+            MEM_SIZE,
+            Some(FileOffset::new(fd, 0)),
+        )])
+        .expect("map");
+        let host = mem.get_host_address(GuestAddress(0)).expect("host") as u64;
+        let region = VhostUserMemoryRegionInfo::from_guest_region(
+            mem.find_region(GuestAddress(0)).expect("region"),
+        )
+        .expect("region info");
+        fe.set_mem_table(&[region]).expect("mem table");
+        let nq = 1 + MAX_CQ as usize + 2 * MAX_QP as usize;
+        let mut vqs = Vec::new();
+        for index in 0..nq {
+            let vq = Vq {
+                index,
+                next_avail: 0,
+                used_seen: 0,
+                kick: EventFd::new(EFD_NONBLOCK).expect("kick"),
+                _call: EventFd::new(EFD_NONBLOCK).expect("call"),
+            };
+            fe.set_vring_num(index, QSIZE).expect("num");
+            let cfg = VringConfigData {
+                queue_max_size: QSIZE,
+                queue_size: QSIZE,
+                flags: 0,
+                desc_table_addr: host + vq.desc(),
+                used_ring_addr: host + vq.used(),
+                avail_ring_addr: host + vq.avail(),
+                log_addr: None,
+            };
+            fe.set_vring_addr(index, &cfg).expect("addr");
+            fe.set_vring_base(index, 0).expect("base");
+            fe.set_vring_call(index, &vq._call).expect("call");
+            fe.set_vring_kick(index, &vq.kick).expect("kick");
+            fe.set_vring_enable(index, true).expect("enable");
+            vqs.push(vq);
+        }
+        let mut gid = [0u8; 16];
+        gid[..2].copy_from_slice(&[0xfe, 0x80]);
+        gid[12..].copy_from_slice(&id.to_be_bytes());
+        let mut d = Dev {
+            _dir: dir,
+            fe: Some(fe),
+            dev,
+            thread: Some(thread),
+            mem,
+            _file: file,
+            vqs,
+            gid,
+        };
+        let mut req = gid.to_vec();
+        req.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        d.ok(VIRTIO_RDMA_CMD_ADD_GID, &req, 0);
+        d
+    }
+
+    fn write_desc(&self, q: usize, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
+        let mut b = [0u8; 16];
+        b[0..8].copy_from_slice(&addr.to_le_bytes());
+        b[8..12].copy_from_slice(&len.to_le_bytes());
+        b[12..14].copy_from_slice(&flags.to_le_bytes());
+        b[14..16].copy_from_slice(&next.to_le_bytes());
+        let at = self.vqs[q].desc() + 16 * u64::from(i);
+        self.mem.write_slice(&b, GuestAddress(at)).expect("desc");
+    }
+
+    fn publish(&mut self, q: usize, head: u16) {
+        let vq = &mut self.vqs[q];
+        let slot = vq.avail() + 4 + 2 * u64::from(vq.next_avail % QSIZE);
+        self.mem.write_obj(head, GuestAddress(slot)).expect("avail");
+        vq.next_avail = vq.next_avail.wrapping_add(1);
+        // used_event: ask for every interrupt.
+        let ue = vq.avail() + 4 + 2 * u64::from(QSIZE);
+        self.mem
+            .write_obj(vq.used_seen, GuestAddress(ue))
+            .expect("used_event");
+        self.mem
+            .write_obj(vq.next_avail, GuestAddress(vq.avail() + 2))
+            .expect("avail idx");
+        vq.kick.write(1).expect("kick");
+    }
+
+    /// Posts one single-descriptor element to queue `q`.
+    fn post(&mut self, q: usize, bytes: &[u8], writable: bool) -> u16 {
+        let slot = self.vqs[q].next_avail % QSIZE;
+        let buf = self.vqs[q].buf(slot);
+        assert!(bytes.len() as u64 <= SLOT);
+        self.mem.write_slice(bytes, GuestAddress(buf)).expect("buf");
+        let flags = if writable { F_WRITE } else { 0 };
+        self.write_desc(q, slot, buf, bytes.len() as u32, flags, 0);
+        self.publish(q, slot);
+        slot
+    }
+
+    fn used_idx(&self, q: usize) -> u16 {
+        self.mem
+            .read_obj(GuestAddress(self.vqs[q].used() + 2))
+            .expect("used idx")
+    }
+
+    /// Used entries of queue `q` not seen yet: (id, len).
+    fn take_used(&mut self, q: usize) -> Vec<(u32, u32)> {
+        let idx = self.used_idx(q);
+        let mut out = Vec::new();
+        while self.vqs[q].used_seen != idx {
+            let e = self.vqs[q].used() + 4 + 8 * u64::from(self.vqs[q].used_seen % QSIZE);
+            let id: u32 = self.mem.read_obj(GuestAddress(e)).expect("id");
+            let len: u32 = self.mem.read_obj(GuestAddress(e + 4)).expect("len");
+            out.push((id, len));
+            self.vqs[q].used_seen = self.vqs[q].used_seen.wrapping_add(1);
+        }
+        out
+    }
+
+    /// A control command; returns (status, response body).
+    fn cmd(&mut self, cmd: u32, body: &[u8], rsp: usize) -> (u8, Vec<u8>) {
+        let mut req = [cmd.to_le_bytes(), [0; 4]].concat();
+        req.extend_from_slice(body);
+        let (rbuf, wbuf) = (self.vqs[0].buf(0), self.vqs[0].buf(2));
+        assert!(req.len() as u64 <= 2 * SLOT);
+        self.mem.write_slice(&req, GuestAddress(rbuf)).expect("req");
+        self.mem
+            .write_slice(&vec![0xee; 8 + rsp], GuestAddress(wbuf))
+            .expect("rsp");
+        self.write_desc(0, 0, rbuf, req.len() as u32, F_NEXT, 1);
+        self.write_desc(0, 1, wbuf, 8 + rsp as u32, F_WRITE, 0);
+        let before = self.used_idx(0);
+        self.publish(0, 0);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.used_idx(0) == before {
+            assert!(
+                Instant::now() < deadline,
+                "control command {cmd} not answered"
+            );
+            thread::sleep(Duration::from_micros(200));
+        }
+        let used = self.take_used(0);
+        let len = used[0].1 as usize;
+        let mut out = vec![0u8; len];
+        self.mem
+            .read_slice(&mut out, GuestAddress(wbuf))
+            .expect("read rsp");
+        (out[0], out.get(8..).unwrap_or(&[]).to_vec())
+    }
+
+    fn ok(&mut self, cmd: u32, body: &[u8], rsp: usize) -> Vec<u8> {
+        let (st, b) = self.cmd(cmd, body, rsp);
+        assert_eq!(st, VIRTIO_RDMA_S_OK, "command {cmd} failed");
+        b
+    }
+
+    fn create_pd(&mut self) -> u32 {
+        le32(&self.ok(VIRTIO_RDMA_CMD_CREATE_PD, &[], 8), 0)
+    }
+
+    fn cq_q(cqn: u32) -> usize {
+        1 + cqn as usize
+    }
+    fn sq_q(qpn: u32) -> usize {
+        1 + MAX_CQ as usize + 2 * qpn as usize
+    }
+    fn rq_q(qpn: u32) -> usize {
+        2 + MAX_CQ as usize + 2 * qpn as usize
+    }
+
+    /// CREATE_CQ, and fills its queue with `bufs` CQE buffers.
+    fn create_cq(&mut self, bufs: u16) -> u32 {
+        let cqn = le32(&self.ok(VIRTIO_RDMA_CMD_CREATE_CQ, &pair(16, 0), 8), 0);
+        for _ in 0..bufs {
+            self.post(Dev::cq_q(cqn), &[0u8; 64], true);
+        }
+        cqn
+    }
+
+    /// Completions of CQ `cqn` so far (buffers are reposted).
+    fn poll(&mut self, cqn: u32) -> Vec<Wc> {
+        let q = Dev::cq_q(cqn);
+        let mut out = Vec::new();
+        for (id, len) in self.take_used(q) {
+            if len == 0 {
+                continue;
+            }
+            assert_eq!(len as usize, CQE_LEN, "CQE length");
+            let mut b = [0u8; CQE_LEN];
+            let buf = self.vqs[q].buf(id as u16);
+            self.mem.read_slice(&mut b, GuestAddress(buf)).expect("cqe");
+            out.push(Wc(VirtioRdmaCqReq::read_from_bytes(&b).expect("cqe")));
+            self.post(q, &[0u8; 64], true);
+        }
+        out
+    }
+
+    /// Waits for `n` completions on CQ `cqn`.
+    fn wait(&mut self, cqn: u32, n: usize) -> Vec<Wc> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut out = Vec::new();
+        while out.len() < n {
+            out.extend(self.poll(cqn));
+            assert!(
+                Instant::now() < deadline,
+                "{} of {n} completions on CQ {cqn}: {out:?}",
+                out.len()
+            );
+            thread::sleep(Duration::from_micros(200));
+        }
+        out
+    }
+
+    /// Asserts that no completion arrives on CQ `cqn` for a while.
+    fn quiet(&mut self, cqn: u32) {
+        thread::sleep(Duration::from_millis(50));
+        let got = self.poll(cqn);
+        assert!(got.is_empty(), "unexpected completions {got:?}");
+    }
+
+    fn dma_mr(&mut self, pdn: u32, access: u32) -> u32 {
+        let r = self.ok(VIRTIO_RDMA_CMD_GET_DMA_MR, &pair(pdn, access), 16);
+        le32(&r, 4)
+    }
+
+    fn create_qp(&mut self, pdn: u32, t: u8, cq: u32, sig_all: bool) -> u32 {
+        let mut req = VirtioRdmaCmdCreateQp::new_zeroed();
+        req.pdn = U32::new(pdn);
+        req.qp_type = t;
+        req.sq_sig_all = u8::from(sig_all);
+        req.max_send_wr = U32::new(8);
+        req.max_send_sge = U32::new(4);
+        req.send_cqn = U32::new(cq);
+        req.max_recv_wr = U32::new(8);
+        req.max_recv_sge = U32::new(4);
+        req.recv_cqn = U32::new(cq);
+        req.max_inline_data = U32::new(64);
+        le32(&self.ok(VIRTIO_RDMA_CMD_CREATE_QP, req.as_bytes(), 8), 0)
+    }
+
+    fn modify(&mut self, qpn: u32, mask: u32, attr: VirtioRdmaQpAttr) -> u8 {
+        let req = VirtioRdmaCmdModifyQp {
+            qpn: U32::new(qpn),
+            attr_mask: U32::new(mask),
+            attr,
+        };
+        self.cmd(VIRTIO_RDMA_CMD_MODIFY_QP, req.as_bytes(), 0).0
+    }
+
+    /// RESET -> INIT -> RTR -> RTS for an RC QP connected to (`gid`, `dest`).
+    fn rc_up(&mut self, qpn: u32, gid: [u8; 16], dest: u32, access: u32, rnr_retry: u8) {
+        let mut a = VirtioRdmaQpAttr::new_zeroed();
+        a.qp_state = IB_QPS_INIT;
+        a.port_num = 1;
+        a.qp_access_flags = U32::new(access);
+        let init = IB_QP_STATE | IB_QP_PORT | IB_QP_PKEY_INDEX | IB_QP_ACCESS_FLAGS;
+        assert_eq!(self.modify(qpn, init, a), VIRTIO_RDMA_S_OK);
+        a.qp_state = IB_QPS_RTR;
+        a.path_mtu = 3;
+        a.dest_qp_num = U32::new(dest);
+        a.ah_attr.dgid = gid;
+        a.ah_attr.port_num = 1;
+        a.min_rnr_timer = 1;
+        let rtr = IB_QP_STATE
+            | IB_QP_AV
+            | IB_QP_PATH_MTU
+            | IB_QP_DEST_QPN
+            | IB_QP_RQ_PSN
+            | IB_QP_MAX_DEST_RD_ATOMIC
+            | IB_QP_MIN_RNR_TIMER;
+        assert_eq!(self.modify(qpn, rtr, a), VIRTIO_RDMA_S_OK);
+        a.qp_state = IB_QPS_RTS;
+        a.rnr_retry = rnr_retry;
+        a.timeout = 14;
+        a.retry_cnt = 7;
+        let rts = IB_QP_STATE
+            | IB_QP_TIMEOUT
+            | IB_QP_RETRY_CNT
+            | IB_QP_RNR_RETRY
+            | IB_QP_SQ_PSN
+            | IB_QP_MAX_QP_RD_ATOMIC;
+        assert_eq!(self.modify(qpn, rts, a), VIRTIO_RDMA_S_OK);
+    }
+
+    /// RESET -> RTS for a UD (or GSI) QP with Q_Key `qkey`.
+    fn ud_up(&mut self, qpn: u32, qkey: u32, gsi: bool) {
+        let mut a = VirtioRdmaQpAttr::new_zeroed();
+        a.qp_state = IB_QPS_INIT;
+        a.port_num = 1;
+        a.qkey = U32::new(qkey);
+        let port = if gsi { 0 } else { IB_QP_PORT };
+        let init = IB_QP_STATE | port | IB_QP_PKEY_INDEX | IB_QP_QKEY;
+        assert_eq!(self.modify(qpn, init, a), VIRTIO_RDMA_S_OK);
+        a.qp_state = IB_QPS_RTR;
+        assert_eq!(self.modify(qpn, IB_QP_STATE, a), VIRTIO_RDMA_S_OK);
+        a.qp_state = IB_QPS_RTS;
+        assert_eq!(
+            self.modify(qpn, IB_QP_STATE | IB_QP_SQ_PSN, a),
+            VIRTIO_RDMA_S_OK
+        );
+    }
+
+    fn move_to_err(&mut self, qpn: u32) {
+        let mut a = VirtioRdmaQpAttr::new_zeroed();
+        a.qp_state = IB_QPS_ERR;
+        assert_eq!(self.modify(qpn, IB_QP_STATE, a), VIRTIO_RDMA_S_OK);
+    }
+
+    fn qp_state(&mut self, qpn: u32) -> u8 {
+        let r = self.ok(VIRTIO_RDMA_CMD_QUERY_QP, &pair(qpn, 0), 96);
+        r[0]
+    }
+
+    fn send(&mut self, qpn: u32, wqe: &[u8]) {
+        self.post(Dev::sq_q(qpn), wqe, false);
+    }
+
+    fn recv(&mut self, qpn: u32, wr_id: u64, sges: &[(u64, u32, u32)]) {
+        let mut b = VirtioRdmaRqReq {
+            wr_id: U64::new(wr_id),
+            num_sge: U32::new(sges.len() as u32),
+            reserved: U32::new(0),
+        }
+        .as_bytes()
+        .to_vec();
+        b.extend(sge_bytes(sges));
+        self.post(Dev::rq_q(qpn), &b, false);
+    }
+
+    fn fill(&self, addr: u64, bytes: &[u8]) {
+        self.mem
+            .write_slice(bytes, GuestAddress(addr))
+            .expect("fill");
+    }
+
+    fn read(&self, addr: u64, len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        self.mem
+            .read_slice(&mut b, GuestAddress(addr))
+            .expect("read");
+        b
+    }
+
+    fn finish(mut self) {
+        drop(self.fe.take());
+        if let Some(t) = self.thread.take() {
+            let r = t.join().expect("backend thread did not panic");
+            assert!(r.is_ok(), "serve failed: {r:?}");
+        }
+    }
+}
+
+fn le32(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes(b[off..off + 4].try_into().expect("4 bytes"))
+}
+
+fn pair(a: u32, b: u32) -> Vec<u8> {
+    [a.to_le_bytes(), b.to_le_bytes()].concat()
+}
+
+fn sge_bytes(sges: &[(u64, u32, u32)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    for &(addr, length, lkey) in sges {
+        b.extend_from_slice(
+            VirtioRdmaSge {
+                addr: U64::new(addr),
+                length: U32::new(length),
+                lkey: U32::new(lkey),
+            }
+            .as_bytes(),
+        );
+    }
+    b
+}
+
+/// An SQ element.
+fn wqe(
+    wr_id: u64,
+    opcode: u8,
+    flags: u32,
+    ex: u32,
+    wr: &[u8],
+    sges: &[(u64, u32, u32)],
+) -> Vec<u8> {
+    let mut h = VirtioRdmaSqReq::new_zeroed();
+    h.wr_id = U64::new(wr_id);
+    h.opcode = opcode;
+    h.num_sge = U16::new(sges.len() as u16);
+    h.send_flags = U32::new(flags);
+    h.ex = U32::new(ex);
+    h.wr[..wr.len()].copy_from_slice(wr);
+    let mut b = h.as_bytes().to_vec();
+    b.extend(sge_bytes(sges));
+    b
+}
+
+fn rdma(addr: u64, rkey: u32) -> Vec<u8> {
+    VirtioRdmaSqRdma {
+        remote_addr: U64::new(addr),
+        rkey: U32::new(rkey),
+        reserved: U32::new(0),
+    }
+    .as_bytes()
+    .to_vec()
+}
+
+fn atomic_wr(addr: u64, compare_add: u64, swap: u64, rkey: u32) -> Vec<u8> {
+    VirtioRdmaSqAtomic {
+        remote_addr: U64::new(addr),
+        compare_add: U64::new(compare_add),
+        swap: U64::new(swap),
+        rkey: U32::new(rkey),
+        reserved: U32::new(0),
+    }
+    .as_bytes()
+    .to_vec()
+}
+
+fn ud_wr(qpn: u32, qkey: u32, dgid: [u8; 16]) -> Vec<u8> {
+    let mut u = VirtioRdmaSqUd::new_zeroed();
+    u.remote_qpn = U32::new(qpn);
+    u.remote_qkey = U32::new(qkey);
+    u.av.dgid = dgid;
+    u.av.port_num = 1;
+    u.av.hop_limit = 64;
+    u.as_bytes().to_vec()
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+const ALL: u32 = IB_ACCESS_LOCAL_WRITE
+    | IB_ACCESS_REMOTE_WRITE
+    | IB_ACCESS_REMOTE_READ
+    | IB_ACCESS_REMOTE_ATOMIC;
+
+/// Two RC QPs on one device, connected to each other, DMA MR with `access`.
+struct RcPair {
+    d: Dev,
+    cq: u32,
+    a: u32,
+    b: u32,
+    key: u32,
+}
+
+fn rc_pair(access: u32, qp_access: u32, rnr_retry: u8) -> RcPair {
+    let mut d = Dev::start();
+    let pd = d.create_pd();
+    let cq = d.create_cq(12);
+    let key = d.dma_mr(pd, access);
+    let a = d.create_qp(pd, IB_QPT_RC, cq, false);
+    let b = d.create_qp(pd, IB_QPT_RC, cq, false);
+    let gid = d.gid;
+    d.rc_up(a, gid, b, qp_access, rnr_retry);
+    d.rc_up(b, gid, a, qp_access, rnr_retry);
+    RcPair { d, cq, a, b, key }
+}
+
+#[test]
+fn rc_send_recv_imm_inline_unsignaled() {
+    let RcPair {
+        mut d,
+        cq,
+        a,
+        b,
+        key,
+    } = rc_pair(ALL, ALL, 0);
+    // SEND of 3000 bytes from two SGEs crossing a page into two receive SGEs.
+    let src = pattern(3000, 7);
+    d.fill(DATA + 0xf00, &src[..1000]);
+    d.fill(DATA + 0x3000, &src[1000..]);
+    d.recv(
+        b,
+        11,
+        &[(DATA + 0x10_0ff0, 100, key), (DATA + 0x10_2000, 4000, key)],
+    );
+    d.send(
+        a,
+        &wqe(
+            1,
+            IB_WR_SEND,
+            IB_SEND_SIGNALED,
+            0,
+            &[],
+            &[(DATA + 0xf00, 1000, key), (DATA + 0x3000, 2000, key)],
+        ),
+    );
+    let wcs = d.wait(cq, 2);
+    let recv = wcs
+        .iter()
+        .find(|w| w.wr_id() == 11)
+        .expect("recv completion");
+    let sent = wcs
+        .iter()
+        .find(|w| w.wr_id() == 1)
+        .expect("send completion");
+    assert_eq!(
+        (recv.status(), recv.opcode(), recv.byte_len()),
+        (IB_WC_SUCCESS, IB_WC_RECV, 3000)
+    );
+    assert_eq!((recv.0.qp_num.get(), recv.0.src_qp.get()), (b, a));
+    assert_eq!((sent.status(), sent.opcode()), (IB_WC_SUCCESS, IB_WC_SEND));
+    let mut got = d.read(DATA + 0x10_0ff0, 100);
+    got.extend(d.read(DATA + 0x10_2000, 2900));
+    assert_eq!(got, src);
+    assert_eq!(
+        d.read(DATA + 0x10_2000 + 2900, 4),
+        vec![0; 4],
+        "nothing past the message"
+    );
+
+    // SEND_WITH_IMM: immediate data as the guest wrote it.
+    d.recv(b, 12, &[(DATA + 0x20_0000, 64, key)]);
+    d.fill(DATA, b"hello");
+    d.send(
+        a,
+        &wqe(
+            2,
+            IB_WR_SEND_WITH_IMM,
+            IB_SEND_SIGNALED,
+            0x1234_5678,
+            &[],
+            &[(DATA, 5, key)],
+        ),
+    );
+    let wcs = d.wait(cq, 2);
+    let recv = wcs.iter().find(|w| w.wr_id() == 12).expect("recv");
+    assert_eq!(recv.0.wc_flags.get() & IB_WC_WITH_IMM, IB_WC_WITH_IMM);
+    assert_eq!((recv.0.ex.get(), recv.byte_len()), (0x1234_5678, 5));
+    assert_eq!(d.read(DATA + 0x20_0000, 5), b"hello");
+
+    // Inline SEND: payload inside the element.
+    d.recv(b, 13, &[(DATA + 0x20_1000, 64, key)]);
+    let mut w = wqe(
+        3,
+        IB_WR_SEND,
+        IB_SEND_SIGNALED | IB_SEND_INLINE,
+        0,
+        &[],
+        &[],
+    );
+    w[20..24].copy_from_slice(&11u32.to_le_bytes());
+    w.extend_from_slice(b"inline data");
+    d.send(a, &w);
+    let wcs = d.wait(cq, 2);
+    assert!(wcs.iter().all(|w| w.status() == IB_WC_SUCCESS));
+    assert_eq!(d.read(DATA + 0x20_1000, 11), b"inline data");
+
+    // Unsignaled: the receiver completes, the sender does not.
+    d.recv(b, 14, &[(DATA + 0x20_2000, 64, key)]);
+    d.send(a, &wqe(4, IB_WR_SEND, 0, 0, &[], &[(DATA, 5, key)]));
+    let wcs = d.wait(cq, 1);
+    assert_eq!(wcs[0].wr_id(), 14);
+    d.quiet(cq);
+    d.finish();
+}
+
+#[test]
+fn rc_write_read_atomics() {
+    let RcPair {
+        mut d,
+        cq,
+        a,
+        b,
+        key,
+    } = rc_pair(ALL, ALL, 0);
+    let src = pattern(5000, 3);
+    d.fill(DATA, &src);
+    // WRITE.
+    d.send(
+        a,
+        &wqe(
+            1,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA + 0x10_0100, key),
+            &[(DATA, 5000, key)],
+        ),
+    );
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!(
+        (wc.wr_id(), wc.status(), wc.opcode(), wc.byte_len()),
+        (1, 0, IB_WC_RDMA_WRITE, 5000)
+    );
+    assert_eq!(d.read(DATA + 0x10_0100, 5000), src);
+    // WRITE_WITH_IMM consumes a receive and reports the immediate.
+    d.recv(b, 20, &[]);
+    d.send(
+        a,
+        &wqe(
+            2,
+            IB_WR_RDMA_WRITE_WITH_IMM,
+            IB_SEND_SIGNALED,
+            99,
+            &rdma(DATA + 0x18_0000, key),
+            &[(DATA, 10, key)],
+        ),
+    );
+    let wcs = d.wait(cq, 2);
+    let r = wcs.iter().find(|w| w.wr_id() == 20).expect("recv");
+    assert_eq!(
+        (r.opcode(), r.byte_len(), r.0.ex.get()),
+        (IB_WC_RECV_RDMA_WITH_IMM, 10, 99)
+    );
+    assert_eq!(d.read(DATA + 0x18_0000, 10), src[..10]);
+    // READ.
+    d.fill(DATA + 0x30_0000, b"remote bytes");
+    d.send(
+        a,
+        &wqe(
+            3,
+            IB_WR_RDMA_READ,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA + 0x30_0000, key),
+            &[(DATA + 0x31_0000, 6, key), (DATA + 0x31_1000, 6, key)],
+        ),
+    );
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!(
+        (wc.status(), wc.opcode(), wc.byte_len()),
+        (0, IB_WC_RDMA_READ, 12)
+    );
+    assert_eq!(
+        [d.read(DATA + 0x31_0000, 6), d.read(DATA + 0x31_1000, 6)].concat(),
+        b"remote bytes"
+    );
+    // Atomics.
+    let t = DATA + 0x32_0008;
+    d.fill(t, &5u64.to_le_bytes());
+    let res = DATA + 0x33_0000;
+    d.send(
+        a,
+        &wqe(
+            4,
+            IB_WR_ATOMIC_CMP_AND_SWP,
+            IB_SEND_SIGNALED,
+            0,
+            &atomic_wr(t, 5, 77, key),
+            &[(res, 8, key)],
+        ),
+    );
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!((wc.status(), wc.opcode()), (0, IB_WC_COMP_SWAP));
+    assert_eq!(d.read(res, 8), 5u64.to_le_bytes());
+    assert_eq!(d.read(t, 8), 77u64.to_le_bytes());
+    d.send(
+        a,
+        &wqe(
+            5,
+            IB_WR_ATOMIC_CMP_AND_SWP,
+            IB_SEND_SIGNALED,
+            0,
+            &atomic_wr(t, 5, 1, key),
+            &[(res, 8, key)],
+        ),
+    );
+    d.wait(cq, 1);
+    assert_eq!(d.read(t, 8), 77u64.to_le_bytes(), "no swap on mismatch");
+    assert_eq!(d.read(res, 8), 77u64.to_le_bytes());
+    d.send(
+        a,
+        &wqe(
+            6,
+            IB_WR_ATOMIC_FETCH_AND_ADD,
+            IB_SEND_SIGNALED,
+            0,
+            &atomic_wr(t, 3, 0, key),
+            &[(res, 8, key)],
+        ),
+    );
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!((wc.status(), wc.opcode()), (0, IB_WC_FETCH_ADD));
+    assert_eq!(d.read(t, 8), 80u64.to_le_bytes());
+    assert_eq!(d.read(res, 8), 77u64.to_le_bytes());
+    // Misaligned atomic: invalid request.
+    d.send(
+        a,
+        &wqe(
+            7,
+            IB_WR_ATOMIC_FETCH_AND_ADD,
+            IB_SEND_SIGNALED,
+            0,
+            &atomic_wr(t + 4, 3, 0, key),
+            &[(res, 8, key)],
+        ),
+    );
+    assert_eq!(d.wait(cq, 1)[0].status(), IB_WC_REM_INV_REQ_ERR);
+    assert_eq!(d.qp_state(a), IB_QPS_ERR);
+    d.finish();
+}
+
+fn reg_wr(
+    mrn: u32,
+    key: u32,
+    access: u32,
+    npages: u32,
+    iova: u64,
+    length: u64,
+    pages: u64,
+) -> Vec<u8> {
+    VirtioRdmaSqReg {
+        mrn: U32::new(mrn),
+        key: U32::new(key),
+        access: U32::new(access),
+        npages: U32::new(npages),
+        iova: U64::new(iova),
+        length: U64::new(length),
+        pages: U64::new(pages),
+    }
+    .as_bytes()
+    .to_vec()
+}
+
+#[test]
+fn fast_reg_local_inv_send_with_inv() {
+    let RcPair {
+        mut d,
+        cq,
+        a,
+        b,
+        key,
+    } = rc_pair(ALL, ALL, 0);
+    let pd = 1;
+    let r = d.ok(
+        VIRTIO_RDMA_CMD_CREATE_MR,
+        &[pair(pd, 0), pair(4, 0)].concat(),
+        16,
+    );
+    let (mrn, key0) = (le32(&r, 0), le32(&r, 4));
+    assert_eq!(key0, mrn << 8);
+    // Page table: iova 0x7000_0800, 0x1000 bytes over two scattered pages.
+    let table = DATA + 0x38_0000;
+    d.fill(
+        table,
+        &[(DATA + 0x5000).to_le_bytes(), (DATA + 0x2000).to_le_bytes()].concat(),
+    );
+    let rkey = (mrn << 8) | 0x42;
+    let access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+    d.send(
+        a,
+        &wqe(
+            1,
+            IB_WR_REG_MR,
+            IB_SEND_SIGNALED,
+            0,
+            &reg_wr(mrn, rkey, access, 2, 0x7000_0800, 0x1000, table),
+            &[],
+        ),
+    );
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!((wc.status(), wc.opcode()), (IB_WC_SUCCESS, IB_WC_REG_MR));
+    // The old key no longer works; the new one maps the scattered pages.
+    let src = pattern(0x1000, 9);
+    d.fill(DATA + 0x10_0000, &src);
+    d.send(
+        b,
+        &wqe(
+            2,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(0x7000_0800, rkey),
+            &[(DATA + 0x10_0000, 0x1000, key)],
+        ),
+    );
+    assert_eq!(d.wait(cq, 1)[0].status(), IB_WC_SUCCESS);
+    assert_eq!(d.read(DATA + 0x5800, 0x800), src[..0x800]);
+    assert_eq!(d.read(DATA + 0x2000, 0x800), src[0x800..]);
+    // SEND_WITH_INV invalidates it on the receiver.
+    d.recv(a, 30, &[(DATA + 0x11_0000, 16, key)]);
+    d.send(
+        b,
+        &wqe(
+            3,
+            IB_WR_SEND_WITH_INV,
+            IB_SEND_SIGNALED,
+            rkey,
+            &[],
+            &[(DATA, 4, key)],
+        ),
+    );
+    let wcs = d.wait(cq, 2);
+    let r = wcs.iter().find(|w| w.wr_id() == 30).expect("recv");
+    assert_eq!(
+        r.0.wc_flags.get() & IB_WC_WITH_INVALIDATE,
+        IB_WC_WITH_INVALIDATE
+    );
+    assert_eq!(r.0.ex.get(), rkey);
+    // Re-register from the table MAP_MR_SG staged, key 0x43.
+    let mut m = pair(mrn, 2);
+    m.extend_from_slice(&0x7000_0800u64.to_le_bytes());
+    m.extend_from_slice(&0x1000u64.to_le_bytes());
+    m.extend_from_slice(&table.to_le_bytes());
+    assert_eq!(le32(&d.ok(VIRTIO_RDMA_CMD_MAP_MR_SG, &m, 8), 0), 2);
+    let rkey2 = (mrn << 8) | 0x43;
+    d.send(
+        a,
+        &wqe(
+            4,
+            IB_WR_REG_MR,
+            IB_SEND_SIGNALED,
+            0,
+            &reg_wr(mrn, rkey2, access, 0, 0x7000_0800, 0x1000, 0),
+            &[],
+        ),
+    );
+    assert_eq!(d.wait(cq, 1)[0].status(), IB_WC_SUCCESS);
+    d.send(
+        b,
+        &wqe(
+            5,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(0x7000_0800, rkey2),
+            &[(DATA, 8, key)],
+        ),
+    );
+    assert_eq!(d.wait(cq, 1)[0].status(), IB_WC_SUCCESS);
+    // LOCAL_INV, then the key is refused.
+    d.send(
+        a,
+        &wqe(6, IB_WR_LOCAL_INV, IB_SEND_SIGNALED, rkey2, &[], &[]),
+    );
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!((wc.status(), wc.opcode()), (IB_WC_SUCCESS, IB_WC_LOCAL_INV));
+    d.send(
+        b,
+        &wqe(
+            7,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(0x7000_0800, rkey2),
+            &[(DATA, 8, key)],
+        ),
+    );
+    let wcs = d.wait(cq, 1);
+    assert_eq!((wcs[0].wr_id(), wcs[0].status()), (7, IB_WC_REM_ACCESS_ERR));
+    assert_eq!(d.qp_state(b), IB_QPS_ERR);
+    d.finish();
+}
+
+#[test]
+fn rnr_and_flush() {
+    // rnr_retry 0: no receive posted fails at once.
+    let RcPair {
+        mut d,
+        cq,
+        a,
+        b,
+        key,
+    } = rc_pair(ALL, ALL, 0);
+    d.send(
+        a,
+        &wqe(1, IB_WR_SEND, IB_SEND_SIGNALED, 0, &[], &[(DATA, 8, key)]),
+    );
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!(wc.status(), IB_WC_RNR_RETRY_EXC_ERR);
+    assert_eq!(d.qp_state(a), IB_QPS_ERR);
+    // Elements posted to a QP in error are flushed; so are b's on ERR.
+    d.send(
+        a,
+        &wqe(
+            2,
+            IB_WR_RDMA_WRITE,
+            0,
+            0,
+            &rdma(DATA, key),
+            &[(DATA, 8, key)],
+        ),
+    );
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!(
+        (wc.wr_id(), wc.status(), wc.opcode()),
+        (2, IB_WC_WR_FLUSH_ERR, IB_WC_RDMA_WRITE)
+    );
+    d.recv(b, 40, &[(DATA, 8, key)]);
+    d.recv(b, 41, &[(DATA, 8, key)]);
+    d.quiet(cq);
+    d.move_to_err(b);
+    let wcs = d.wait(cq, 2);
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.wr_id(), w.status(), w.opcode()))
+            .collect::<Vec<_>>(),
+        vec![
+            (40, IB_WC_WR_FLUSH_ERR, IB_WC_RECV),
+            (41, IB_WC_WR_FLUSH_ERR, IB_WC_RECV)
+        ]
+    );
+    d.finish();
+
+    // rnr_retry 7: the send waits for a receive.
+    let RcPair {
+        mut d,
+        cq,
+        a,
+        b,
+        key,
+    } = rc_pair(ALL, ALL, 7);
+    d.fill(DATA, b"late");
+    d.send(
+        a,
+        &wqe(1, IB_WR_SEND, IB_SEND_SIGNALED, 0, &[], &[(DATA, 4, key)]),
+    );
+    d.quiet(cq);
+    d.recv(b, 50, &[(DATA + 0x1000, 8, key)]);
+    let wcs = d.wait(cq, 2);
+    assert!(wcs.iter().all(|w| w.status() == IB_WC_SUCCESS), "{wcs:?}");
+    assert_eq!(d.read(DATA + 0x1000, 4), b"late");
+    d.finish();
+
+    // rnr_retry 2: two timed retries, then RNR_RETRY_EXC_ERR.
+    let RcPair {
+        mut d, cq, a, key, ..
+    } = rc_pair(ALL, ALL, 2);
+    d.send(
+        a,
+        &wqe(1, IB_WR_SEND, IB_SEND_SIGNALED, 0, &[], &[(DATA, 4, key)]),
+    );
+    assert_eq!(d.wait(cq, 1)[0].status(), IB_WC_RNR_RETRY_EXC_ERR);
+    d.finish();
+}
+
+#[test]
+fn ud_send_recv_with_grh() {
+    let mut d = Dev::start();
+    let pd = d.create_pd();
+    let cq = d.create_cq(12);
+    let key = d.dma_mr(pd, IB_ACCESS_LOCAL_WRITE);
+    let a = d.create_qp(pd, IB_QPT_UD, cq, true);
+    let b = d.create_qp(pd, IB_QPT_UD, cq, false);
+    d.ud_up(a, 0x1111, false);
+    d.ud_up(b, 0x2222, false);
+    let gid = d.gid;
+    d.fill(DATA, b"datagram!");
+    d.recv(b, 60, &[(DATA + 0x1000, 40 + 64, key)]);
+    d.send(
+        a,
+        &wqe(
+            1,
+            IB_WR_SEND_WITH_IMM,
+            0,
+            5,
+            &ud_wr(b, 0x2222, gid),
+            &[(DATA, 9, key)],
+        ),
+    );
+    let wcs = d.wait(cq, 2);
+    let r = wcs.iter().find(|w| w.wr_id() == 60).expect("recv");
+    assert_eq!(
+        (r.status(), r.byte_len(), r.0.src_qp.get(), r.0.ex.get()),
+        (0, 49, a, 5)
+    );
+    let flags = r.0.wc_flags.get();
+    assert_eq!(
+        flags & (IB_WC_GRH | IB_WC_WITH_IMM),
+        IB_WC_GRH | IB_WC_WITH_IMM
+    );
+    assert_eq!(r.0.network_hdr_type, RDMA_NETWORK_IPV6);
+    let g = d.read(DATA + 0x1000, 49);
+    assert_eq!(g[0] >> 4, 6, "IPv6 GRH");
+    assert_eq!(&g[8..24], &gid, "sgid");
+    assert_eq!(&g[24..40], &gid, "dgid");
+    assert_eq!(&g[40..], b"datagram!");
+    // Wrong Q_Key, and no receive posted: dropped, the send still succeeds.
+    d.send(
+        a,
+        &wqe(
+            2,
+            IB_WR_SEND,
+            0,
+            0,
+            &ud_wr(b, 0x3333, gid),
+            &[(DATA, 9, key)],
+        ),
+    );
+    d.send(
+        a,
+        &wqe(
+            3,
+            IB_WR_SEND,
+            0,
+            0,
+            &ud_wr(b, 0x2222, gid),
+            &[(DATA, 9, key)],
+        ),
+    );
+    let wcs = d.wait(cq, 2);
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.wr_id(), w.status()))
+            .collect::<Vec<_>>(),
+        vec![(2, 0), (3, 0)]
+    );
+    d.recv(b, 61, &[(DATA + 0x1000, 40, key)]);
+    d.quiet(cq);
+    // Receive too small for GRH + payload: receiver's LOC_LEN_ERR.
+    d.send(
+        a,
+        &wqe(
+            4,
+            IB_WR_SEND,
+            0,
+            0,
+            &ud_wr(b, 0x2222, gid),
+            &[(DATA, 9, key)],
+        ),
+    );
+    let wcs = d.wait(cq, 2);
+    let r = wcs.iter().find(|w| w.wr_id() == 61).expect("recv");
+    assert_eq!(r.status(), IB_WC_LOC_LEN_ERR);
+    // RDMA on UD is not an operation.
+    d.send(a, &wqe(5, IB_WR_RDMA_WRITE, 0, 0, &[], &[(DATA, 9, key)]));
+    assert_eq!(d.wait(cq, 1)[0].status(), IB_WC_LOC_QP_OP_ERR);
+    d.finish();
+}
+
+#[test]
+fn cross_device_rc_and_gsi() {
+    let mut x = Dev::start();
+    let mut y = Dev::start();
+    let (px, py) = (x.create_pd(), y.create_pd());
+    let (cx, cy) = (x.create_cq(12), y.create_cq(12));
+    let (kx, ky) = (x.dma_mr(px, ALL), y.dma_mr(py, ALL));
+    let qx = x.create_qp(px, IB_QPT_RC, cx, false);
+    let qy = y.create_qp(py, IB_QPT_RC, cy, false);
+    let (gx, gy) = (x.gid, y.gid);
+    x.rc_up(qx, gy, qy, ALL, 0);
+    y.rc_up(qy, gx, qx, ALL, 0);
+    let src = pattern(9000, 1);
+    x.fill(DATA, &src);
+    y.recv(qy, 70, &[(DATA + 0x1_0000, 9000, ky)]);
+    x.send(
+        qx,
+        &wqe(1, IB_WR_SEND, IB_SEND_SIGNALED, 0, &[], &[(DATA, 9000, kx)]),
+    );
+    assert_eq!(x.wait(cx, 1)[0].status(), IB_WC_SUCCESS);
+    let r = y.wait(cy, 1)[0];
+    assert_eq!((r.wr_id(), r.status(), r.byte_len()), (70, 0, 9000));
+    assert_eq!(y.read(DATA + 0x1_0000, 9000), src);
+    // WRITE into y, READ back from y.
+    x.send(
+        qx,
+        &wqe(
+            2,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA + 0x8_0000, ky),
+            &[(DATA + 100, 300, kx)],
+        ),
+    );
+    assert_eq!(x.wait(cx, 1)[0].status(), 0);
+    assert_eq!(y.read(DATA + 0x8_0000, 300), src[100..400]);
+    y.fill(DATA + 0x9_0000, b"from y");
+    x.send(
+        qx,
+        &wqe(
+            3,
+            IB_WR_RDMA_READ,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA + 0x9_0000, ky),
+            &[(DATA + 0x5_0000, 6, kx)],
+        ),
+    );
+    assert_eq!(x.wait(cx, 1)[0].status(), 0);
+    assert_eq!(x.read(DATA + 0x5_0000, 6), b"from y");
+    // GSI: QP1 of each device, routed by the destination GID.
+    let g1x = x.create_qp(px, IB_QPT_GSI, cx, true);
+    let g1y = y.create_qp(py, IB_QPT_GSI, cy, true);
+    assert_eq!((g1x, g1y), (1, 1));
+    x.ud_up(1, 0x8001_0000, true);
+    y.ud_up(1, 0x8001_0000, true);
+    y.recv(1, 80, &[(DATA + 0xa_0000, 40 + 256, ky)]);
+    let mad = pattern(256, 42);
+    x.fill(DATA + 0x6_0000, &mad);
+    x.send(
+        1,
+        &wqe(
+            4,
+            IB_WR_SEND,
+            0,
+            0,
+            &ud_wr(1, 0x8001_0000, gy),
+            &[(DATA + 0x6_0000, 256, kx)],
+        ),
+    );
+    assert_eq!(x.wait(cx, 1)[0].status(), 0);
+    let r = y.wait(cy, 1)[0];
+    assert_eq!(
+        (r.wr_id(), r.status(), r.byte_len(), r.0.src_qp.get()),
+        (80, 0, 296, 1)
+    );
+    assert_eq!(&r.0.smac, &[0x52, 0x54, 0, 0, 0, x.gid[15]]);
+    assert_eq!(y.read(DATA + 0xa_0000 + 40, 256), mad);
+    x.finish();
+    y.finish();
+}
+
+fn reg_user_mr(
+    d: &mut Dev,
+    pdn: u32,
+    access: u32,
+    length: u64,
+    iova: u64,
+    table: u64,
+    npages: u32,
+) -> (u8, Vec<u8>) {
+    let req = VirtioRdmaCmdRegUserMr {
+        pdn: U32::new(pdn),
+        access_flags: U32::new(access),
+        length: U64::new(length),
+        iova: U64::new(iova),
+        pages: U64::new(table),
+        npages: U32::new(npages),
+        reserved: U32::new(0),
+    };
+    d.cmd(VIRTIO_RDMA_CMD_REG_USER_MR, req.as_bytes(), 16)
+}
+
+/// (name, responder QP access, SQ element, requester status, responder's
+/// receive status if a receive is posted)
+type Case = (&'static str, u32, Vec<u8>, u8, Option<u8>);
+
+#[test]
+fn hostile_work_requests() {
+    let mut d = Dev::start();
+    let pd = d.create_pd();
+    let pd2 = d.create_pd();
+    let cq = d.create_cq(12);
+    let key = d.dma_mr(pd, ALL);
+    let key_lw = d.dma_mr(pd, IB_ACCESS_LOCAL_WRITE);
+    let key_pd2 = d.dma_mr(pd2, ALL);
+    // A user MR of 0x800 bytes at iova 0x1000_0000 over one page.
+    let table = DATA + 0x7_0000;
+    d.fill(table, &(DATA + 0x6_0000).to_le_bytes());
+    let (st, r) = reg_user_mr(&mut d, pd, ALL, 0x800, 0x1000_0000, table, 1);
+    assert_eq!(st, VIRTIO_RDMA_S_OK);
+    let ukey = le32(&r, 4);
+    let gid = d.gid;
+    let ok = IB_WC_SUCCESS;
+    // (name, b's QP access, SQ element for a, a's status, b's receive (status) if any)
+    let mut short = wqe(99, IB_WR_SEND, 0, 0, &[], &[]);
+    short.truncate(20);
+    let cases: Vec<Case> = vec![
+        (
+            "bad lkey",
+            ALL,
+            wqe(1, IB_WR_SEND, 0, 0, &[], &[(DATA, 8, 0x00de_ad00)]),
+            IB_WC_LOC_PROT_ERR,
+            None,
+        ),
+        (
+            "lkey of another PD",
+            ALL,
+            wqe(1, IB_WR_SEND, 0, 0, &[], &[(DATA, 8, key_pd2)]),
+            IB_WC_LOC_PROT_ERR,
+            None,
+        ),
+        (
+            "SGE past the user MR",
+            ALL,
+            wqe(1, IB_WR_SEND, 0, 0, &[], &[(0x1000_0000, 0x801, ukey)]),
+            IB_WC_LOC_PROT_ERR,
+            None,
+        ),
+        (
+            "SGE before the user MR",
+            ALL,
+            wqe(1, IB_WR_SEND, 0, 0, &[], &[(0x0fff_ffff, 2, ukey)]),
+            IB_WC_LOC_PROT_ERR,
+            None,
+        ),
+        (
+            "WRITE, QP without REMOTE_WRITE",
+            IB_ACCESS_REMOTE_READ,
+            wqe(
+                1,
+                IB_WR_RDMA_WRITE,
+                0,
+                0,
+                &rdma(DATA, key),
+                &[(DATA, 8, key)],
+            ),
+            IB_WC_REM_ACCESS_ERR,
+            None,
+        ),
+        (
+            "WRITE, MR without REMOTE_WRITE",
+            ALL,
+            wqe(
+                1,
+                IB_WR_RDMA_WRITE,
+                0,
+                0,
+                &rdma(DATA, key_lw),
+                &[(DATA, 8, key)],
+            ),
+            IB_WC_REM_ACCESS_ERR,
+            None,
+        ),
+        (
+            "WRITE past the remote MR",
+            ALL,
+            wqe(
+                1,
+                IB_WR_RDMA_WRITE,
+                0,
+                0,
+                &rdma(0x1000_0000, ukey),
+                &[(DATA, 0x801, key)],
+            ),
+            IB_WC_REM_ACCESS_ERR,
+            None,
+        ),
+        (
+            "READ with a bad rkey",
+            ALL,
+            wqe(
+                1,
+                IB_WR_RDMA_READ,
+                0,
+                0,
+                &rdma(DATA, 0x0077_7700),
+                &[(DATA, 8, key)],
+            ),
+            IB_WC_REM_ACCESS_ERR,
+            None,
+        ),
+        (
+            "READ outside guest memory",
+            ALL,
+            wqe(
+                1,
+                IB_WR_RDMA_READ,
+                0,
+                0,
+                &rdma(1 << 40, key),
+                &[(DATA, 8, key)],
+            ),
+            IB_WC_REM_ACCESS_ERR,
+            None,
+        ),
+        (
+            "READ with a stale key byte",
+            ALL,
+            wqe(
+                1,
+                IB_WR_RDMA_READ,
+                0,
+                0,
+                &rdma(DATA, key),
+                &[(DATA, 8, ukey & !0xff | 0xff)],
+            ),
+            IB_WC_LOC_PROT_ERR,
+            None,
+        ),
+        (
+            "receive too small",
+            ALL,
+            wqe(1, IB_WR_SEND, 0, 0, &[], &[(DATA, 64, key)]),
+            IB_WC_REM_INV_REQ_ERR,
+            Some(IB_WC_LOC_LEN_ERR),
+        ),
+        (
+            "num_sge above max",
+            ALL,
+            wqe(1, IB_WR_SEND, 0, 0, &[], &[(DATA, 1, key); 5]),
+            IB_WC_LOC_QP_OP_ERR,
+            None,
+        ),
+        ("element too short", ALL, short, IB_WC_LOC_QP_OP_ERR, None),
+        (
+            "garbage opcode",
+            ALL,
+            wqe(1, 0x77, 0, 0, &[], &[]),
+            IB_WC_LOC_QP_OP_ERR,
+            None,
+        ),
+        (
+            "LOCAL_INV of a DMA MR",
+            ALL,
+            wqe(1, IB_WR_LOCAL_INV, 0, key, &[], &[]),
+            IB_WC_LOC_QP_OP_ERR,
+            None,
+        ),
+        (
+            "REG_MR of a user MR",
+            ALL,
+            wqe(
+                1,
+                IB_WR_REG_MR,
+                0,
+                0,
+                &reg_wr(ukey >> 8, ukey, 0, 1, 0, 8, table),
+                &[],
+            ),
+            IB_WC_LOC_QP_OP_ERR,
+            None,
+        ),
+        (
+            "atomic with 4-byte SGE",
+            ALL,
+            wqe(
+                1,
+                IB_WR_ATOMIC_FETCH_AND_ADD,
+                0,
+                0,
+                &atomic_wr(DATA, 1, 0, key),
+                &[(DATA + 8, 4, key)],
+            ),
+            IB_WC_LOC_LEN_ERR,
+            None,
+        ),
+    ];
+    for (name, b_access, w, status, recv) in cases {
+        let a = d.create_qp(pd, IB_QPT_RC, cq, false);
+        let b = d.create_qp(pd, IB_QPT_RC, cq, false);
+        d.rc_up(a, gid, b, ALL, 0);
+        d.rc_up(b, gid, a, b_access, 0);
+        if recv.is_some() {
+            d.recv(b, 500, &[(DATA + 0x1000, 16, key)]);
+        }
+        let before = d.read(DATA + 0x6_0000, 0x1000);
+        d.send(a, &w);
+        let n = 1 + usize::from(recv.is_some());
+        let wcs = d.wait(cq, n);
+        let sent = wcs
+            .iter()
+            .find(|w| w.0.qp_num.get() == a)
+            .expect("sender completion");
+        let expect_id = if name == "element too short" { 99 } else { 1 };
+        assert_eq!((sent.wr_id(), sent.status()), (expect_id, status), "{name}");
+        assert_ne!(status, ok);
+        if let Some(rs) = recv {
+            let r = wcs
+                .iter()
+                .find(|w| w.0.qp_num.get() == b)
+                .expect("receiver completion");
+            assert_eq!((r.wr_id(), r.status()), (500, rs), "{name}: receiver");
+            assert_eq!(d.qp_state(b), IB_QPS_ERR, "{name}: receiver QP in error");
+        }
+        assert_eq!(d.qp_state(a), IB_QPS_ERR, "{name}: QP in error");
+        assert_eq!(
+            d.read(DATA + 0x6_0000, 0x1000),
+            before,
+            "{name}: user MR untouched"
+        );
+        d.quiet(cq);
+        for q in [a, b] {
+            d.ok(VIRTIO_RDMA_CMD_DESTROY_QP, &pair(q, 0), 0);
+        }
+    }
+    d.finish();
+}
+
+#[test]
+fn cq_overrun_moves_qp_to_error() {
+    let mut d = Dev::start();
+    let pd = d.create_pd();
+    let cq = d.create_cq(0);
+    let key = d.dma_mr(pd, ALL);
+    let a = d.create_qp(pd, IB_QPT_RC, cq, true);
+    let b = d.create_qp(pd, IB_QPT_RC, cq, true);
+    let gid = d.gid;
+    d.rc_up(a, gid, b, ALL, 0);
+    d.rc_up(b, gid, a, ALL, 0);
+    d.send(
+        a,
+        &wqe(
+            1,
+            IB_WR_RDMA_WRITE,
+            0,
+            0,
+            &rdma(DATA + 0x1000, key),
+            &[(DATA, 8, key)],
+        ),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while d.qp_state(a) != IB_QPS_ERR {
+        assert!(
+            Instant::now() < deadline,
+            "QP not in error after a CQ overrun"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    d.finish();
+}
+
+#[test]
+fn req_notify_cq_forces_one_interrupt() {
+    let RcPair {
+        mut d, cq, a, key, ..
+    } = rc_pair(ALL, ALL, 0);
+    let q = Dev::cq_q(cq);
+    let quiet_ring = |d: &Dev| {
+        // used_event far ahead: the ring itself asks for no interrupt.
+        let ue = d.vqs[q].avail() + 4 + 2 * u64::from(QSIZE);
+        d.mem
+            .write_obj(d.vqs[q].used_seen.wrapping_add(100), GuestAddress(ue))
+            .expect("used_event");
+        while d.vqs[q]._call.read().is_ok() {}
+    };
+    quiet_ring(&d);
+    d.ok(
+        VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ,
+        &pair(cq, VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION),
+        0,
+    );
+    d.send(
+        a,
+        &wqe(
+            1,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA + 0x1000, key),
+            &[(DATA, 8, key)],
+        ),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while d.vqs[q]._call.read().is_err() {
+        assert!(Instant::now() < deadline, "armed CQ did not interrupt");
+        thread::sleep(Duration::from_millis(1));
+    }
+    d.wait(cq, 1);
+    // Not armed (one-shot): no interrupt.
+    quiet_ring(&d);
+    d.send(
+        a,
+        &wqe(
+            2,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA + 0x1000, key),
+            &[(DATA, 8, key)],
+        ),
+    );
+    let used = d.vqs[q].used_seen;
+    while d.used_idx(q) == used {
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert!(d.vqs[q]._call.read().is_err(), "interrupt without arming");
+    d.wait(cq, 1);
+    // SOLICITED fires only for a solicited (or failed) completion.
+    let b = 3;
+    d.recv(b, 1, &[(DATA + 0x2000, 64, key)]);
+    quiet_ring(&d);
+    d.ok(
+        VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ,
+        &pair(cq, VIRTIO_RDMA_NOTIFY_SOLICITED),
+        0,
+    );
+    d.send(
+        a,
+        &wqe(3, IB_WR_SEND, IB_SEND_SOLICITED, 0, &[], &[(DATA, 8, key)]),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while d.vqs[q]._call.read().is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "solicited completion did not interrupt"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    // The send was unsignaled: only the receive completes.
+    assert_eq!(d.wait(cq, 1)[0].0.qp_num.get(), b);
+    d.finish();
+}
+
+#[test]
+fn object_commands_and_malformed_requests() {
+    let mut d = Dev::start();
+    let pd = d.create_pd();
+    // CQs: numbers are virtqueue slots from 0.
+    let cq = d.create_cq(4);
+    assert_eq!(cq, 0);
+    let fast = le32(
+        &d.ok(
+            VIRTIO_RDMA_CMD_CREATE_MR,
+            &[pair(pd, 0), pair(4, 0)].concat(),
+            16,
+        ),
+        0,
+    );
+    let dma = d.dma_mr(pd, IB_ACCESS_LOCAL_WRITE) >> 8;
+    let table = DATA;
+    d.fill(
+        table,
+        &[(DATA + 0x1000).to_le_bytes(), (DATA + 0x3000).to_le_bytes()].concat(),
+    );
+    d.fill(DATA + 0x100, &(DATA + 0x1001).to_le_bytes());
+    d.fill(DATA + 0x200, &(1u64 << 40).to_le_bytes());
+    let (st, r) = reg_user_mr(
+        &mut d,
+        pd,
+        IB_ACCESS_LOCAL_WRITE,
+        0x1800,
+        0x4000_0800,
+        table,
+        2,
+    );
+    assert_eq!(st, VIRTIO_RDMA_S_OK);
+    let umr = le32(&r, 0);
+    assert_eq!(
+        (le32(&r, 4), le32(&r, 8)),
+        (umr << 8, umr << 8),
+        "lkey == rkey == mrn << 8"
+    );
+    let qp = d.create_qp(pd, IB_QPT_UD, cq, false);
+    assert_eq!(qp, 2, "first non-GSI QP");
+    let gsi = d.create_qp(pd, IB_QPT_GSI, cq, false);
+    assert_eq!(gsi, 1);
+    let mut a = VirtioRdmaQpAttr::new_zeroed();
+    a.qp_state = IB_QPS_INIT;
+    a.port_num = 1;
+    a.qkey = U32::new(0x55);
+    assert_eq!(
+        d.modify(
+            qp,
+            IB_QP_STATE | IB_QP_PORT | IB_QP_PKEY_INDEX | IB_QP_QKEY,
+            a
+        ),
+        0
+    );
+    let q = d.ok(VIRTIO_RDMA_CMD_QUERY_QP, &pair(qp, 0), 96);
+    let attr = VirtioRdmaQpAttr::read_from_bytes(&q).expect("attr");
+    assert_eq!(
+        (attr.qp_state, attr.qkey.get(), attr.port_num),
+        (IB_QPS_INIT, 0x55, 1)
+    );
+    assert_eq!(
+        (
+            attr.cap.max_send_wr.get(),
+            attr.cap.max_recv_sge.get(),
+            attr.cap.max_inline_data.get()
+        ),
+        (8, 4, 64)
+    );
+
+    let map = |mrn: u32, npages: u32, iova: u64, len: u64, pages: u64| {
+        [
+            pair(mrn, npages),
+            iova.to_le_bytes().to_vec(),
+            len.to_le_bytes().to_vec(),
+            pages.to_le_bytes().to_vec(),
+        ]
+        .concat()
+    };
+    let create_qp = |pdn: u32, t: u8, cqn: u32, wr: u32, sge: u32| {
+        let mut r = VirtioRdmaCmdCreateQp::new_zeroed();
+        r.pdn = U32::new(pdn);
+        r.qp_type = t;
+        r.max_send_wr = U32::new(wr);
+        r.max_send_sge = U32::new(sge);
+        r.send_cqn = U32::new(cqn);
+        r.recv_cqn = U32::new(cqn);
+        r.as_bytes().to_vec()
+    };
+    let modify = |qpn: u32, mask: u32, state: u8, cur: u8| {
+        let mut a = VirtioRdmaQpAttr::new_zeroed();
+        a.qp_state = state;
+        a.cur_qp_state = cur;
+        a.port_num = 1;
+        a.ah_attr.sgid_index = 9;
+        VirtioRdmaCmdModifyQp {
+            qpn: U32::new(qpn),
+            attr_mask: U32::new(mask),
+            attr: a,
+        }
+        .as_bytes()
+        .to_vec()
+    };
+    use VIRTIO_RDMA_S_BAD_STATE as BAD_STATE;
+    use VIRTIO_RDMA_S_BUSY as BUSY;
+    use VIRTIO_RDMA_S_FAULT as FAULT;
+    use VIRTIO_RDMA_S_INVALID as INVALID;
+    use VIRTIO_RDMA_S_NOT_FOUND as NOT_FOUND;
+    let table_cases: Vec<(&str, u32, Vec<u8>, usize, u8)> = vec![
+        (
+            "CREATE_CQ cqe 0",
+            VIRTIO_RDMA_CMD_CREATE_CQ,
+            pair(0, 0),
+            8,
+            INVALID,
+        ),
+        (
+            "CREATE_CQ cqe above max_cqe",
+            VIRTIO_RDMA_CMD_CREATE_CQ,
+            pair(17, 0),
+            8,
+            INVALID,
+        ),
+        (
+            "CREATE_CQ short",
+            VIRTIO_RDMA_CMD_CREATE_CQ,
+            vec![1],
+            8,
+            INVALID,
+        ),
+        (
+            "DESTROY_CQ unknown",
+            VIRTIO_RDMA_CMD_DESTROY_CQ,
+            pair(3, 0),
+            0,
+            NOT_FOUND,
+        ),
+        (
+            "DESTROY_CQ past max_cq",
+            VIRTIO_RDMA_CMD_DESTROY_CQ,
+            pair(u32::MAX, 0),
+            0,
+            NOT_FOUND,
+        ),
+        (
+            "DESTROY_CQ in use",
+            VIRTIO_RDMA_CMD_DESTROY_CQ,
+            pair(cq, 0),
+            0,
+            BUSY,
+        ),
+        (
+            "GET_DMA_MR bad PD",
+            VIRTIO_RDMA_CMD_GET_DMA_MR,
+            pair(77, 1),
+            16,
+            NOT_FOUND,
+        ),
+        (
+            "GET_DMA_MR remote write without local",
+            VIRTIO_RDMA_CMD_GET_DMA_MR,
+            pair(pd, IB_ACCESS_REMOTE_WRITE),
+            16,
+            INVALID,
+        ),
+        (
+            "GET_DMA_MR unknown access bit",
+            VIRTIO_RDMA_CMD_GET_DMA_MR,
+            pair(pd, 1 << 20),
+            16,
+            INVALID,
+        ),
+        (
+            "CREATE_MR max_num_sg 0",
+            VIRTIO_RDMA_CMD_CREATE_MR,
+            [pair(pd, 0), pair(0, 0)].concat(),
+            16,
+            INVALID,
+        ),
+        (
+            "CREATE_MR max_num_sg 513",
+            VIRTIO_RDMA_CMD_CREATE_MR,
+            [pair(pd, 0), pair(513, 0)].concat(),
+            16,
+            INVALID,
+        ),
+        (
+            "MAP_MR_SG of a DMA MR",
+            VIRTIO_RDMA_CMD_MAP_MR_SG,
+            map(dma, 1, 0, 8, table),
+            8,
+            INVALID,
+        ),
+        (
+            "MAP_MR_SG unknown MR",
+            VIRTIO_RDMA_CMD_MAP_MR_SG,
+            map(999, 1, 0, 8, table),
+            8,
+            NOT_FOUND,
+        ),
+        (
+            "MAP_MR_SG above max_num_sg",
+            VIRTIO_RDMA_CMD_MAP_MR_SG,
+            map(fast, 5, 0, 8, table),
+            8,
+            INVALID,
+        ),
+        (
+            "MAP_MR_SG too few pages",
+            VIRTIO_RDMA_CMD_MAP_MR_SG,
+            map(fast, 1, 0xff0, 0x20, table),
+            8,
+            INVALID,
+        ),
+        (
+            "MAP_MR_SG misaligned page",
+            VIRTIO_RDMA_CMD_MAP_MR_SG,
+            map(fast, 1, 0, 8, DATA + 0x100),
+            8,
+            INVALID,
+        ),
+        (
+            "MAP_MR_SG page outside memory",
+            VIRTIO_RDMA_CMD_MAP_MR_SG,
+            map(fast, 1, 0, 8, DATA + 0x200),
+            8,
+            FAULT,
+        ),
+        (
+            "MAP_MR_SG table outside memory",
+            VIRTIO_RDMA_CMD_MAP_MR_SG,
+            map(fast, 1, 0, 8, 1 << 40),
+            8,
+            FAULT,
+        ),
+        (
+            "MAP_MR_SG length 0",
+            VIRTIO_RDMA_CMD_MAP_MR_SG,
+            map(fast, 1, 0, 0, table),
+            8,
+            INVALID,
+        ),
+        (
+            "REG_USER_MR npages != pages touched",
+            VIRTIO_RDMA_CMD_REG_USER_MR,
+            VirtioRdmaCmdRegUserMr {
+                pdn: U32::new(pd),
+                access_flags: U32::new(0),
+                length: U64::new(0x1000),
+                iova: U64::new(0),
+                pages: U64::new(table),
+                npages: U32::new(2),
+                reserved: U32::new(0),
+            }
+            .as_bytes()
+            .to_vec(),
+            16,
+            INVALID,
+        ),
+        (
+            "REG_USER_MR above max_mr_size",
+            VIRTIO_RDMA_CMD_REG_USER_MR,
+            VirtioRdmaCmdRegUserMr {
+                pdn: U32::new(pd),
+                access_flags: U32::new(0),
+                length: U64::new(u64::MAX),
+                iova: U64::new(0),
+                pages: U64::new(table),
+                npages: U32::new(2),
+                reserved: U32::new(0),
+            }
+            .as_bytes()
+            .to_vec(),
+            16,
+            INVALID,
+        ),
+        (
+            "REG_USER_MR page outside memory",
+            VIRTIO_RDMA_CMD_REG_USER_MR,
+            VirtioRdmaCmdRegUserMr {
+                pdn: U32::new(pd),
+                access_flags: U32::new(0),
+                length: U64::new(8),
+                iova: U64::new(0),
+                pages: U64::new(DATA + 0x200),
+                npages: U32::new(1),
+                reserved: U32::new(0),
+            }
+            .as_bytes()
+            .to_vec(),
+            16,
+            FAULT,
+        ),
+        (
+            "DEREG_MR unknown",
+            VIRTIO_RDMA_CMD_DEREG_MR,
+            pair(4242, 0),
+            0,
+            NOT_FOUND,
+        ),
+        (
+            "DESTROY_PD with objects",
+            VIRTIO_RDMA_CMD_DESTROY_PD,
+            pair(pd, 0),
+            0,
+            BUSY,
+        ),
+        (
+            "CREATE_QP UC",
+            VIRTIO_RDMA_CMD_CREATE_QP,
+            create_qp(pd, 3, cq, 4, 1),
+            8,
+            INVALID,
+        ),
+        (
+            "CREATE_QP max_send_wr 0",
+            VIRTIO_RDMA_CMD_CREATE_QP,
+            create_qp(pd, IB_QPT_RC, cq, 0, 1),
+            8,
+            INVALID,
+        ),
+        (
+            "CREATE_QP max_send_wr above queue",
+            VIRTIO_RDMA_CMD_CREATE_QP,
+            create_qp(pd, IB_QPT_RC, cq, 17, 1),
+            8,
+            INVALID,
+        ),
+        (
+            "CREATE_QP 33 SGEs",
+            VIRTIO_RDMA_CMD_CREATE_QP,
+            create_qp(pd, IB_QPT_RC, cq, 4, 33),
+            8,
+            INVALID,
+        ),
+        (
+            "CREATE_QP bad CQ",
+            VIRTIO_RDMA_CMD_CREATE_QP,
+            create_qp(pd, IB_QPT_RC, 3, 4, 1),
+            8,
+            NOT_FOUND,
+        ),
+        (
+            "CREATE_QP bad PD",
+            VIRTIO_RDMA_CMD_CREATE_QP,
+            create_qp(99, IB_QPT_RC, cq, 4, 1),
+            8,
+            NOT_FOUND,
+        ),
+        (
+            "CREATE_QP second GSI",
+            VIRTIO_RDMA_CMD_CREATE_QP,
+            create_qp(pd, IB_QPT_GSI, cq, 4, 1),
+            8,
+            VIRTIO_RDMA_S_NO_RESOURCE,
+        ),
+        (
+            "MODIFY_QP unknown",
+            VIRTIO_RDMA_CMD_MODIFY_QP,
+            modify(6, IB_QP_STATE, IB_QPS_ERR, 0),
+            0,
+            NOT_FOUND,
+        ),
+        (
+            "MODIFY_QP INIT -> RTS",
+            VIRTIO_RDMA_CMD_MODIFY_QP,
+            modify(qp, IB_QP_STATE | IB_QP_SQ_PSN, IB_QPS_RTS, 0),
+            0,
+            BAD_STATE,
+        ),
+        (
+            "MODIFY_QP wrong cur_state",
+            VIRTIO_RDMA_CMD_MODIFY_QP,
+            modify(qp, IB_QP_STATE | IB_QP_CUR_STATE, IB_QPS_RTR, IB_QPS_RESET),
+            0,
+            BAD_STATE,
+        ),
+        (
+            "MODIFY_QP state 7",
+            VIRTIO_RDMA_CMD_MODIFY_QP,
+            modify(qp, IB_QP_STATE, 7, 0),
+            0,
+            INVALID,
+        ),
+        (
+            "MODIFY_QP RC attr on UD",
+            VIRTIO_RDMA_CMD_MODIFY_QP,
+            modify(qp, IB_QP_STATE | IB_QP_DEST_QPN, IB_QPS_RTR, 0),
+            0,
+            INVALID,
+        ),
+        (
+            "MODIFY_QP short",
+            VIRTIO_RDMA_CMD_MODIFY_QP,
+            pair(qp, 1),
+            0,
+            INVALID,
+        ),
+        (
+            "QUERY_QP unknown",
+            VIRTIO_RDMA_CMD_QUERY_QP,
+            pair(0, 0),
+            96,
+            NOT_FOUND,
+        ),
+        (
+            "DESTROY_QP unknown",
+            VIRTIO_RDMA_CMD_DESTROY_QP,
+            pair(7, 0),
+            0,
+            NOT_FOUND,
+        ),
+        (
+            "REQ_NOTIFY_CQ no flags",
+            VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ,
+            pair(cq, 0),
+            0,
+            INVALID,
+        ),
+        (
+            "REQ_NOTIFY_CQ unknown flag",
+            VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ,
+            pair(cq, 4),
+            0,
+            INVALID,
+        ),
+        (
+            "REQ_NOTIFY_CQ unknown CQ",
+            VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ,
+            pair(2, 1),
+            0,
+            NOT_FOUND,
+        ),
+    ];
+    let mrs = d.dev.ctrl().mr_count();
+    for (name, cmd, body, rsp, status) in table_cases {
+        let (st, b) = d.cmd(cmd, &body, rsp);
+        assert_eq!(st, status, "{name}");
+        assert!(b.is_empty(), "{name}: no body on failure");
+    }
+    assert_eq!(
+        d.dev.ctrl().mr_count(),
+        mrs,
+        "no MR leaked by failed commands"
+    );
+    assert_eq!(
+        d.qp_state(qp),
+        IB_QPS_INIT,
+        "failed MODIFY_QPs changed nothing"
+    );
+
+    // Happy paths of the rest.
+    assert_eq!(
+        le32(
+            &d.ok(
+                VIRTIO_RDMA_CMD_MAP_MR_SG,
+                &map(fast, 2, 0x800, 0x1000, table),
+                8
+            ),
+            0
+        ),
+        2
+    );
+    d.ok(VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ, &pair(cq, 3), 0);
+    let cq2 = d.create_cq(0);
+    assert_eq!(cq2, 1);
+    d.ok(VIRTIO_RDMA_CMD_DESTROY_CQ, &pair(cq2, 0), 0);
+    for q in [qp, gsi] {
+        d.ok(VIRTIO_RDMA_CMD_DESTROY_QP, &pair(q, 0), 0);
+    }
+    for m in [fast, dma, umr] {
+        d.ok(VIRTIO_RDMA_CMD_DEREG_MR, &pair(m, 0), 0);
+    }
+    assert_eq!(
+        d.cmd(VIRTIO_RDMA_CMD_DEREG_MR, &pair(umr, 0), 0).0,
+        NOT_FOUND
+    );
+    d.ok(VIRTIO_RDMA_CMD_DESTROY_CQ, &pair(cq, 0), 0);
+    d.ok(VIRTIO_RDMA_CMD_DESTROY_PD, &pair(pd, 0), 0);
+    assert_eq!(d.dev.ctrl().mr_count(), 0);
+    d.finish();
+}
+
+#[test]
+fn random_elements_never_hurt_the_device() {
+    let RcPair {
+        mut d,
+        cq,
+        a,
+        b,
+        key,
+    } = rc_pair(ALL, ALL, 0);
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..60u64 {
+        let len = (next() % 200) as usize;
+        let mut bytes: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        if len > 12 {
+            // Mostly known opcodes, small SGE counts: reach deeper code.
+            bytes[8] = [0, 1, 2, 3, 4, 5, 6, 7, 9, 0x20, 0x77][(next() % 11) as usize];
+            bytes[10] = (next() % 6) as u8;
+            bytes[11] = 0;
+        }
+        let qp = if round % 2 == 0 { a } else { b };
+        let q = Dev::sq_q(qp);
+        let before = d.used_idx(q);
+        d.send(qp, &bytes);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while d.used_idx(q) == before {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: element not returned"
+            );
+            thread::sleep(Duration::from_micros(200));
+        }
+        d.take_used(q);
+        d.poll(cq);
+        if round % 10 == 9 {
+            // Fresh QPs now and then, so that more rounds execute.
+            for x in [a, b] {
+                let mut attr = VirtioRdmaQpAttr::new_zeroed();
+                attr.qp_state = IB_QPS_RESET;
+                assert_eq!(d.modify(x, IB_QP_STATE, attr), VIRTIO_RDMA_S_OK);
+            }
+            let gid = d.gid;
+            d.rc_up(a, gid, b, ALL, 0);
+            d.rc_up(b, gid, a, ALL, 0);
+            d.recv(b, 1, &[(DATA, 64, key)]);
+        }
+    }
+    // Still serving.
+    let pd = d.create_pd();
+    assert!(pd > 0);
+    d.finish();
+}
