@@ -76,7 +76,7 @@ result "runner: no process left behind" "$([ -z "$leftover" ] && echo 0 || echo 
 echo "== end-to-end (debug kernel, one fresh guest each)"
 for t in "$TOP"/tools/testing/e2e/*.sh; do
 	name=$(basename "$t" .sh)
-	"$RUN" --kmemleak --timeout 900 --out "$logs/e2e-$name" -- "bash $t" >"$logs/e2e-$name.log" 2>&1
+	"$RUN" --kmemleak --timeout 900 --out "$logs/e2e-$name" -- "bash tools/testing/e2e/$name.sh" >"$logs/e2e-$name.log" 2>&1
 	result "e2e: $name" $?
 done
 

@@ -2,13 +2,14 @@
 # SPDX-License-Identifier: GPL-2.0
 # PID 1 of a test guest. The root filesystem is the build sysroot over
 # virtio-9p (read-only); the runner's share is mounted at /mnt/run and holds
-# the command to run ("cmd") and receives its exit status ("status").
+# the command to run ("cmd") and receives its exit status ("status"). The
+# checkout is at /opt ($VRDMA_SRC); the command runs there.
 #
 # After the command, the kernel log is searched for reports of the debug
 # checkers (WARN, BUG, lockdep, KASAN, sleeping in atomic, and with
 # kmemleak=1 on the command line, kmemleak): any report fails the run.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-export HOME=/root TERM=${TERM:-linux} LANG=C.UTF-8
+export HOME=/root TERM=${TERM:-linux} LANG=C.UTF-8 VRDMA_SRC=/opt
 
 mount -t proc proc /proc
 mount -t sysfs sys /sys
@@ -49,7 +50,7 @@ if [ "$mode" = shell ]; then
 	setsid -c bash -l </dev/ttyS0 >/dev/ttyS0 2>&1
 	status=$?
 else
-	cd /root
+	cd "$VRDMA_SRC"
 	bash /mnt/run/cmd </dev/null
 	status=$?
 fi
@@ -76,5 +77,6 @@ fi
 echo "$status" >/mnt/run/status
 sync
 umount /mnt/run
+dmesg -n 1 # keep the power-off messages off the console
 echo o >/proc/sysrq-trigger
 sleep 10

@@ -7,6 +7,7 @@
 #
 # The guest is the project's kernel under the project's QEMU (TCG unless a
 # real KVM module is loaded), its root is the build sysroot over virtio-9p,
+# the checkout is at /opt ($VRDMA_SRC) and the command runs there,
 # it has a virtio-net interface (eth0, 10.0.2.15/24) and the virtio-rdma
 # device (ID 42), served by the vhost-user backend started here. Exits with
 # the command's status; a guest that does not finish within the timeout is
@@ -41,7 +42,9 @@ trap 'rm -rf "$share"' EXIT
 printf '%s\n' "$*" >"$share/cmd"
 
 rc=0
-in_sysroot --binds "$kdir/modules/lib/modules:/usr/lib/modules $share:$share" \
+# The checkout is also bound at /opt: the guest mounts a tmpfs over /tmp,
+# where a checkout may live, so guest-side paths use /opt.
+in_sysroot --binds "$kdir/modules/lib/modules:/usr/lib/modules $share:$share $TOP:/opt" \
 	"$TOP/tools/testing/vm/guest.sh" "$mode" "$timeout" "$kmemleak" "$share" \
 	"$kdir/build/arch/x86/boot/bzImage" "$qemu" "$backend" "$append" || rc=$?
 if [ -n "$out" ]; then
