@@ -62,7 +62,9 @@ if [ "$mode" = shell ]; then
 	"$qemu" "${args[@]}" -serial mon:stdio
 	rc=$?
 else
-	timeout -k 5 "$timeout" "$qemu" "${args[@]}" -serial stdio </dev/null | tr -d '\r'
+	# sysrq prints its power-off lines whatever the console level: drop them.
+	timeout -k 5 "$timeout" "$qemu" "${args[@]}" -serial stdio </dev/null | tr -d '\r' |
+		sed -u -E '/^\[ *[0-9.]+\] (sysrq: Power Off|reboot: Power down)$/d'
 	rc=${PIPESTATUS[0]}
 fi
 if [ $rc = 124 ] || [ $rc = 137 ]; then

@@ -77,6 +77,5 @@ fi
 echo "$status" >/mnt/run/status
 sync
 umount /mnt/run
-dmesg -n 1 # keep the power-off messages off the console
 echo o >/proc/sysrq-trigger
 sleep 10
