@@ -27,8 +27,10 @@ key() {
 			continue
 		elif [ -d "$f" ]; then
 			(cd "$f" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum)
-		else
+		elif [ -f "$f" ]; then
 			cat "$f"
+		else
+			echo "(absent)"
 		fi
 	done | sha256sum | cut -c1-16
 }
