@@ -10,6 +10,7 @@
 #   make run              the demonstration
 #   make shell            an interactive guest
 #   make build            kernel + modules, QEMU and the backend (incremental)
+#   make bench            the backend's benchmarks (never fail on timing)
 #
 # Caches live in $(VRDMA_CACHE) (default /var/cache/virtio-rdma), keyed by
 # their inputs. JOBS sets build parallelism (default 3).
@@ -17,7 +18,7 @@
 SHELL := /bin/bash
 B := tools/build
 
-.PHONY: setup deps sysroot qemu kernel backend build run shell check demo
+.PHONY: setup deps sysroot qemu kernel backend build run shell check demo bench
 
 setup: deps build
 
@@ -49,3 +50,8 @@ shell: build
 
 check: build
 	@tools/testing/check.sh
+
+bench: sysroot
+	@source $(B)/lib.sh && in_sysroot cargo bench --locked \
+		--manifest-path tools/vhost-user-rdma/Cargo.toml \
+		--target-dir "$$VRDMA_CACHE/cargo-target" -j1

@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # make check: every test layer, each test counted once.
-#   1. cargo tests of tools/ (the device backend), in the sysroot
+#   1. cargo tests of tools/ (the device backend), in the sysroot, and a
+#      short run of each of its fuzz targets
 #   2. KUnit under QEMU (a TCG guest), parsed by the kernel's kunit.py
 #   3. the runner's own contract (exit status, timeout)
 #   4. end-to-end tests in fresh guests (tools/testing/e2e/*.sh) on the
@@ -37,6 +38,13 @@ for manifest in "$TOP"/tools/*/Cargo.toml; do
 	done < <(sed -n 's/^test \(.*\) \.\.\. \(ok\|FAILED\|ignored\)$/\1 \2/p' "$log" | grep -v ' ignored$')
 	# A build failure or a crashed test binary reports no test lines.
 	if [ $rc != 0 ] || [ $n = 0 ]; then result "cargo $crate: build and run (see $log)" 1; fi
+done
+# Fuzzing of the backend's guest-facing parsers: a short run of each
+# cargo-fuzz target (tools/vhost-user-rdma/fuzz/run.sh; corpora kept).
+for target in ctrl_command work_request; do
+	in_sysroot "$TOP/tools/vhost-user-rdma/fuzz/run.sh" 20 "$target" \
+		>"$logs/fuzz-$target.log" 2>&1
+	result "fuzz vhost-user-rdma: $target (20 s)" $?
 done
 
 echo "== KUnit (under QEMU, parsed by kunit.py)"

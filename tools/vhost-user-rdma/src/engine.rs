@@ -507,15 +507,60 @@ impl Peer {
     }
 }
 
-/// Guest-physical ranges of `sges` in MRs of `pdn` granting `access`.
-fn resolve(st: &State, pdn: u32, sges: &[Sge], access: u32) -> Result<Vec<(u64, usize)>, ()> {
+/// For the fuzz targets: resolves `sges` as the data path does and maps
+/// the ranges, without copying.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_resolve(ctrl: &Ctrl, pdn: u32, sges: &[Sge], access: u32) -> bool {
+    let Ok(ranges) = resolve(&ctrl.lock(), pdn, sges, access, GATHER_LIMIT) else {
+        return false;
+    };
+    let guard = ctrl.mem().memory();
+    slices(&guard, &ranges).is_some()
+}
+
+/// For the fuzz targets: resolves an SQ element's SGEs and executes it if
+/// it is a local operation (REG_MR, LOCAL_INV).
+#[cfg(feature = "fuzzing")]
+pub(crate) fn fuzz_local(ctrl: &Ctrl, pdn: u32, w: &SendWqe) -> u8 {
+    if w.send_flags & IB_SEND_INLINE == 0 {
+        fuzz_resolve(ctrl, pdn, &w.sges, 0);
+    }
+    match w.opcode {
+        IB_WR_REG_MR => reg_mr(ctrl, pdn, w),
+        IB_WR_LOCAL_INV => local_inv(ctrl, pdn, w.ex),
+        _ => IB_WC_SUCCESS,
+    }
+}
+
+/// Bytes a gather list may resolve to: one past the largest message, so
+/// that a longer one is seen (and refused) without translating all of it.
+const GATHER_LIMIT: u64 = limits::MAX_MSG_SZ as u64 + 1;
+
+/// Guest-physical ranges of the first `limit` bytes of `sges` in MRs of
+/// `pdn` granting `access`. SGEs past `limit` are not looked at (as rxe
+/// walks an SGE list only as far as the data goes): what one element costs
+/// is bounded by the data it moves, not by the lengths the guest claims
+/// (32 SGEs of 4 GiB on the DMA MR would be 32 Mi page ranges).
+fn resolve(
+    st: &State,
+    pdn: u32,
+    sges: &[Sge],
+    access: u32,
+    limit: u64,
+) -> Result<Vec<(u64, usize)>, ()> {
     let mut out = Vec::new();
+    let mut left = limit;
     for s in sges.iter().filter(|s| s.length > 0) {
+        if left == 0 {
+            break;
+        }
         let mr = st.mrs.by_key(s.lkey).ok_or(())?;
         if mr.pdn != pdn || mr.access & access != access {
             return Err(());
         }
-        out.extend(mr.translate(s.addr, u64::from(s.length)).map_err(|_| ())?);
+        let len = u64::from(s.length).min(left);
+        out.extend(mr.translate(s.addr, len).map_err(|_| ())?);
+        left -= len;
     }
     Ok(out)
 }
@@ -640,10 +685,13 @@ fn gather<'m>(
     if w.send_flags & IB_SEND_INLINE != 0 {
         return Ok(Payload::Inline(&w.inline));
     }
-    let ranges = resolve(&ctrl.lock(), pdn, &w.sges, 0).map_err(|()| IB_WC_LOC_PROT_ERR)?;
-    slices(mem, &ranges)
-        .map(Payload::Guest)
-        .ok_or(IB_WC_LOC_PROT_ERR)
+    let ranges =
+        resolve(&ctrl.lock(), pdn, &w.sges, 0, GATHER_LIMIT).map_err(|()| IB_WC_LOC_PROT_ERR)?;
+    let src = slices(mem, &ranges).ok_or(IB_WC_LOC_PROT_ERR)?;
+    if total(&src) as u64 > u64::from(limits::MAX_MSG_SZ) {
+        return Err(IB_WC_LOC_LEN_ERR);
+    }
+    Ok(Payload::Guest(src))
 }
 
 /// A receive taken from the responder's RQ.
@@ -734,7 +782,8 @@ fn rc_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, peer: &Peer, w: &
     };
     let pc = peer.ctrl();
     let pguard = pc.mem().memory();
-    let dst = resolve(&pc.lock(), r.pdn, &r.wqe.sges, IB_ACCESS_LOCAL_WRITE)
+    let need = src.len() as u64;
+    let dst = resolve(&pc.lock(), r.pdn, &r.wqe.sges, IB_ACCESS_LOCAL_WRITE, need)
         .ok()
         .and_then(|ranges| slices(&pguard, &ranges));
     let Some(dst) = dst else {
@@ -824,12 +873,21 @@ fn rdma_read(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe)
         return IB_WC_LOC_QP_OP_ERR;
     }
     let lguard = ctrl.mem().memory();
-    let dst = resolve(&ctrl.lock(), s.pdn, &w.sges, IB_ACCESS_LOCAL_WRITE)
-        .ok()
-        .and_then(|ranges| slices(&lguard, &ranges));
+    let dst = resolve(
+        &ctrl.lock(),
+        s.pdn,
+        &w.sges,
+        IB_ACCESS_LOCAL_WRITE,
+        GATHER_LIMIT,
+    )
+    .ok()
+    .and_then(|ranges| slices(&lguard, &ranges));
     let Some(dst) = dst else {
         return IB_WC_LOC_PROT_ERR;
     };
+    if total(&dst) as u64 > u64::from(limits::MAX_MSG_SZ) {
+        return IB_WC_LOC_LEN_ERR;
+    }
     let rdma = w.rdma();
     let pc = peer.ctrl();
     let pguard = pc.mem().memory();
@@ -859,7 +917,7 @@ fn atomic(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) ->
     }
     let lguard = ctrl.mem().memory();
     let one = Sge { length: 8, ..*sge };
-    let dst = resolve(&ctrl.lock(), s.pdn, &[one], IB_ACCESS_LOCAL_WRITE)
+    let dst = resolve(&ctrl.lock(), s.pdn, &[one], IB_ACCESS_LOCAL_WRITE, 8)
         .ok()
         .and_then(|ranges| slices(&lguard, &ranges));
     let Some(dst) = dst else {
@@ -1073,7 +1131,8 @@ fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
     };
     let pc = peer.ctrl();
     let pguard = pc.mem().memory();
-    let dst = resolve(&pc.lock(), r.pdn, &r.wqe.sges, IB_ACCESS_LOCAL_WRITE)
+    let need = (GRH_LEN + len) as u64;
+    let dst = resolve(&pc.lock(), r.pdn, &r.wqe.sges, IB_ACCESS_LOCAL_WRITE, need)
         .ok()
         .and_then(|ranges| slices(&pguard, &ranges));
     let Some(dst) = dst else {

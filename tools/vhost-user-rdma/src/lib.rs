@@ -19,6 +19,8 @@ pub mod ctrlq;
 pub mod device;
 pub mod engine;
 pub mod fabric;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod ib;
 pub mod limits;
 pub mod mr;

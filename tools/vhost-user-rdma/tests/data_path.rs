@@ -5,597 +5,20 @@
 //! (one control queue, the CQ queues pre-filled with CQE buffers, SQ/RQ
 //! queues fed one element per descriptor). Two devices in one test share
 //! the process, so delivery between them is guest memory to guest memory.
+//! The device driver is `support/` (shared with `benches/write_copy.rs`).
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{mpsc, Arc};
-use std::thread::{self, JoinHandle};
+mod support;
+
+use std::thread;
 use std::time::{Duration, Instant};
 
-use vhost::vhost_user::{Frontend, VhostUserFrontend};
-use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
 use vhost_user_rdma::abi::*;
-use vhost_user_rdma::device::{self, DeviceError, RdmaDevice};
 use vhost_user_rdma::ib::*;
-use vhost_user_rdma::limits::{Limits, Mac};
-use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
-use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
-use vmm_sys_util::tempdir::TempDir;
-use vmm_sys_util::tempfile::TempFile;
-use zerocopy::little_endian::{U16, U32, U64};
+use vm_memory::{Bytes, GuestAddress};
+use zerocopy::little_endian::{U32, U64};
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
-const MEM_SIZE: usize = 0x80_0000;
-const QSIZE: u16 = 16;
-const MAX_QP: u32 = 8;
-const MAX_CQ: u32 = 4;
-const RINGS: u64 = 0x1_0000;
-const BUFS: u64 = 0x4_0000;
-const SLOT: u64 = 0x400;
-/// Guest memory the tests use for payloads (what MRs map).
-pub const DATA: u64 = 0x20_0000;
-const F_NEXT: u16 = 1;
-const F_WRITE: u16 = 2;
-const CQE_LEN: usize = 48;
-
-static NEXT_ID: AtomicU32 = AtomicU32::new(1);
-
-fn limits(mac: u8) -> Limits {
-    Limits::new(
-        MAX_QP,
-        MAX_CQ,
-        u32::from(QSIZE),
-        Mac([0x52, 0x54, 0, 0, 0, mac]),
-    )
-    .expect("limits")
-}
-
-/// One hand-driven split virtqueue.
-struct Vq {
-    index: usize,
-    next_avail: u16,
-    used_seen: u16,
-    kick: EventFd,
-    _call: EventFd,
-}
-
-impl Vq {
-    fn ring(&self) -> u64 {
-        RINGS + self.index as u64 * 0x400
-    }
-    fn desc(&self) -> u64 {
-        self.ring()
-    }
-    fn avail(&self) -> u64 {
-        self.ring() + 0x100
-    }
-    fn used(&self) -> u64 {
-        self.ring() + 0x200
-    }
-    fn buf(&self, slot: u16) -> u64 {
-        BUFS + self.index as u64 * u64::from(QSIZE) * SLOT + u64::from(slot) * SLOT
-    }
-}
-
-/// A completion as the device wrote it.
-#[derive(Debug, Clone, Copy)]
-struct Wc(VirtioRdmaCqReq);
-
-impl Wc {
-    fn wr_id(&self) -> u64 {
-        self.0.wr_id.get()
-    }
-    fn status(&self) -> u8 {
-        self.0.status
-    }
-    fn opcode(&self) -> u8 {
-        self.0.opcode
-    }
-    fn byte_len(&self) -> u32 {
-        self.0.byte_len.get()
-    }
-}
-
-/// A device, its backend thread, guest memory and queues.
-struct Dev {
-    _dir: TempDir,
-    fe: Option<Frontend>,
-    dev: Arc<RdmaDevice>,
-    thread: Option<JoinHandle<Result<(), DeviceError>>>,
-    mem: GuestMemoryMmap,
-    _file: TempFile,
-    vqs: Vec<Vq>,
-    gid: [u8; 16],
-}
-
-impl Dev {
-    fn start() -> Dev {
-        let _ = env_logger::builder().is_test(true).try_init();
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let dir = TempDir::new_with_prefix("/tmp/vrdma-dp").expect("tempdir");
-        let socket: PathBuf = dir.as_path().join(format!("vrdma{id}.sock"));
-        let (tx, rx) = mpsc::channel();
-        let path = socket.clone();
-        let thread = thread::spawn(move || {
-            device::serve_with(&path, limits(id as u8), |dev| {
-                let _ = tx.send(dev.clone());
-            })
-        });
-        let dev = rx.recv_timeout(Duration::from_secs(10)).expect("started");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut fe = loop {
-            match Frontend::connect(&socket, 256) {
-                Ok(f) => break f,
-                Err(e) if Instant::now() > deadline => panic!("connect: {e}"),
-                Err(_) => thread::sleep(Duration::from_millis(5)),
-            }
-        };
-        fe.set_owner().expect("owner");
-        let f = fe.get_features().expect("features");
-        fe.set_features(f).expect("set features");
-        let p = fe.get_protocol_features().expect("proto");
-        fe.set_protocol_features(p).expect("set proto");
-
-        let file = TempFile::new_with_prefix("/tmp/vrdma-dpmem").expect("tempfile");
-        file.as_file().set_len(MEM_SIZE as u64).expect("size");
-        let fd = file.as_file().try_clone().expect("dup");
-        let mem = GuestMemoryMmap::<()>::from_ranges_with_files(&[(
-            GuestAddress(0),
-            MEM_SIZE,
-            Some(FileOffset::new(fd, 0)),
-        )])
-        .expect("map");
-        let host = mem.get_host_address(GuestAddress(0)).expect("host") as u64;
-        let region = VhostUserMemoryRegionInfo::from_guest_region(
-            mem.find_region(GuestAddress(0)).expect("region"),
-        )
-        .expect("region info");
-        fe.set_mem_table(&[region]).expect("mem table");
-        let nq = 1 + MAX_CQ as usize + 2 * MAX_QP as usize;
-        let mut vqs = Vec::new();
-        for index in 0..nq {
-            let vq = Vq {
-                index,
-                next_avail: 0,
-                used_seen: 0,
-                kick: EventFd::new(EFD_NONBLOCK).expect("kick"),
-                _call: EventFd::new(EFD_NONBLOCK).expect("call"),
-            };
-            fe.set_vring_num(index, QSIZE).expect("num");
-            let cfg = VringConfigData {
-                queue_max_size: QSIZE,
-                queue_size: QSIZE,
-                flags: 0,
-                desc_table_addr: host + vq.desc(),
-                used_ring_addr: host + vq.used(),
-                avail_ring_addr: host + vq.avail(),
-                log_addr: None,
-            };
-            fe.set_vring_addr(index, &cfg).expect("addr");
-            fe.set_vring_base(index, 0).expect("base");
-            fe.set_vring_call(index, &vq._call).expect("call");
-            fe.set_vring_kick(index, &vq.kick).expect("kick");
-            fe.set_vring_enable(index, true).expect("enable");
-            vqs.push(vq);
-        }
-        let mut gid = [0u8; 16];
-        gid[..2].copy_from_slice(&[0xfe, 0x80]);
-        gid[12..].copy_from_slice(&id.to_be_bytes());
-        let mut d = Dev {
-            _dir: dir,
-            fe: Some(fe),
-            dev,
-            thread: Some(thread),
-            mem,
-            _file: file,
-            vqs,
-            gid,
-        };
-        let mut req = gid.to_vec();
-        req.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
-        d.ok(VIRTIO_RDMA_CMD_ADD_GID, &req, 0);
-        d
-    }
-
-    fn write_desc(&self, q: usize, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
-        let mut b = [0u8; 16];
-        b[0..8].copy_from_slice(&addr.to_le_bytes());
-        b[8..12].copy_from_slice(&len.to_le_bytes());
-        b[12..14].copy_from_slice(&flags.to_le_bytes());
-        b[14..16].copy_from_slice(&next.to_le_bytes());
-        let at = self.vqs[q].desc() + 16 * u64::from(i);
-        self.mem.write_slice(&b, GuestAddress(at)).expect("desc");
-    }
-
-    fn publish(&mut self, q: usize, head: u16) {
-        let vq = &mut self.vqs[q];
-        let slot = vq.avail() + 4 + 2 * u64::from(vq.next_avail % QSIZE);
-        self.mem.write_obj(head, GuestAddress(slot)).expect("avail");
-        vq.next_avail = vq.next_avail.wrapping_add(1);
-        // used_event: ask for every interrupt.
-        let ue = vq.avail() + 4 + 2 * u64::from(QSIZE);
-        self.mem
-            .write_obj(vq.used_seen, GuestAddress(ue))
-            .expect("used_event");
-        self.mem
-            .write_obj(vq.next_avail, GuestAddress(vq.avail() + 2))
-            .expect("avail idx");
-        vq.kick.write(1).expect("kick");
-    }
-
-    /// Posts one single-descriptor element to queue `q`.
-    fn post(&mut self, q: usize, bytes: &[u8], writable: bool) -> u16 {
-        let slot = self.vqs[q].next_avail % QSIZE;
-        let buf = self.vqs[q].buf(slot);
-        assert!(bytes.len() as u64 <= SLOT);
-        self.mem.write_slice(bytes, GuestAddress(buf)).expect("buf");
-        let flags = if writable { F_WRITE } else { 0 };
-        self.write_desc(q, slot, buf, bytes.len() as u32, flags, 0);
-        self.publish(q, slot);
-        slot
-    }
-
-    fn used_idx(&self, q: usize) -> u16 {
-        self.mem
-            .read_obj(GuestAddress(self.vqs[q].used() + 2))
-            .expect("used idx")
-    }
-
-    /// Used entries of queue `q` not seen yet: (id, len).
-    fn take_used(&mut self, q: usize) -> Vec<(u32, u32)> {
-        let idx = self.used_idx(q);
-        let mut out = Vec::new();
-        while self.vqs[q].used_seen != idx {
-            let e = self.vqs[q].used() + 4 + 8 * u64::from(self.vqs[q].used_seen % QSIZE);
-            let id: u32 = self.mem.read_obj(GuestAddress(e)).expect("id");
-            let len: u32 = self.mem.read_obj(GuestAddress(e + 4)).expect("len");
-            out.push((id, len));
-            self.vqs[q].used_seen = self.vqs[q].used_seen.wrapping_add(1);
-        }
-        out
-    }
-
-    /// A control command; returns (status, response body).
-    fn cmd(&mut self, cmd: u32, body: &[u8], rsp: usize) -> (u8, Vec<u8>) {
-        let mut req = [cmd.to_le_bytes(), [0; 4]].concat();
-        req.extend_from_slice(body);
-        let (rbuf, wbuf) = (self.vqs[0].buf(0), self.vqs[0].buf(2));
-        assert!(req.len() as u64 <= 2 * SLOT);
-        self.mem.write_slice(&req, GuestAddress(rbuf)).expect("req");
-        self.mem
-            .write_slice(&vec![0xee; 8 + rsp], GuestAddress(wbuf))
-            .expect("rsp");
-        self.write_desc(0, 0, rbuf, req.len() as u32, F_NEXT, 1);
-        self.write_desc(0, 1, wbuf, 8 + rsp as u32, F_WRITE, 0);
-        let before = self.used_idx(0);
-        self.publish(0, 0);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while self.used_idx(0) == before {
-            assert!(
-                Instant::now() < deadline,
-                "control command {cmd} not answered"
-            );
-            thread::sleep(Duration::from_micros(200));
-        }
-        let used = self.take_used(0);
-        let len = used[0].1 as usize;
-        let mut out = vec![0u8; len];
-        self.mem
-            .read_slice(&mut out, GuestAddress(wbuf))
-            .expect("read rsp");
-        (out[0], out.get(8..).unwrap_or(&[]).to_vec())
-    }
-
-    fn ok(&mut self, cmd: u32, body: &[u8], rsp: usize) -> Vec<u8> {
-        let (st, b) = self.cmd(cmd, body, rsp);
-        assert_eq!(st, VIRTIO_RDMA_S_OK, "command {cmd} failed");
-        b
-    }
-
-    fn create_pd(&mut self) -> u32 {
-        le32(&self.ok(VIRTIO_RDMA_CMD_CREATE_PD, &[], 8), 0)
-    }
-
-    fn cq_q(cqn: u32) -> usize {
-        1 + cqn as usize
-    }
-    fn sq_q(qpn: u32) -> usize {
-        1 + MAX_CQ as usize + 2 * qpn as usize
-    }
-    fn rq_q(qpn: u32) -> usize {
-        2 + MAX_CQ as usize + 2 * qpn as usize
-    }
-
-    /// CREATE_CQ, and fills its queue with `bufs` CQE buffers.
-    fn create_cq(&mut self, bufs: u16) -> u32 {
-        let cqn = le32(&self.ok(VIRTIO_RDMA_CMD_CREATE_CQ, &pair(16, 0), 8), 0);
-        for _ in 0..bufs {
-            self.post(Dev::cq_q(cqn), &[0u8; 64], true);
-        }
-        cqn
-    }
-
-    /// Completions of CQ `cqn` so far (buffers are reposted).
-    fn poll(&mut self, cqn: u32) -> Vec<Wc> {
-        let q = Dev::cq_q(cqn);
-        let mut out = Vec::new();
-        for (id, len) in self.take_used(q) {
-            if len == 0 {
-                continue;
-            }
-            assert_eq!(len as usize, CQE_LEN, "CQE length");
-            let mut b = [0u8; CQE_LEN];
-            let buf = self.vqs[q].buf(id as u16);
-            self.mem.read_slice(&mut b, GuestAddress(buf)).expect("cqe");
-            out.push(Wc(VirtioRdmaCqReq::read_from_bytes(&b).expect("cqe")));
-            self.post(q, &[0u8; 64], true);
-        }
-        out
-    }
-
-    /// Waits for `n` completions on CQ `cqn`.
-    fn wait(&mut self, cqn: u32, n: usize) -> Vec<Wc> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut out = Vec::new();
-        while out.len() < n {
-            out.extend(self.poll(cqn));
-            assert!(
-                Instant::now() < deadline,
-                "{} of {n} completions on CQ {cqn}: {out:?}",
-                out.len()
-            );
-            thread::sleep(Duration::from_micros(200));
-        }
-        out
-    }
-
-    /// Asserts that no completion arrives on CQ `cqn` for a while.
-    fn quiet(&mut self, cqn: u32) {
-        thread::sleep(Duration::from_millis(50));
-        let got = self.poll(cqn);
-        assert!(got.is_empty(), "unexpected completions {got:?}");
-    }
-
-    fn dma_mr(&mut self, pdn: u32, access: u32) -> u32 {
-        let r = self.ok(VIRTIO_RDMA_CMD_GET_DMA_MR, &pair(pdn, access), 16);
-        le32(&r, 4)
-    }
-
-    fn create_qp(&mut self, pdn: u32, t: u8, cq: u32, sig_all: bool) -> u32 {
-        let mut req = VirtioRdmaCmdCreateQp::new_zeroed();
-        req.pdn = U32::new(pdn);
-        req.qp_type = t;
-        req.sq_sig_all = u8::from(sig_all);
-        req.max_send_wr = U32::new(8);
-        req.max_send_sge = U32::new(4);
-        req.send_cqn = U32::new(cq);
-        req.max_recv_wr = U32::new(8);
-        req.max_recv_sge = U32::new(4);
-        req.recv_cqn = U32::new(cq);
-        req.max_inline_data = U32::new(64);
-        le32(&self.ok(VIRTIO_RDMA_CMD_CREATE_QP, req.as_bytes(), 8), 0)
-    }
-
-    fn modify(&mut self, qpn: u32, mask: u32, attr: VirtioRdmaQpAttr) -> u8 {
-        let req = VirtioRdmaCmdModifyQp {
-            qpn: U32::new(qpn),
-            attr_mask: U32::new(mask),
-            attr,
-        };
-        self.cmd(VIRTIO_RDMA_CMD_MODIFY_QP, req.as_bytes(), 0).0
-    }
-
-    /// RESET -> INIT -> RTR -> RTS for an RC QP connected to (`gid`, `dest`).
-    fn rc_up(&mut self, qpn: u32, gid: [u8; 16], dest: u32, access: u32, rnr_retry: u8) {
-        let mut a = VirtioRdmaQpAttr::new_zeroed();
-        a.qp_state = IB_QPS_INIT;
-        a.port_num = 1;
-        a.qp_access_flags = U32::new(access);
-        let init = IB_QP_STATE | IB_QP_PORT | IB_QP_PKEY_INDEX | IB_QP_ACCESS_FLAGS;
-        assert_eq!(self.modify(qpn, init, a), VIRTIO_RDMA_S_OK);
-        a.qp_state = IB_QPS_RTR;
-        a.path_mtu = 3;
-        a.dest_qp_num = U32::new(dest);
-        a.ah_attr.dgid = gid;
-        a.ah_attr.port_num = 1;
-        a.min_rnr_timer = 1;
-        let rtr = IB_QP_STATE
-            | IB_QP_AV
-            | IB_QP_PATH_MTU
-            | IB_QP_DEST_QPN
-            | IB_QP_RQ_PSN
-            | IB_QP_MAX_DEST_RD_ATOMIC
-            | IB_QP_MIN_RNR_TIMER;
-        assert_eq!(self.modify(qpn, rtr, a), VIRTIO_RDMA_S_OK);
-        a.qp_state = IB_QPS_RTS;
-        a.rnr_retry = rnr_retry;
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        let rts = IB_QP_STATE
-            | IB_QP_TIMEOUT
-            | IB_QP_RETRY_CNT
-            | IB_QP_RNR_RETRY
-            | IB_QP_SQ_PSN
-            | IB_QP_MAX_QP_RD_ATOMIC;
-        assert_eq!(self.modify(qpn, rts, a), VIRTIO_RDMA_S_OK);
-    }
-
-    /// RESET -> RTS for a UD (or GSI) QP with Q_Key `qkey`.
-    fn ud_up(&mut self, qpn: u32, qkey: u32, gsi: bool) {
-        let mut a = VirtioRdmaQpAttr::new_zeroed();
-        a.qp_state = IB_QPS_INIT;
-        a.port_num = 1;
-        a.qkey = U32::new(qkey);
-        let port = if gsi { 0 } else { IB_QP_PORT };
-        let init = IB_QP_STATE | port | IB_QP_PKEY_INDEX | IB_QP_QKEY;
-        assert_eq!(self.modify(qpn, init, a), VIRTIO_RDMA_S_OK);
-        a.qp_state = IB_QPS_RTR;
-        assert_eq!(self.modify(qpn, IB_QP_STATE, a), VIRTIO_RDMA_S_OK);
-        a.qp_state = IB_QPS_RTS;
-        assert_eq!(
-            self.modify(qpn, IB_QP_STATE | IB_QP_SQ_PSN, a),
-            VIRTIO_RDMA_S_OK
-        );
-    }
-
-    fn move_to_err(&mut self, qpn: u32) {
-        let mut a = VirtioRdmaQpAttr::new_zeroed();
-        a.qp_state = IB_QPS_ERR;
-        assert_eq!(self.modify(qpn, IB_QP_STATE, a), VIRTIO_RDMA_S_OK);
-    }
-
-    fn qp_state(&mut self, qpn: u32) -> u8 {
-        let r = self.ok(VIRTIO_RDMA_CMD_QUERY_QP, &pair(qpn, 0), 96);
-        r[0]
-    }
-
-    fn send(&mut self, qpn: u32, wqe: &[u8]) {
-        self.post(Dev::sq_q(qpn), wqe, false);
-    }
-
-    fn recv(&mut self, qpn: u32, wr_id: u64, sges: &[(u64, u32, u32)]) {
-        let mut b = VirtioRdmaRqReq {
-            wr_id: U64::new(wr_id),
-            num_sge: U32::new(sges.len() as u32),
-            reserved: U32::new(0),
-        }
-        .as_bytes()
-        .to_vec();
-        b.extend(sge_bytes(sges));
-        self.post(Dev::rq_q(qpn), &b, false);
-    }
-
-    fn fill(&self, addr: u64, bytes: &[u8]) {
-        self.mem
-            .write_slice(bytes, GuestAddress(addr))
-            .expect("fill");
-    }
-
-    fn read(&self, addr: u64, len: usize) -> Vec<u8> {
-        let mut b = vec![0u8; len];
-        self.mem
-            .read_slice(&mut b, GuestAddress(addr))
-            .expect("read");
-        b
-    }
-
-    fn finish(mut self) {
-        drop(self.fe.take());
-        if let Some(t) = self.thread.take() {
-            let r = t.join().expect("backend thread did not panic");
-            assert!(r.is_ok(), "serve failed: {r:?}");
-        }
-    }
-}
-
-fn le32(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes(b[off..off + 4].try_into().expect("4 bytes"))
-}
-
-fn pair(a: u32, b: u32) -> Vec<u8> {
-    [a.to_le_bytes(), b.to_le_bytes()].concat()
-}
-
-fn sge_bytes(sges: &[(u64, u32, u32)]) -> Vec<u8> {
-    let mut b = Vec::new();
-    for &(addr, length, lkey) in sges {
-        b.extend_from_slice(
-            VirtioRdmaSge {
-                addr: U64::new(addr),
-                length: U32::new(length),
-                lkey: U32::new(lkey),
-            }
-            .as_bytes(),
-        );
-    }
-    b
-}
-
-/// An SQ element.
-fn wqe(
-    wr_id: u64,
-    opcode: u8,
-    flags: u32,
-    ex: u32,
-    wr: &[u8],
-    sges: &[(u64, u32, u32)],
-) -> Vec<u8> {
-    let mut h = VirtioRdmaSqReq::new_zeroed();
-    h.wr_id = U64::new(wr_id);
-    h.opcode = opcode;
-    h.num_sge = U16::new(sges.len() as u16);
-    h.send_flags = U32::new(flags);
-    h.ex = U32::new(ex);
-    h.wr[..wr.len()].copy_from_slice(wr);
-    let mut b = h.as_bytes().to_vec();
-    b.extend(sge_bytes(sges));
-    b
-}
-
-fn rdma(addr: u64, rkey: u32) -> Vec<u8> {
-    VirtioRdmaSqRdma {
-        remote_addr: U64::new(addr),
-        rkey: U32::new(rkey),
-        reserved: U32::new(0),
-    }
-    .as_bytes()
-    .to_vec()
-}
-
-fn atomic_wr(addr: u64, compare_add: u64, swap: u64, rkey: u32) -> Vec<u8> {
-    VirtioRdmaSqAtomic {
-        remote_addr: U64::new(addr),
-        compare_add: U64::new(compare_add),
-        swap: U64::new(swap),
-        rkey: U32::new(rkey),
-        reserved: U32::new(0),
-    }
-    .as_bytes()
-    .to_vec()
-}
-
-fn ud_wr(qpn: u32, qkey: u32, dgid: [u8; 16]) -> Vec<u8> {
-    let mut u = VirtioRdmaSqUd::new_zeroed();
-    u.remote_qpn = U32::new(qpn);
-    u.remote_qkey = U32::new(qkey);
-    u.av.dgid = dgid;
-    u.av.port_num = 1;
-    u.av.hop_limit = 64;
-    u.as_bytes().to_vec()
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-const ALL: u32 = IB_ACCESS_LOCAL_WRITE
-    | IB_ACCESS_REMOTE_WRITE
-    | IB_ACCESS_REMOTE_READ
-    | IB_ACCESS_REMOTE_ATOMIC;
-
-/// Two RC QPs on one device, connected to each other, DMA MR with `access`.
-struct RcPair {
-    d: Dev,
-    cq: u32,
-    a: u32,
-    b: u32,
-    key: u32,
-}
-
-fn rc_pair(access: u32, qp_access: u32, rnr_retry: u8) -> RcPair {
-    let mut d = Dev::start();
-    let pd = d.create_pd();
-    let cq = d.create_cq(12);
-    let key = d.dma_mr(pd, access);
-    let a = d.create_qp(pd, IB_QPT_RC, cq, false);
-    let b = d.create_qp(pd, IB_QPT_RC, cq, false);
-    let gid = d.gid;
-    d.rc_up(a, gid, b, qp_access, rnr_retry);
-    d.rc_up(b, gid, a, qp_access, rnr_retry);
-    RcPair { d, cq, a, b, key }
-}
+use support::*;
 
 #[test]
 fn rc_send_recv_imm_inline_unsignaled() {
@@ -2153,5 +1576,82 @@ fn random_elements_never_hurt_the_device() {
     // Still serving.
     let pd = d.create_pd();
     assert!(pd > 0);
+    d.finish();
+}
+
+/// Regression (found while writing the `work_request` fuzz target; such an
+/// element trips its 128 MiB allocation limit): an element's SGE lengths
+/// were all translated to page ranges before any length check, so
+/// 32 SGEs of 4 GiB cost 32 Mi ranges (512 MiB) per element, and RDMA
+/// WRITE and READ had no message size limit at all. Now a gather list
+/// stops at one byte past the largest message (and fails with
+/// LOC_LEN_ERR), and a scatter list is translated only as far as the data
+/// goes (as rxe walks it).
+#[test]
+fn sge_lists_cost_only_the_data_moved() {
+    let mut d = Dev::start();
+    let pd = d.create_pd();
+    let cq = d.create_cq(12);
+    let key = d.dma_mr(pd, ALL);
+    // A 2 GiB user MR whose every page is the same guest page.
+    let (table, npages) = (DATA + 0x10_0000, 1u32 << 19);
+    let page = (DATA + 0x6_0000).to_le_bytes();
+    d.fill(table, &page.repeat(npages as usize));
+    let (st, r) = reg_user_mr(&mut d, pd, ALL, 1 << 31, 0, table, npages);
+    assert_eq!(st, VIRTIO_RDMA_S_OK);
+    let big = le32(&r, 4);
+    let gid = d.gid;
+    let pair = |d: &mut Dev| {
+        let a = d.create_qp(pd, IB_QPT_RC, cq, false);
+        let b = d.create_qp(pd, IB_QPT_RC, cq, false);
+        d.rc_up(a, gid, b, ALL, 0);
+        d.rc_up(b, gid, a, ALL, 0);
+        (a, b)
+    };
+    let (a, b) = pair(&mut d);
+
+    // A receive longer than guest memory, of which the message needs 8
+    // bytes of the first SGE.
+    d.recv(b, 10, &[(DATA + 0x1000, 64, key), (0, u32::MAX, key)]);
+    d.fill(DATA, b"8 bytes!");
+    d.send(
+        a,
+        &wqe(1, IB_WR_SEND, IB_SEND_SIGNALED, 0, &[], &[(DATA, 8, key)]),
+    );
+    let wcs = d.wait(cq, 2);
+    assert!(wcs.iter().all(|w| w.status() == IB_WC_SUCCESS), "{wcs:?}");
+    assert_eq!(d.read(DATA + 0x1000, 8), b"8 bytes!");
+
+    // A 4 GiB WRITE (two 2 GiB SGEs over the user MR): too long.
+    let two = [(0, 1 << 31, big), (0, 1 << 31, big)];
+    d.send(
+        a,
+        &wqe(
+            2,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA, key),
+            &two,
+        ),
+    );
+    let wcs = d.wait(cq, 1);
+    assert_eq!((wcs[0].wr_id(), wcs[0].status()), (2, IB_WC_LOC_LEN_ERR));
+
+    // A 4 GiB READ into the same: too long.
+    let (a, _b) = pair(&mut d);
+    d.send(
+        a,
+        &wqe(
+            3,
+            IB_WR_RDMA_READ,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA, key),
+            &two,
+        ),
+    );
+    let wcs = d.wait(cq, 1);
+    assert_eq!((wcs[0].wr_id(), wcs[0].status()), (3, IB_WC_LOC_LEN_ERR));
     d.finish();
 }
