@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The device ABI of `include/uapi/linux/virtio_rdma.h` as plain-bytes Rust types.
+//!
+//! The header is the single source of the ABI. Its structures are mirrored here with
+//! little-endian field types so that the driver can read and write them without `unsafe`; every
+//! mirror is checked against the header's bindings at compile time (size and the offset of every
+//! field), so a change to the header that is not made here too fails the build.
+
+// The mirrors carry every field of the ABI, including those the driver does not read (yet).
+#![allow(dead_code, reason = "wire structures mirror the ABI field by field")]
+
+use kernel::bindings;
+use zerocopy::byteorder::little_endian::{U16, U32, U64};
+use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// Checks at compile time that `$ours` has the size of `$theirs` and the same offset for every
+/// listed field.
+macro_rules! same_layout {
+    ($ours:ty, $theirs:ty, [$($field:ident),* $(,)?]) => {
+        const _: () = {
+            assert!(core::mem::size_of::<$ours>() == core::mem::size_of::<$theirs>());
+            $(
+                assert!(
+                    core::mem::offset_of!($ours, $field) == core::mem::offset_of!($theirs, $field)
+                );
+            )*
+        };
+    };
+}
+
+/// `struct virtio_rdma_config`: the device's config space.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct Config {
+    pub(crate) phys_port_cnt: U32,
+    pub(crate) vendor_id: U32,
+    pub(crate) sys_image_guid: U64,
+    pub(crate) vendor_part_id: U32,
+    pub(crate) hw_ver: U32,
+    pub(crate) max_mr_size: U64,
+    pub(crate) page_size_cap: U64,
+    pub(crate) device_cap_flags: U64,
+    pub(crate) max_qp: U32,
+    pub(crate) max_qp_wr: U32,
+    pub(crate) max_send_sge: U32,
+    pub(crate) max_recv_sge: U32,
+    pub(crate) max_sge_rd: U32,
+    pub(crate) max_cq: U32,
+    pub(crate) max_cqe: U32,
+    pub(crate) max_mr: U32,
+    pub(crate) max_pd: U32,
+    pub(crate) max_qp_rd_atom: U32,
+    pub(crate) max_res_rd_atom: U32,
+    pub(crate) max_qp_init_rd_atom: U32,
+    pub(crate) max_mw: U32,
+    pub(crate) max_mcast_grp: U32,
+    pub(crate) max_mcast_qp_attach: U32,
+    pub(crate) max_total_mcast_qp_attach: U32,
+    pub(crate) max_ah: U32,
+    pub(crate) max_fast_reg_page_list_len: U32,
+    pub(crate) max_pi_fast_reg_page_list_len: U32,
+    pub(crate) max_inline_data: U32,
+    pub(crate) max_pkeys: U16,
+    pub(crate) local_ca_ack_delay: u8,
+    pub(crate) atomic_cap: u8,
+    pub(crate) mac: [u8; 6],
+    pub(crate) reserved: [u8; 6],
+}
+
+same_layout!(
+    Config,
+    bindings::virtio_rdma_config,
+    [
+        phys_port_cnt,
+        vendor_id,
+        sys_image_guid,
+        vendor_part_id,
+        hw_ver,
+        max_mr_size,
+        page_size_cap,
+        device_cap_flags,
+        max_qp,
+        max_qp_wr,
+        max_send_sge,
+        max_recv_sge,
+        max_sge_rd,
+        max_cq,
+        max_cqe,
+        max_mr,
+        max_pd,
+        max_qp_rd_atom,
+        max_res_rd_atom,
+        max_qp_init_rd_atom,
+        max_mw,
+        max_mcast_grp,
+        max_mcast_qp_attach,
+        max_total_mcast_qp_attach,
+        max_ah,
+        max_fast_reg_page_list_len,
+        max_pi_fast_reg_page_list_len,
+        max_inline_data,
+        max_pkeys,
+        local_ca_ack_delay,
+        atomic_cap,
+        mac,
+        reserved,
+    ]
+);
+
+/// Size of the device's config space (`VIRTIO_RDMA_CONFIG_SPACE_SIZE`).
+pub(crate) const CONFIG_SPACE_SIZE: usize = bindings::VIRTIO_RDMA_CONFIG_SPACE_SIZE as usize;
+const _: () = assert!(core::mem::size_of::<Config>() <= CONFIG_SPACE_SIZE);
+
+/// Largest `max_cq` the driver accepts (`VIRTIO_RDMA_MAX_CQ_LIMIT`).
+pub(crate) const MAX_CQ_LIMIT: u32 = bindings::VIRTIO_RDMA_MAX_CQ_LIMIT;
+/// Largest `max_qp` the driver accepts (`VIRTIO_RDMA_MAX_QP_LIMIT`).
+pub(crate) const MAX_QP_LIMIT: u32 = bindings::VIRTIO_RDMA_MAX_QP_LIMIT;
+/// Index of the control virtqueue (`VIRTIO_RDMA_CTRL_VQ`).
+pub(crate) const CTRL_VQ: u32 = bindings::VIRTIO_RDMA_CTRL_VQ;
+
+/// `enum virtio_rdma_atomic_cap`: the largest value.
+pub(crate) const ATOMIC_GLOB: u8 = bindings::virtio_rdma_atomic_cap_VIRTIO_RDMA_ATOMIC_GLOB as u8;
+
+/// `enum virtio_rdma_ctrl_cmd`.
+pub(crate) mod cmd {
+    use kernel::bindings;
+
+    pub(crate) const QUERY_PORT: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_PORT;
+    pub(crate) const CREATE_PD: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_PD;
+    pub(crate) const DESTROY_PD: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DESTROY_PD;
+}
+
+/// `enum virtio_rdma_status`.
+pub(crate) mod status {
+    use kernel::bindings;
+
+    pub(crate) const OK: u8 = bindings::virtio_rdma_status_VIRTIO_RDMA_S_OK as u8;
+    pub(crate) const UNSUPPORTED: u8 = bindings::virtio_rdma_status_VIRTIO_RDMA_S_UNSUPPORTED as u8;
+    pub(crate) const INVALID: u8 = bindings::virtio_rdma_status_VIRTIO_RDMA_S_INVALID as u8;
+    pub(crate) const NO_RESOURCE: u8 = bindings::virtio_rdma_status_VIRTIO_RDMA_S_NO_RESOURCE as u8;
+    pub(crate) const NOT_FOUND: u8 = bindings::virtio_rdma_status_VIRTIO_RDMA_S_NOT_FOUND as u8;
+    pub(crate) const BUSY: u8 = bindings::virtio_rdma_status_VIRTIO_RDMA_S_BUSY as u8;
+    pub(crate) const FAULT: u8 = bindings::virtio_rdma_status_VIRTIO_RDMA_S_FAULT as u8;
+    pub(crate) const BAD_STATE: u8 = bindings::virtio_rdma_status_VIRTIO_RDMA_S_BAD_STATE as u8;
+}
+
+/// `struct virtio_rdma_ctrl_hdr`: the head of every control request.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CtrlHdr {
+    pub(crate) cmd: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(CtrlHdr, bindings::virtio_rdma_ctrl_hdr, [cmd, reserved]);
+
+/// `struct virtio_rdma_ctrl_rsp_hdr`: the head of every control response.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CtrlRspHdr {
+    pub(crate) status: u8,
+    pub(crate) reserved: [u8; 7],
+}
+same_layout!(
+    CtrlRspHdr,
+    bindings::virtio_rdma_ctrl_rsp_hdr,
+    [status, reserved]
+);
+
+/// `struct virtio_rdma_cmd_query_port`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdQueryPort {
+    pub(crate) port: u8,
+    pub(crate) reserved: [u8; 7],
+}
+same_layout!(
+    CmdQueryPort,
+    bindings::virtio_rdma_cmd_query_port,
+    [port, reserved]
+);
+
+/// `struct virtio_rdma_rsp_query_port`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspQueryPort {
+    pub(crate) state: u8,
+    pub(crate) max_mtu: u8,
+    pub(crate) active_mtu: u8,
+    pub(crate) phys_state: u8,
+    pub(crate) phys_mtu: U32,
+    pub(crate) gid_tbl_len: U32,
+    pub(crate) port_cap_flags: U32,
+    pub(crate) max_msg_sz: U32,
+    pub(crate) bad_pkey_cntr: U32,
+    pub(crate) qkey_viol_cntr: U32,
+    pub(crate) pkey_tbl_len: U16,
+    pub(crate) active_width: u8,
+    pub(crate) reserved0: u8,
+    pub(crate) active_speed: U16,
+    pub(crate) reserved: [u8; 6],
+}
+same_layout!(
+    RspQueryPort,
+    bindings::virtio_rdma_rsp_query_port,
+    [
+        state,
+        max_mtu,
+        active_mtu,
+        phys_state,
+        phys_mtu,
+        gid_tbl_len,
+        port_cap_flags,
+        max_msg_sz,
+        bad_pkey_cntr,
+        qkey_viol_cntr,
+        pkey_tbl_len,
+        active_width,
+        reserved0,
+        active_speed,
+        reserved,
+    ]
+);
+
+/// `struct virtio_rdma_rsp_create_pd`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspCreatePd {
+    pub(crate) pdn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    RspCreatePd,
+    bindings::virtio_rdma_rsp_create_pd,
+    [pdn, reserved]
+);
+
+/// `struct virtio_rdma_cmd_destroy_pd`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdDestroyPd {
+    pub(crate) pdn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdDestroyPd,
+    bindings::virtio_rdma_cmd_destroy_pd,
+    [pdn, reserved]
+);

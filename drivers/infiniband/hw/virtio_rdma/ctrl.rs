@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The control virtqueue: one command at a time, the caller sleeping until the device answers.
+//!
+//! A command is the request header ([`CtrlHdr`]) and the request body, which the device reads,
+//! followed by room for the response header ([`CtrlRspHdr`]) and the response body, which the
+//! device writes. Commands are serialised by a mutex and use one preallocated buffer; the
+//! caller sleeps on a condition variable that the control queue's callback (hard-IRQ context)
+//! signals when the device gives the buffer back. The used length and the status the device
+//! reports are validated before the response is believed.
+
+use kernel::{
+    device, new_condvar, new_mutex,
+    prelude::*,
+    sync::{new_spinlock_irq, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq},
+    time::msecs_to_jiffies,
+    virtio::{self, Virtqueue, Virtqueues, VqHandler},
+};
+use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes};
+use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use crate::abi::{self, status, CtrlHdr, CtrlRspHdr};
+
+/// Size of the control buffer: the largest request plus the largest response of any command.
+const CTRL_BUF_SIZE: usize = 512;
+
+/// How long a command may take before the driver gives up on it.
+const CMD_TIMEOUT_MS: u32 = 30_000;
+
+/// The buffer every control command travels in (kmalloc memory, lent to the device).
+#[repr(C)]
+#[derive(FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CtrlBuf {
+    bytes: [u8; CTRL_BUF_SIZE],
+}
+
+/// A command's device-readable and device-writable sizes; `None` if it does not fit the buffer.
+pub(crate) fn command_lengths(req_len: usize, rsp_len: usize) -> Option<(usize, usize)> {
+    let out = core::mem::size_of::<CtrlHdr>().checked_add(req_len)?;
+    let inn = core::mem::size_of::<CtrlRspHdr>().checked_add(rsp_len)?;
+    (out.checked_add(inn)? <= CTRL_BUF_SIZE).then_some((out, inn))
+}
+
+/// Maps a device status to the command's result.
+pub(crate) fn status_to_result(st: u8) -> Result {
+    match st {
+        status::OK => Ok(()),
+        status::UNSUPPORTED => Err(EOPNOTSUPP),
+        status::INVALID => Err(EINVAL),
+        status::NO_RESOURCE => Err(ENOMEM),
+        status::NOT_FOUND => Err(ENOENT),
+        status::BUSY => Err(EBUSY),
+        status::FAULT => Err(EFAULT),
+        status::BAD_STATE => Err(EINVAL),
+        _ => Err(EIO),
+    }
+}
+
+/// Checks a response: `used` bytes written by the device into `in_len` bytes of room, of which
+/// `rsp_len` are the response body. Returns the status, or `EPROTO` if the device broke the
+/// protocol.
+pub(crate) fn check_response(resp: &[u8], used: u32, in_len: usize, rsp_len: usize) -> Result {
+    let used = usize::try_from(used).map_err(|_| EPROTO)?;
+    let hdr_len = core::mem::size_of::<CtrlRspHdr>();
+    if used < hdr_len || used > in_len || resp.len() < in_len {
+        return Err(EPROTO);
+    }
+    let (hdr, _) = CtrlRspHdr::read_from_prefix(resp).map_err(|_| EPROTO)?;
+    status_to_result(hdr.status)?;
+    if used < hdr_len + rsp_len {
+        return Err(EPROTO);
+    }
+    Ok(())
+}
+
+/// The answer the callback hands to the waiting command.
+struct Done {
+    buf: Option<(KBox<CtrlBuf>, u32)>,
+}
+
+/// Receives the device's used-buffer notifications (hard-IRQ context).
+#[pin_data]
+pub(crate) struct Handler {
+    #[pin]
+    done: SpinLockIrq<Done>,
+    #[pin]
+    wait: CondVar,
+}
+
+impl Handler {
+    pub(crate) fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            done <- new_spinlock_irq!(Done { buf: None }, "virtio_rdma_ctrl_done"),
+            wait <- new_condvar!("virtio_rdma_ctrl_wait"),
+        })
+    }
+
+    /// Takes the buffer the device gave back, if any.
+    fn take_done(&self) -> Option<(KBox<CtrlBuf>, u32)> {
+        self.done.lock().buf.take()
+    }
+}
+
+impl VqHandler for Handler {
+    type Buf = CtrlBuf;
+
+    fn callback(&self, vq: &Virtqueue<CtrlBuf>) {
+        if vq.index() != abi::CTRL_VQ {
+            // Completion queues: nothing is posted to them yet.
+            return;
+        }
+        let mut q = vq.lock();
+        while let Some(used) = q.get_buf() {
+            // One command is in flight at a time, so there is at most one buffer to hand over.
+            self.done.lock().buf = Some(used);
+            self.wait.notify_all();
+        }
+    }
+}
+
+/// The control queue of one device.
+pub(crate) struct Ctrl<'a> {
+    dev: &'a virtio::Device<device::Bound>,
+    vqs: Pin<KBox<Virtqueues<'a, Handler>>>,
+    /// Serialises commands; holds the command buffer while the driver owns it.
+    buf: Pin<KBox<Mutex<Option<KBox<CtrlBuf>>>>>,
+}
+
+impl<'a> Ctrl<'a> {
+    /// Takes over the device's queues (the control queue is queue 0).
+    pub(crate) fn new(
+        dev: &'a virtio::Device<device::Bound>,
+        vqs: Pin<KBox<Virtqueues<'a, Handler>>>,
+    ) -> Result<Self> {
+        let buf = KBox::new(CtrlBuf::new_zeroed(), GFP_KERNEL)?;
+        let buf = KBox::pin_init(new_mutex!(Some(buf), "virtio_rdma_ctrl_cmd"), GFP_KERNEL)?;
+        Ok(Self { dev, vqs, buf })
+    }
+
+    /// The device's virtqueues.
+    #[expect(dead_code)]
+    pub(crate) fn queues(&self) -> &Virtqueues<'a, Handler> {
+        &self.vqs
+    }
+
+    /// Runs command `cmd` with request body `req`; returns the response body.
+    pub(crate) fn exec<Req, Rsp>(&self, cmd: u32, req: &Req) -> Result<Rsp>
+    where
+        Req: IntoBytes + Immutable,
+        Rsp: FromBytes,
+    {
+        let req = req.as_bytes();
+        let rsp_len = core::mem::size_of::<Rsp>();
+        let (out_len, in_len) = command_lengths(req.len(), rsp_len).ok_or(EINVAL)?;
+        let vq = self.vqs.get(abi::CTRL_VQ as usize).ok_or(ENODEV)?;
+        let handler = self.vqs.handler();
+
+        let mut slot = self.buf.lock();
+        let mut buf = match slot.take() {
+            Some(buf) => buf,
+            // A command timed out earlier: its buffer may have come back since.
+            None => handler.take_done().map(|(b, _)| b).ok_or(ETIMEDOUT)?,
+        };
+
+        let hdr = CtrlHdr {
+            cmd: cmd.into(),
+            reserved: 0.into(),
+        };
+        let bytes = &mut buf.bytes;
+        bytes.fill(0);
+        bytes[..core::mem::size_of::<CtrlHdr>()].copy_from_slice(hdr.as_bytes());
+        bytes[core::mem::size_of::<CtrlHdr>()..out_len].copy_from_slice(req);
+
+        let mut q = vq.lock();
+        if let Err((e, buf)) = q.add(buf, out_len, in_len) {
+            drop(q);
+            *slot = Some(buf);
+            dev_err!(self.dev, "cannot queue control command {}: {:?}\n", cmd, e);
+            return Err(e);
+        }
+        let notify = q.kick_prepare();
+        drop(q);
+        if notify {
+            vq.notify();
+        }
+
+        let (buf, used) = self.wait_done(handler.get_ref(), cmd)?;
+        let resp = &buf.bytes[out_len..out_len + in_len];
+        let checked = check_response(resp, used, in_len, rsp_len);
+        let rsp = match checked {
+            Ok(()) => Rsp::read_from_bytes(&resp[core::mem::size_of::<CtrlRspHdr>()..][..rsp_len])
+                .map_err(|_| EPROTO),
+            Err(e) => Err(e),
+        };
+        *slot = Some(buf);
+        drop(slot);
+        if rsp.as_ref().err() == Some(&EPROTO) {
+            dev_err!(
+                self.dev,
+                "control command {}: malformed response ({} bytes used of {})\n",
+                cmd,
+                used,
+                in_len
+            );
+        }
+        rsp
+    }
+
+    /// Sleeps until the device gives the command buffer back.
+    fn wait_done(&self, handler: &Handler, cmd: u32) -> Result<(KBox<CtrlBuf>, u32)> {
+        let mut done = handler.done.lock();
+        loop {
+            if let Some(d) = done.buf.take() {
+                return Ok(d);
+            }
+            match handler
+                .wait
+                .wait_interruptible_timeout(&mut done, msecs_to_jiffies(CMD_TIMEOUT_MS))
+            {
+                CondVarTimeoutResult::Woken { .. } => continue,
+                CondVarTimeoutResult::Timeout => {
+                    if let Some(d) = done.buf.take() {
+                        return Ok(d);
+                    }
+                    // The buffer stays with the device; it is taken back by a later command
+                    // (if the device answers after all) or when the queues are torn down.
+                    dev_err!(self.dev, "control command {} timed out\n", cmd);
+                    return Err(ETIMEDOUT);
+                }
+                CondVarTimeoutResult::Signal { .. } => {
+                    if let Some(d) = done.buf.take() {
+                        return Ok(d);
+                    }
+                    return Err(EINTR);
+                }
+            }
+        }
+    }
+}
+
+#[kunit_tests(virtio_rdma_ctrl)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_maps_to_errno() {
+        assert!(status_to_result(status::OK).is_ok());
+        assert_eq!(status_to_result(status::UNSUPPORTED), Err(EOPNOTSUPP));
+        assert_eq!(status_to_result(status::INVALID), Err(EINVAL));
+        assert_eq!(status_to_result(status::NO_RESOURCE), Err(ENOMEM));
+        assert_eq!(status_to_result(status::NOT_FOUND), Err(ENOENT));
+        assert_eq!(status_to_result(status::BUSY), Err(EBUSY));
+        assert_eq!(status_to_result(status::FAULT), Err(EFAULT));
+        assert_eq!(status_to_result(status::BAD_STATE), Err(EINVAL));
+        assert_eq!(status_to_result(8), Err(EIO));
+        assert_eq!(status_to_result(0xff), Err(EIO));
+    }
+
+    #[test]
+    fn command_lengths_fit_the_buffer() {
+        assert_eq!(command_lengths(8, 40), Some((16, 48)));
+        assert_eq!(command_lengths(0, 8), Some((8, 16)));
+        assert_eq!(command_lengths(8, 0), Some((16, 8)));
+        assert_eq!(command_lengths(CTRL_BUF_SIZE, 0), None);
+        assert_eq!(command_lengths(usize::MAX, 0), None);
+        assert_eq!(
+            command_lengths(0, CTRL_BUF_SIZE - 16),
+            Some((8, CTRL_BUF_SIZE - 8))
+        );
+        assert_eq!(command_lengths(1, CTRL_BUF_SIZE - 16), None);
+    }
+
+    #[test]
+    fn responses_are_validated() {
+        let mut resp = [0u8; 48];
+        // A full answer with status OK.
+        assert!(check_response(&resp, 48, 48, 40).is_ok());
+        // Too short for its body, shorter than the header, longer than the room.
+        assert_eq!(check_response(&resp, 47, 48, 40), Err(EPROTO));
+        assert_eq!(check_response(&resp, 7, 48, 40), Err(EPROTO));
+        assert_eq!(check_response(&resp, 0, 48, 40), Err(EPROTO));
+        assert_eq!(check_response(&resp, 49, 48, 40), Err(EPROTO));
+        assert_eq!(check_response(&resp, u32::MAX, 48, 40), Err(EPROTO));
+        // A failed command writes only the header: its status is the result.
+        resp[0] = status::NOT_FOUND;
+        assert_eq!(check_response(&resp, 8, 48, 40), Err(ENOENT));
+        resp[0] = status::BUSY;
+        assert_eq!(check_response(&resp, 48, 48, 40), Err(EBUSY));
+        resp[0] = 0x42;
+        assert_eq!(check_response(&resp, 8, 48, 40), Err(EIO));
+    }
+}
