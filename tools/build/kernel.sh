@@ -21,7 +21,14 @@ dest=$(kernel_dir)
 if [ "${1:-}" != --inside ]; then
 	"$BUILD/sysroot.sh" >/dev/null
 	mkdir -p "$VRDMA_CACHE"
+	# One kernel build at a time on this machine (2 cores, shared cache).
+	exec 9>"$VRDMA_CACHE/.kernel-build.lock"
+	flock -n 9 || { log "kernel: waiting for another kernel build to finish"; flock 9; }
 	in_sysroot "$BUILD/kernel.sh" --inside "$@" >&2
+	# Trees of other keys are stale (their inputs changed): free their space.
+	for d in "$VRDMA_CACHE"/linux-*; do
+		[ "$d" = "$dest" ] || [ ! -d "$d" ] || { log "kernel: removing stale ${d##*/}"; rm -rf "$d"; }
+	done
 	echo "$dest"
 	exit 0
 fi

@@ -4,7 +4,8 @@
 #   1. cargo tests of tools/ (the device backend), in the sysroot, and a
 #      short run of each of its fuzz targets
 #   2. KUnit under QEMU (a TCG guest), parsed by the kernel's kunit.py
-#   3. the runner's own contract (exit status, timeout)
+#   3. the runner's own contract (exit status, timeout, and that a kernel
+#      WARN or a kmemleak report fails a run)
 #   4. end-to-end tests in fresh guests (tools/testing/e2e/*.sh) on the
 #      debug kernel: any WARN/lockdep/KASAN/kmemleak report fails the test
 # Ends with one line: "N passed, N failed".
@@ -51,21 +52,26 @@ echo "== KUnit (under QEMU, parsed by kunit.py)"
 kunit_out="$logs/kunit"
 modules=$(sed 's/#.*//' "$TOP/tools/testing/kunit.modules" | xargs)
 "$RUN" --timeout 900 --out "$kunit_out" --append "kunit.enable=1 log_buf_len=16M" -- \
-	"${modules:+modprobe -a $modules; }dmesg >/mnt/run/kunit.log" >"$logs/kunit-guest.log" 2>&1
+	"rc=0; ${modules:+modprobe -a $modules || rc=\$?; }dmesg >/mnt/run/kunit.log; exit \$rc" \
+	>"$logs/kunit-guest.log" 2>&1
 rc=$?
 if [ $rc != 0 ] || [ ! -s "$kunit_out/kunit.log" ]; then
 	result "KUnit guest run (see $logs/kunit-guest.log)" 1
 else
 	kunit_py="$(kernel_dir)/src/tools/testing/kunit/kunit.py"
-	in_sysroot python3 "$kunit_py" parse --json="$kunit_out/kunit.json" \
-		"$kunit_out/kunit.log" >"$logs/kunit-summary.log" 2>&1
-	parse_rc=$?
-	n=0
-	while read -r verdict name; do
-		n=$((n + 1))
-		# a skipped case (e.g. a doctest needing hardware) is not a failure
-		result "kunit: $name" "$([ "$verdict" = PASS ] || [ "$verdict" = SKIP ] && echo 0 || echo 1)"
-	done < <(python3 "$TOP/tools/testing/kunit-results.py" "$kunit_out/kunit.json" 2>/dev/null)
+	kt="$TOP/tools/testing/kunit-results.py"
+	n=0 parse_rc=0
+	python3 "$kt" split "$kunit_out/kunit.log" "$kunit_out/docs" || parse_rc=1
+	for doc in "$kunit_out"/docs/doc-*.log; do
+		[ -e "$doc" ] || continue
+		in_sysroot python3 "$kunit_py" parse --json="${doc%.log}.json" "$doc" \
+			>>"$logs/kunit-summary.log" 2>&1 || parse_rc=1
+		while read -r verdict name; do
+			n=$((n + 1))
+			# a skipped case (e.g. a doctest needing hardware) is not a failure
+			result "kunit: $name" "$([ "$verdict" = PASS ] || [ "$verdict" = SKIP ] && echo 0 || echo 1)"
+		done < <(python3 "$kt" cases "${doc%.log}.json" 2>/dev/null)
+	done
 	if [ $n = 0 ] || [ $parse_rc != 0 ]; then
 		result "kunit.py parse (see $logs/kunit-summary.log)" 1
 	fi
@@ -79,6 +85,13 @@ result "runner: guest command's exit status (3) comes back" "$([ $? = 3 ] && ech
 rc=$?
 grep -q "did not finish within" "$logs/runner-timeout.log" && [ $rc = 124 ]
 result "runner: a hung guest is killed with a clear message" $?
+# The checkers must be able to fail a test: provoke a WARN (lkdtm) and a leak
+# (the kmemleak sample module) and expect the runner's verdicts.
+"$RUN" --timeout 300 -- 'echo WARNING >/sys/kernel/debug/provoke-crash/DIRECT' \
+	>"$logs/runner-warn.log" 2>&1
+result "runner: a kernel WARN fails the run (98)" "$([ $? = 98 ] && echo 0 || echo 1)"
+"$RUN" --kmemleak --timeout 300 -- 'modprobe kmemleak-test' >"$logs/runner-kmemleak.log" 2>&1
+result "runner: a kmemleak report fails the run (97)" "$([ $? = 97 ] && echo 0 || echo 1)"
 leftover=$(pgrep -f "vrdma-run|vhost-user-rdma --socket" || true)
 result "runner: no process left behind" "$([ -z "$leftover" ] && echo 0 || echo 1)"
 
