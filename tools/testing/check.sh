@@ -87,7 +87,7 @@ grep -q "did not finish within" "$logs/runner-timeout.log" && [ $rc = 124 ]
 result "runner: a hung guest is killed with a clear message" $?
 # The checkers must be able to fail a test: provoke a WARN (lkdtm) and a leak
 # (the kmemleak sample module) and expect the runner's verdicts.
-"$RUN" --timeout 300 -- 'echo WARNING >/sys/kernel/debug/provoke-crash/DIRECT' \
+"$RUN" --timeout 300 -- 'modprobe lkdtm && echo WARNING >/sys/kernel/debug/provoke-crash/DIRECT' \
 	>"$logs/runner-warn.log" 2>&1
 result "runner: a kernel WARN fails the run (98)" "$([ $? = 98 ] && echo 0 || echo 1)"
 "$RUN" --kmemleak --timeout 300 -- 'modprobe kmemleak-test' >"$logs/runner-kmemleak.log" 2>&1
