@@ -4,7 +4,7 @@
 //!
 //! The device ABI is `include/uapi/linux/virtio_rdma.h`. At probe the driver reads and checks
 //! the device's config space, creates its virtqueues (the control queue, one per CQ, an SQ/RQ
-//! pair per QP), makes the device live and checks that the control path works (QUERY_PORT of
+//! pair per QP), sets DRIVER_OK and checks that the control path works (QUERY_PORT of
 //! port 1, CREATE_PD/DESTROY_PD). On unbind the device is reset, the buffers it still holds are
 //! taken back and the virtqueues deleted, in that order.
 
