@@ -32,7 +32,7 @@ use crate::limits;
 use crate::mr::MrKind;
 use crate::qp::{rnr_delay_us, RnrWait};
 use crate::vring::RdmaVring;
-use crate::wqe::{self, RecvWqe, SendWqe, Sge, SGE_LEN, SQ_HDR_LEN};
+use crate::wqe::{self, wr_id_of, RecvWqe, SendWqe, Sge, SGE_LEN, SQ_HDR_LEN};
 
 /// Largest UD message (the port's active MTU).
 const UD_MTU: u64 = 1024;
@@ -312,14 +312,6 @@ pub fn discard(ctrl: &Ctrl, qpn: u32) {
     if let Some(rq) = ctrl.rq_vring(qpn) {
         return_all(ctrl, rq);
     }
-}
-
-fn wr_id_of(bytes: &[u8]) -> u64 {
-    bytes
-        .get(..8)
-        .and_then(|b| <[u8; 8]>::try_from(b).ok())
-        .map(u64::from_le_bytes)
-        .unwrap_or(0)
 }
 
 /// Executes the SQ of QP `qpn` while it is in RTS and not stalled.

@@ -65,7 +65,8 @@ pub struct Malformed {
     pub why: String,
 }
 
-fn wr_id_of(bytes: &[u8]) -> u64 {
+/// The wr_id of a (possibly malformed) element: its first 8 bytes, or 0.
+pub(crate) fn wr_id_of(bytes: &[u8]) -> u64 {
     bytes
         .get(..8)
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
