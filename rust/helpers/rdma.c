@@ -2,9 +2,12 @@
 
 /*
  * Wrappers of the RDMA core's static inline functions for kernel::rdma
- * (rust/kernel/rdma.rs).
+ * (rust/kernel/rdma.rs), and of the netdevice ones its RoCE port binding
+ * uses.
  */
 
+#include <linux/netdevice.h>
+#include <rdma/ib_addr.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 
@@ -19,6 +22,28 @@ __rust_helper size_t rust_helper_ib_umem_num_dma_blocks(struct ib_umem *umem,
 							 unsigned long pgsz)
 {
 	return ib_umem_num_dma_blocks(umem, pgsz);
+}
+
+__rust_helper enum ib_port_state
+rust_helper_ib_get_curr_port_state(struct net_device *ndev)
+{
+	return ib_get_curr_port_state(ndev);
+}
+
+__rust_helper enum ib_mtu rust_helper_iboe_get_mtu(int mtu)
+{
+	return iboe_get_mtu(mtu);
+}
+
+__rust_helper struct net_device *
+rust_helper_netdev_notifier_info_to_dev(const struct netdev_notifier_info *info)
+{
+	return netdev_notifier_info_to_dev(info);
+}
+
+__rust_helper void rust_helper_dev_put(struct net_device *dev)
+{
+	dev_put(dev);
 }
 
 #endif /* CONFIG_RUST_INFINIBAND_ABSTRACTIONS */

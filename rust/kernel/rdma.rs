@@ -5,10 +5,24 @@
 //! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
 //! [`include/rdma/ib_umem.h`](srctree/include/rdma/ib_umem.h).
 //!
-//! This module is where the safe wrappers of the RDMA core live: allocation and registration of
-//! an `ib_device` embedded in a driver structure, an `ib_device_ops` table built from a
-//! `#[vtable]` trait, and the verbs objects the core allocates for drivers. It currently provides
-//! the constants shared by RDMA drivers; the device and object wrappers follow.
+//! A driver implements [`Driver`] for the data it keeps per RDMA device and creates a
+//! [`Registration`]: the RDMA core allocates the `struct ib_device` with the driver's data right
+//! behind it ([`Device`]), the `ib_device_ops` table is built from the [`Driver`] implementation
+//! (only the operations the driver implements are set), and the device is registered. Objects
+//! that the core allocates for the driver (protection domains: [`Pd`]) embed their C structure
+//! the same way. A RoCE port can be bound to its Ethernet interface by MAC address
+//! ([`DeviceInfo::roce_mac`]); the binding follows the interface as it comes and goes.
+
+mod device;
+mod gid;
+mod netdev;
+mod pd;
+mod roce;
+
+pub use device::{Device, DeviceInfo, Driver, LinkLayer, NodeType, Registration};
+pub use gid::GidAttr;
+pub use netdev::PortNetdev;
+pub use pd::Pd;
 
 /// Port numbers of RDMA devices start at 1.
 pub const FIRST_PORT: u32 = 1;

@@ -291,6 +291,20 @@ impl<Ctx: device::DeviceContext> Device<Ctx> {
         unsafe { bindings::__virtio_test_bit(self.as_raw(), fbit) }
     }
 
+    /// Returns the device that maps memory for this virtio device: its transport's device (the
+    /// PCI function of virtio-pci), which the virtio core uses for its own rings too.
+    pub fn dma_device(&self) -> Option<&device::Device> {
+        // SAFETY: By the type invariant `self.as_raw()` is a valid pointer to a
+        // `struct virtio_device`; its parent is set before the device is registered.
+        let parent = unsafe { (*self.as_raw()).dev.parent };
+        if parent.is_null() {
+            return None;
+        }
+        // SAFETY: `parent` is a valid device, and stays so while `self` does: a device holds a
+        // reference to its parent.
+        Some(unsafe { device::Device::from_raw(parent) })
+    }
+
     /// Returns the device status byte (`VIRTIO_CONFIG_S_*`).
     fn status(&self) -> u8 {
         // SAFETY: By the type invariant `self.as_raw()` is a valid pointer to a

@@ -129,6 +129,9 @@ pub(crate) mod cmd {
     pub(crate) const QUERY_PORT: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_PORT;
     pub(crate) const CREATE_PD: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_PD;
     pub(crate) const DESTROY_PD: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DESTROY_PD;
+    pub(crate) const QUERY_PKEY: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_PKEY;
+    pub(crate) const ADD_GID: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_ADD_GID;
+    pub(crate) const DEL_GID: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEL_GID;
 }
 
 /// `enum virtio_rdma_status`.
@@ -247,3 +250,57 @@ same_layout!(
     bindings::virtio_rdma_cmd_destroy_pd,
     [pdn, reserved]
 );
+
+/// `struct virtio_rdma_cmd_query_pkey`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdQueryPkey {
+    pub(crate) port: U32,
+    pub(crate) index: U16,
+    pub(crate) reserved: U16,
+}
+same_layout!(
+    CmdQueryPkey,
+    bindings::virtio_rdma_cmd_query_pkey,
+    [port, index, reserved]
+);
+
+/// `struct virtio_rdma_rsp_query_pkey`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspQueryPkey {
+    pub(crate) pkey: U16,
+    pub(crate) reserved: [U16; 3],
+}
+same_layout!(
+    RspQueryPkey,
+    bindings::virtio_rdma_rsp_query_pkey,
+    [pkey, reserved]
+);
+
+/// `struct virtio_rdma_cmd_add_gid`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdAddGid {
+    pub(crate) gid: [u8; 16],
+    pub(crate) gid_type: U32,
+    pub(crate) index: U16,
+    pub(crate) reserved0: U16,
+    pub(crate) port_num: U32,
+    pub(crate) reserved1: U32,
+}
+same_layout!(
+    CmdAddGid,
+    bindings::virtio_rdma_cmd_add_gid,
+    [gid, gid_type, index, reserved0, port_num, reserved1]
+);
+
+/// `struct virtio_rdma_cmd_del_gid`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdDelGid {
+    pub(crate) index: U16,
+    pub(crate) reserved: U16,
+    pub(crate) port: U32,
+}
+same_layout!(CmdDelGid, bindings::virtio_rdma_cmd_del_gid, [index, reserved, port]);

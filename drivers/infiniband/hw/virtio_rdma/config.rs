@@ -30,6 +30,8 @@ pub(crate) enum ConfigError {
     Zero(&'static str),
     /// `atomic_cap` is not an `enum virtio_rdma_atomic_cap` value.
     AtomicCap(u8),
+    /// `mac` is not a unicast Ethernet address (zero, or the multicast bit set).
+    Mac([u8; 6]),
 }
 
 impl fmt::Display for ConfigError {
@@ -41,6 +43,16 @@ impl fmt::Display for ConfigError {
             Self::PageSize(cap) => write!(f, "page_size_cap {cap:#x} lacks 4 KiB"),
             Self::Zero(field) => write!(f, "{field} is 0"),
             Self::AtomicCap(v) => write!(f, "atomic_cap is {v}, must be 0..={}", abi::ATOMIC_GLOB),
+            Self::Mac(m) => write!(
+                f,
+                "mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} is not a unicast address",
+                m[0],
+                m[1],
+                m[2],
+                m[3],
+                m[4],
+                m[5]
+            ),
         }
     }
 }
@@ -173,6 +185,10 @@ pub(crate) fn validate(raw: &Config) -> Result<DeviceConfig, ConfigError> {
     if raw.atomic_cap > abi::ATOMIC_GLOB {
         return Err(ConfigError::AtomicCap(raw.atomic_cap));
     }
+    // The MAC names the paired Ethernet function (the RoCE netdev), found by its address.
+    if raw.mac == [0; 6] || raw.mac[0] & 1 != 0 {
+        return Err(ConfigError::Mac(raw.mac));
+    }
     let layout = QueueLayout::new(max_cq, max_qp).ok_or(ConfigError::MaxCq(max_cq))?;
     Ok(DeviceConfig { raw: *raw, layout })
 }
@@ -198,6 +214,7 @@ mod tests {
         c.max_cq.set(32);
         c.max_qp.set(16);
         c.page_size_cap.set(0x1000);
+        c.mac = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];
         c.max_qp_wr.set(1024);
         c.max_cqe.set(1024);
         c.max_send_sge.set(32);
@@ -276,6 +293,11 @@ mod tests {
         let mut c = good();
         c.atomic_cap = 3;
         assert_eq!(validate(&c).err(), Some(ConfigError::AtomicCap(3)));
+        let mut c = good();
+        c.mac = [0; 6];
+        assert_eq!(validate(&c).err(), Some(ConfigError::Mac([0; 6])));
+        c.mac = [0x01, 0, 0x5e, 0, 0, 1];
+        assert_eq!(validate(&c).err(), Some(ConfigError::Mac([0x01, 0, 0x5e, 0, 0, 1])));
         // An all-zero config space (e.g. a device that reports nothing) is refused, not trusted.
         assert!(validate(&Config::new_zeroed()).is_err());
     }

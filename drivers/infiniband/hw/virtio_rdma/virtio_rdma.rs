@@ -3,34 +3,40 @@
 //! Driver for the virtio RDMA device (virtio device ID 42).
 //!
 //! The device ABI is `include/uapi/linux/virtio_rdma.h`. At probe the driver reads and checks
-//! the device's config space, creates its virtqueues (the control queue, one per CQ, an SQ/RQ
-//! pair per QP), sets DRIVER_OK and checks that the control path works (QUERY_PORT of
-//! port 1, CREATE_PD/DESTROY_PD). On unbind the device is reset, the buffers it still holds are
-//! taken back and the virtqueues deleted, in that order.
+//! the device's config space (`config.rs`), creates its virtqueues (the control queue, one per
+//! CQ, an SQ/RQ pair per QP), sets DRIVER_OK and registers the RDMA device `virtio_rdma%d`:
+//! one RoCEv2 port, bound to the Ethernet interface whose MAC the config names. Its verbs
+//! (`verbs.rs`) are control commands (`ctrl.rs`).
+//!
+//! On unbind the RDMA device is unregistered first (that still needs the control queue), then
+//! the device is reset, the buffers it still holds are taken back and the virtqueues deleted.
 
 use kernel::{
     bindings,
-    device::{self, Core},
+    device::{Bound, Core},
     prelude::*,
+    rdma::{self, DeviceInfo, NodeType},
     virtio::{self, VqInfo},
 };
 
 mod abi;
 mod config;
 mod ctrl;
+mod port;
+mod verbs;
 
-use config::{DeviceConfig, QueueKind};
+use config::QueueKind;
 use ctrl::Ctrl;
+use verbs::RdmaDev;
 
 kernel::virtio_device_table!(
     VIRTIO_TABLE,
     [virtio::DeviceId::new(bindings::VIRTIO_ID_RDMA)]
 );
 
-/// The driver's data of one device.
+/// The driver's data of one virtio device: its registered RDMA device.
 struct VirtioRdma<'a> {
-    config: DeviceConfig,
-    ctrl: Ctrl<'a>,
+    ib: rdma::Registration<RdmaDev<'a>>,
 }
 
 /// Names of the virtqueues (the core keeps a pointer to each).
@@ -81,52 +87,43 @@ impl<'a> VirtioRdma<'a> {
         let ctrl = Ctrl::new(dev, vqs)?;
         dev.device_ready();
 
-        let this = Self { config, ctrl };
-        this.check_control_path(dev)?;
-        Ok(this)
-    }
-
-    /// Exercises the control path: queries port 1, creates and destroys a PD.
-    fn check_control_path(&self, dev: &virtio::Device<device::Bound>) -> Result {
-        let port: abi::RspQueryPort = self.ctrl.exec(
-            abi::cmd::QUERY_PORT,
-            &abi::CmdQueryPort {
-                port: 1,
-                reserved: [0; 7],
-            },
-        )?;
+        let c = &config.raw;
         dev_info!(
             dev,
-            "port 1: state {} phys_state {} active_mtu {} max_mtu {} gid_tbl_len {} pkey_tbl_len {} max_msg_sz {} cap_flags {:#x}\n",
-            port.state,
-            port.phys_state,
-            port.active_mtu,
-            port.max_mtu,
-            port.gid_tbl_len.get(),
-            port.pkey_tbl_len.get(),
-            port.max_msg_sz.get(),
-            port.port_cap_flags.get()
+            "virtio-rdma device: {} virtqueues, max_qp {} max_cq {} max_qp_wr {} max_cqe {} max_mr {} max_pd {}\n",
+            nvqs,
+            c.max_qp.get(),
+            c.max_cq.get(),
+            c.max_qp_wr.get(),
+            c.max_cqe.get(),
+            c.max_mr.get(),
+            c.max_pd.get()
         );
 
-        let pd: abi::RspCreatePd = self.ctrl.exec(abi::cmd::CREATE_PD, &())?;
-        let pdn = pd.pdn.get();
-        if pdn == 0 {
-            dev_err!(dev, "CREATE_PD returned handle 0\n");
-            return Err(EPROTO);
-        }
-        self.ctrl.exec::<_, ()>(
-            abi::cmd::DESTROY_PD,
-            &abi::CmdDestroyPd {
-                pdn: pdn.into(),
-                reserved: 0.into(),
-            },
-        )?;
+        let mac = c.mac;
+        let info = DeviceInfo {
+            name: c"virtio_rdma%d",
+            node_type: NodeType::Ca,
+            phys_port_cnt: 1,
+            num_comp_vectors: 1,
+            node_guid: port::node_guid(mac),
+            roce_mac: Some(mac),
+        };
+        let bound: &virtio::Device<Bound> = dev;
+        let dma = dev.dma_device().ok_or(ENODEV)?;
+        let ib = rdma::Registration::new(bound.as_ref(), dma, &info, Ok(RdmaDev { config, ctrl }))
+            .inspect_err(|e| dev_err!(dev, "cannot register the RDMA device: {:?}\n", e))?;
         dev_info!(
-            dev,
-            "control path works: created and destroyed PD {}\n",
-            pdn
+            ib.device().as_ref(),
+            "registered; port 1 pairs with the netdev of MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}\n",
+            mac[0],
+            mac[1],
+            mac[2],
+            mac[3],
+            mac[4],
+            mac[5]
         );
-        Ok(())
+        Ok(Self { ib })
     }
 }
 
@@ -140,24 +137,13 @@ impl virtio::Driver for VirtioRdmaDriver {
     fn probe<'bound>(
         dev: &'bound virtio::Device<Core<'_>>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        let this = VirtioRdma::new(dev)?;
-        let c = &this.config.raw;
-        dev_info!(
-            dev,
-            "virtio-rdma device: {} virtqueues, max_qp {} max_cq {} max_qp_wr {} max_cqe {} max_mr {} max_pd {}\n",
-            this.config.layout.num_queues(),
-            c.max_qp.get(),
-            c.max_cq.get(),
-            c.max_qp_wr.get(),
-            c.max_cqe.get(),
-            c.max_mr.get(),
-            c.max_pd.get()
-        );
-        Ok(this)
+        VirtioRdma::new(dev)
     }
 
-    fn unbind<'bound>(dev: &'bound virtio::Device<Core<'_>>, _this: Pin<&Self::Data<'bound>>) {
+    fn unbind<'bound>(dev: &'bound virtio::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
         dev_dbg!(dev, "unbinding\n");
+        // Users of the RDMA device are gone when this returns; the control queue still works.
+        this.ib.unregister();
     }
 }
 

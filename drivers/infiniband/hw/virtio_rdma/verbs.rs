@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The device-level verbs: device and port queries, the GID table and protection domains.
+//!
+//! Each verb that needs the device is one control command (`ctrl.rs`); what the device answers
+//! is checked (`port.rs`) before the core sees it. The port's state and MTU follow the paired
+//! netdev, which the RDMA core binds and unbinds as the interface comes and goes.
+
+use kernel::{
+    bindings,
+    prelude::*,
+    rdma::{self, Device, GidAttr, LinkLayer, PortNetdev},
+};
+
+use crate::{
+    abi,
+    config::DeviceConfig,
+    ctrl::Ctrl,
+    port::{self, Link, Port},
+};
+
+/// The `ib_device_cap_flags` the driver implements (and so passes on when the device offers
+/// them). None yet: QPs, and with them fast registration, are still to come.
+const DEVICE_CAP_FLAGS: u64 = 0;
+
+/// The driver's data of one RDMA device.
+pub(crate) struct RdmaDev<'a> {
+    /// The device's validated config space.
+    pub(crate) config: DeviceConfig,
+    /// The control queue.
+    pub(crate) ctrl: Ctrl<'a>,
+}
+
+/// The driver's part of a protection domain: the device's handle for it.
+pub(crate) struct Pd {
+    pdn: u32,
+}
+
+impl RdmaDev<'_> {
+    /// Asks the device about `port` and checks the answer.
+    fn query_port_cmd(dev: &Device<Self>, port: u32) -> Result<Port> {
+        let port_u8 = u8::try_from(port).map_err(|_| EINVAL)?;
+        if port != rdma::FIRST_PORT {
+            return Err(EINVAL);
+        }
+        let rsp: abi::RspQueryPort = dev.ctrl.exec(
+            abi::cmd::QUERY_PORT,
+            &abi::CmdQueryPort {
+                port: port_u8,
+                reserved: [0; 7],
+            },
+        )?;
+        Port::check(&rsp).map_err(|e| {
+            dev_err!(dev.as_ref(), "QUERY_PORT of port {}: {}\n", port, e);
+            EPROTO
+        })
+    }
+}
+
+/// What the netdev bound to a port says about its link.
+fn link_of(ndev: &PortNetdev) -> Link {
+    Link {
+        state: ndev.port_state(),
+        roce_mtu: ndev.roce_mtu(),
+    }
+}
+
+#[vtable]
+impl rdma::Driver for RdmaDev<'_> {
+    type OwnerModule = crate::LocalModule;
+    type Pd = Pd;
+
+    fn query_device(dev: &Device<Self>, attr: &mut bindings::ib_device_attr) -> Result {
+        let c = &dev.config.raw;
+        attr.sys_image_guid = u64::from_ne_bytes(c.sys_image_guid.to_bytes());
+        attr.max_mr_size = c.max_mr_size.get();
+        attr.page_size_cap = c.page_size_cap.get();
+        attr.vendor_id = c.vendor_id.get();
+        attr.vendor_part_id = c.vendor_part_id.get();
+        attr.hw_ver = c.hw_ver.get();
+        attr.max_qp = c.max_qp.get();
+        attr.max_qp_wr = c.max_qp_wr.get();
+        // Only the capabilities the driver implements too; the device may offer more.
+        attr.device_cap_flags = c.device_cap_flags.get() & DEVICE_CAP_FLAGS;
+        attr.max_send_sge = c.max_send_sge.get();
+        attr.max_recv_sge = c.max_recv_sge.get();
+        attr.max_sge_rd = c.max_sge_rd.get();
+        attr.max_cq = c.max_cq.get();
+        attr.max_cqe = c.max_cqe.get();
+        attr.max_mr = c.max_mr.get();
+        attr.max_pd = c.max_pd.get();
+        attr.max_qp_rd_atom = c.max_qp_rd_atom.get();
+        attr.max_res_rd_atom = c.max_res_rd_atom.get();
+        attr.max_qp_init_rd_atom = c.max_qp_init_rd_atom.get();
+        // Checked by `config::validate`: an `enum ib_atomic_cap` value.
+        attr.atomic_cap = u32::from(c.atomic_cap);
+        attr.max_mw = c.max_mw.get();
+        attr.max_mcast_grp = c.max_mcast_grp.get();
+        attr.max_mcast_qp_attach = c.max_mcast_qp_attach.get();
+        attr.max_total_mcast_qp_attach = c.max_total_mcast_qp_attach.get();
+        attr.max_ah = c.max_ah.get();
+        attr.max_fast_reg_page_list_len = c.max_fast_reg_page_list_len.get();
+        attr.max_pi_fast_reg_page_list_len = c.max_pi_fast_reg_page_list_len.get();
+        attr.max_pkeys = c.max_pkeys.get();
+        attr.local_ca_ack_delay = c.local_ca_ack_delay;
+        Ok(())
+    }
+
+    fn query_port(dev: &Device<Self>, port: u32, attr: &mut bindings::ib_port_attr) -> Result {
+        let answer = Self::query_port_cmd(dev, port)?;
+        let ndev = dev.port_netdev(port);
+        let link = ndev.as_ref().map(link_of);
+        let speed = ndev.as_ref().and_then(|_| dev.eth_speed(port).ok());
+        answer.fill_attr(link.as_ref(), speed, attr);
+        Ok(())
+    }
+
+    fn get_port_immutable(
+        dev: &Device<Self>,
+        port: u32,
+        immutable: &mut bindings::ib_port_immutable,
+    ) -> Result {
+        Self::query_port_cmd(dev, port)?.fill_immutable(immutable);
+        Ok(())
+    }
+
+    fn get_link_layer(_dev: &Device<Self>, _port: u32) -> LinkLayer {
+        LinkLayer::Ethernet
+    }
+
+    fn query_pkey(dev: &Device<Self>, port: u32, index: u16) -> Result<u16> {
+        let rsp: abi::RspQueryPkey = dev.ctrl.exec(
+            abi::cmd::QUERY_PKEY,
+            &abi::CmdQueryPkey {
+                port: port.into(),
+                index: index.into(),
+                reserved: 0.into(),
+            },
+        )?;
+        Ok(rsp.pkey.get())
+    }
+
+    fn add_gid(dev: &Device<Self>, attr: &GidAttr) -> Result {
+        let cmd = port::add_gid_cmd(attr.port(), attr.index(), attr.gid(), attr.gid_type());
+        dev.ctrl
+            .exec::<_, ()>(abi::cmd::ADD_GID, &cmd)
+            .inspect_err(|e| {
+                dev_warn!(
+                    dev.as_ref(),
+                    "ADD_GID port {} index {}: {:?}\n",
+                    attr.port(),
+                    attr.index(),
+                    e
+                )
+            })
+    }
+
+    fn del_gid(dev: &Device<Self>, attr: &GidAttr) -> Result {
+        let cmd = port::del_gid_cmd(attr.port(), attr.index());
+        dev.ctrl
+            .exec::<_, ()>(abi::cmd::DEL_GID, &cmd)
+            .inspect_err(|e| {
+                dev_warn!(
+                    dev.as_ref(),
+                    "DEL_GID port {} index {}: {:?}\n",
+                    attr.port(),
+                    attr.index(),
+                    e
+                )
+            })
+    }
+
+    fn alloc_pd(dev: &Device<Self>) -> Result<Pd> {
+        let rsp: abi::RspCreatePd = dev.ctrl.exec(abi::cmd::CREATE_PD, &())?;
+        let pdn = rsp.pdn.get();
+        if pdn == 0 {
+            dev_err!(dev.as_ref(), "CREATE_PD returned handle 0\n");
+            return Err(EPROTO);
+        }
+        Ok(Pd { pdn })
+    }
+
+    fn dealloc_pd(dev: &Device<Self>, pd: Pd) {
+        let cmd = abi::CmdDestroyPd {
+            pdn: pd.pdn.into(),
+            reserved: 0.into(),
+        };
+        if let Err(e) = dev.ctrl.exec::<_, ()>(abi::cmd::DESTROY_PD, &cmd) {
+            dev_err!(dev.as_ref(), "DESTROY_PD {}: {:?}\n", pd.pdn, e);
+        }
+    }
+}

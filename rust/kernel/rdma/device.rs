@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA devices: the driver's operations, allocation and registration.
+
+use super::{netdev::PortNetdev, pd, roce, GidAttr};
+use crate::{
+    bindings, device,
+    error::{from_result, to_result, VTABLE_DEFAULT_ERROR},
+    module::{this_module, ModuleMetadata},
+    prelude::*,
+    str::CStr,
+    types::Opaque,
+};
+use core::{
+    ops::Deref,
+    ptr::{self, NonNull},
+    sync::atomic::{AtomicBool, Ordering},
+};
+
+/// The node type of an RDMA device (`enum rdma_node_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum NodeType {
+    /// An InfiniBand (or RoCE) channel adapter.
+    Ca = bindings::RDMA_NODE_IB_CA,
+}
+
+/// The link layer of a port (`enum rdma_link_layer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum LinkLayer {
+    /// InfiniBand.
+    Infiniband = bindings::rdma_link_layer_IB_LINK_LAYER_INFINIBAND,
+    /// Ethernet (RoCE).
+    Ethernet = bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET,
+}
+
+/// The operations of an RDMA device, implemented by its driver for the data it keeps per device.
+///
+/// The RDMA core calls them in process context unless a method says otherwise. Operations a
+/// driver does not implement are left unset in the device's `ib_device_ops`: the core then
+/// treats the device as not usable by kernel ULPs until every mandatory verb is there
+/// (`kverbs_provider`), and refuses the corresponding user verbs.
+#[vtable]
+pub trait Driver: Sized + Send + Sync {
+    /// The module that owns the device (the core holds a reference while user contexts exist).
+    type OwnerModule: ModuleMetadata;
+
+    /// The driver's part of a protection domain ([`Pd`](super::Pd)).
+    type Pd: Send + Sync;
+
+    /// Fills in the device's attributes (`ibv_query_device`).
+    fn query_device(dev: &Device<Self>, attr: &mut bindings::ib_device_attr) -> Result;
+
+    /// Fills in the attributes of `port`; `attr` is zeroed by the core.
+    fn query_port(dev: &Device<Self>, port: u32, attr: &mut bindings::ib_port_attr) -> Result;
+
+    /// Fills in the attributes of `port` that never change (capabilities, table sizes).
+    fn get_port_immutable(
+        dev: &Device<Self>,
+        port: u32,
+        immutable: &mut bindings::ib_port_immutable,
+    ) -> Result;
+
+    /// Returns the link layer of `port`.
+    fn get_link_layer(_dev: &Device<Self>, _port: u32) -> LinkLayer {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Returns the P_Key at `index` of `port`'s P_Key table.
+    fn query_pkey(_dev: &Device<Self>, _port: u32, _index: u16) -> Result<u16> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// The core added an entry to a port's GID table (RoCE).
+    fn add_gid(_dev: &Device<Self>, _attr: &GidAttr) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// The core removed an entry from a port's GID table (RoCE).
+    fn del_gid(_dev: &Device<Self>, _attr: &GidAttr) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Allocates the driver's part of a protection domain.
+    fn alloc_pd(dev: &Device<Self>) -> Result<Self::Pd>;
+
+    /// Releases the driver's part of a protection domain. The core frees the PD whatever
+    /// happens: a device that fails to destroy it can only be reported.
+    fn dealloc_pd(dev: &Device<Self>, pd: Self::Pd);
+}
+
+/// An RDMA device of driver `T`: C `struct ib_device` followed by the driver's data.
+///
+/// It is created and registered by [`Registration`]; the driver sees it in its [`Driver`]
+/// operations and reaches its own data through `Deref`.
+///
+/// # Invariants
+///
+/// `ib` was allocated by `_ib_alloc_device` with room for `Self`, its operations are those of
+/// `T`, and `data` is initialised.
+#[repr(C)]
+pub struct Device<T: Driver> {
+    ib: Opaque<bindings::ib_device>,
+    data: T,
+}
+
+impl<T: Driver> Device<T> {
+    /// The size `_ib_alloc_device` allocates.
+    const SIZE: usize = {
+        // The core allocates with kzalloc, which aligns to at least 8 bytes.
+        assert!(core::mem::align_of::<Self>() <= 8);
+        core::mem::size_of::<Self>()
+    };
+
+    /// Creates a reference to the device from a pointer the core passed to an operation.
+    ///
+    /// # Safety
+    ///
+    /// `ib` must be the `ib_device` of a [`Device<T>`] that stays alive for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(ib: *mut bindings::ib_device) -> &'a Self {
+        // SAFETY: `ib` is at offset 0 of the `repr(C)` `Device<T>` that contains it (function
+        // safety requirement).
+        unsafe { &*ib.cast::<Self>() }
+    }
+
+    fn as_raw(&self) -> *mut bindings::ib_device {
+        self.ib.get()
+    }
+
+    /// Returns a reference to the network device bound to `port`, if any.
+    pub fn port_netdev(&self, port: u32) -> Option<PortNetdev> {
+        // SAFETY: By the type invariant `self.as_raw()` is a valid `ib_device`.
+        unsafe { PortNetdev::get(self.as_raw(), port) }
+    }
+
+    /// Returns the speed (`enum ib_port_speed`) and width (`enum ib_port_width`) of an Ethernet
+    /// port, derived from its netdev's link speed.
+    pub fn eth_speed(&self, port: u32) -> Result<(u16, u8)> {
+        let mut speed = 0u16;
+        let mut width = 0u8;
+        // SAFETY: By the type invariant `self.as_raw()` is a valid `ib_device`; the outputs are
+        // valid for writes.
+        to_result(unsafe { bindings::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width) })?;
+        Ok((speed, width))
+    }
+}
+
+impl<T: Driver> Deref for Device<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.data
+    }
+}
+
+impl<T: Driver> AsRef<device::Device> for Device<T> {
+    fn as_ref(&self) -> &device::Device {
+        // SAFETY: By the type invariant the `ib_device`, and so its `struct device`, is valid
+        // and initialised at allocation.
+        unsafe { device::Device::from_raw(&raw mut (*self.as_raw()).__bindgen_anon_1.dev) }
+    }
+}
+
+/// What [`Registration::new`] needs to know about a device besides its operations.
+pub struct DeviceInfo<'a> {
+    /// Name pattern of the device, e.g. `c"virtio_rdma%d"`.
+    pub name: &'a CStr,
+    /// Node type.
+    pub node_type: NodeType,
+    /// Number of ports (numbered from [`FIRST_PORT`](super::FIRST_PORT)).
+    pub phys_port_cnt: u32,
+    /// Number of completion vectors (at least 1).
+    pub num_comp_vectors: u32,
+    /// Node GUID, in network byte order.
+    pub node_guid: u64,
+    /// The Ethernet interface of a RoCE device's first port, by permanent MAC address: the
+    /// port is bound to it whenever it exists.
+    pub roce_mac: Option<[u8; 6]>,
+}
+
+/// A registered RDMA device of driver `T`.
+///
+/// [`Registration::new`] allocates the device, initialises the driver's data, sets up the
+/// operations and registers the device. [`Registration::unregister`] (or dropping the
+/// registration) unregisters it: the core waits until no operation runs and no user holds
+/// the device; dropping then drops the driver's data and frees the device.
+///
+/// # Invariants
+///
+/// `dev` is a device allocated with `_ib_alloc_device` and initialised as a [`Device<T>`], owned
+/// by this object; while `registered` is true it is registered with the RDMA core.
+pub struct Registration<T: Driver> {
+    dev: NonNull<Device<T>>,
+    roce: Option<Pin<KBox<roce::Binding>>>,
+    registered: AtomicBool,
+}
+
+// SAFETY: The device may be used and dropped from any thread: its data is `Send + Sync` (bound
+// of `Driver`) and the RDMA core's own state is thread-safe.
+unsafe impl<T: Driver> Send for Registration<T> {}
+// SAFETY: Shared access gives `&Device<T>` (whose data is `Sync`) and `unregister`, which is
+// idempotent and atomic.
+unsafe impl<T: Driver> Sync for Registration<T> {}
+
+impl<T: Driver> Registration<T> {
+    /// Allocates an RDMA device for driver data `data`, child of `parent`, using `dma_device`
+    /// for DMA mappings, and registers it.
+    pub fn new(
+        parent: &device::Device<device::Bound>,
+        dma_device: &device::Device,
+        info: &DeviceInfo<'_>,
+        data: impl PinInit<T, Error>,
+    ) -> Result<Self> {
+        // SAFETY: `Device::<T>::SIZE` covers the `ib_device` at its start; `init_net` is the
+        // initial network namespace, which lives forever.
+        let raw = unsafe { bindings::_ib_alloc_device(Device::<T>::SIZE, &raw mut bindings::init_net) };
+        let dev = NonNull::new(raw).ok_or(ENOMEM)?.cast::<Device<T>>();
+
+        // SAFETY: `raw` has room for a `Device<T>`; `data` is not initialised. On failure
+        // `__init` leaves nothing initialised, so only the device is freed.
+        let slot = unsafe { &raw mut (*dev.as_ptr()).data };
+        // SAFETY: `slot` is valid for writes and pinned: the device is never moved.
+        if let Err(e) = unsafe { data.__init(slot) } {
+            // SAFETY: `raw` was allocated by `_ib_alloc_device` and was never registered.
+            unsafe { bindings::ib_dealloc_device(raw) };
+            return Err(e);
+        }
+        // INVARIANT: The device is allocated and its data initialised; from here `Drop` cleans
+        // up whatever fails.
+        let mut this = Self {
+            dev,
+            roce: None,
+            registered: AtomicBool::new(false),
+        };
+
+        let ops = ops::<T>();
+        // SAFETY: `raw` is a valid, unregistered device owned by `this`; nothing else uses it.
+        unsafe {
+            (*raw).node_type = info.node_type as u8;
+            (*raw).phys_port_cnt = info.phys_port_cnt;
+            (*raw).num_comp_vectors = c_int::try_from(info.num_comp_vectors.max(1))?;
+            (*raw).node_guid = info.node_guid;
+            (*raw).__bindgen_anon_1.dev.parent = parent.as_raw();
+            bindings::ib_set_device_ops(raw, &ops);
+        }
+
+        if let Some(mac) = info.roce_mac {
+            // SAFETY: `raw` is valid and outlives the binding, which `Drop` stops and drops
+            // before freeing the device.
+            let binding = KBox::pin_init(unsafe { roce::Binding::new(raw, super::FIRST_PORT, mac) }, GFP_KERNEL)?;
+            binding.as_ref().start()?;
+            this.roce = Some(binding);
+        }
+
+        // SAFETY: `raw` is an initialised, unregistered device; `info.name` is a valid C string
+        // and `dma_device` a valid device that has DMA parameters (it is a bus device).
+        to_result(unsafe {
+            bindings::ib_register_device(raw, info.name.as_char_ptr(), dma_device.as_raw())
+        })?;
+        // INVARIANT: The device is registered.
+        this.registered.store(true, Ordering::Release);
+        Ok(this)
+    }
+
+    /// Returns the registered device.
+    pub fn device(&self) -> &Device<T> {
+        // SAFETY: By the type invariant `dev` is an initialised `Device<T>` owned by `self`.
+        unsafe { self.dev.as_ref() }
+    }
+
+    /// Unregisters the device: when this returns no operation of `T` runs any more and none will
+    /// be called. Does nothing if the device is not registered (any more).
+    pub fn unregister(&self) {
+        if self.registered.swap(false, Ordering::AcqRel) {
+            // SAFETY: The device was registered (type invariant) and is unregistered only once.
+            unsafe { bindings::ib_unregister_device(self.device().as_raw()) };
+        }
+        if let Some(roce) = &self.roce {
+            roce.stop();
+        }
+    }
+}
+
+impl<T: Driver> Drop for Registration<T> {
+    fn drop(&mut self) {
+        self.unregister();
+        self.roce = None;
+        let raw = self.device().as_raw();
+        // SAFETY: The device is not registered any more, so no operation of `T` runs or will run:
+        // the data can be dropped; `ib_dealloc_device` then frees the device (once the last
+        // reference to its `struct device` is gone) without calling back into `T`.
+        unsafe {
+            ptr::drop_in_place(&raw mut (*self.dev.as_ptr()).data);
+            bindings::ib_dealloc_device(raw);
+        }
+    }
+}
+
+/// `query_device` of the operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, on a device of driver `T`, with valid arguments.
+unsafe extern "C" fn query_device_callback<T: Driver>(
+    ib: *mut bindings::ib_device,
+    attr: *mut bindings::ib_device_attr,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    // SAFETY: `ib` is a device of driver `T` and `attr` is valid for writes (function safety
+    // requirement).
+    from_result(|| unsafe { T::query_device(Device::from_raw(ib), &mut *attr).map(|()| 0) })
+}
+
+/// `query_port` of the operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, on a device of driver `T`, with valid arguments.
+unsafe extern "C" fn query_port_callback<T: Driver>(
+    ib: *mut bindings::ib_device,
+    port: u32,
+    attr: *mut bindings::ib_port_attr,
+) -> c_int {
+    // SAFETY: `ib` is a device of driver `T` and `attr` is valid for writes (function safety
+    // requirement).
+    from_result(|| unsafe { T::query_port(Device::from_raw(ib), port, &mut *attr).map(|()| 0) })
+}
+
+/// `get_port_immutable` of the operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, on a device of driver `T`, with valid arguments.
+unsafe extern "C" fn get_port_immutable_callback<T: Driver>(
+    ib: *mut bindings::ib_device,
+    port: u32,
+    immutable: *mut bindings::ib_port_immutable,
+) -> c_int {
+    // SAFETY: `ib` is a device of driver `T` and `immutable` is valid for writes (function
+    // safety requirement).
+    from_result(|| unsafe {
+        T::get_port_immutable(Device::from_raw(ib), port, &mut *immutable).map(|()| 0)
+    })
+}
+
+/// `get_link_layer` of the operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, on a device of driver `T`.
+unsafe extern "C" fn get_link_layer_callback<T: Driver>(
+    ib: *mut bindings::ib_device,
+    port: u32,
+) -> bindings::rdma_link_layer {
+    // SAFETY: `ib` is a device of driver `T` (function safety requirement).
+    unsafe { T::get_link_layer(Device::from_raw(ib), port) as bindings::rdma_link_layer }
+}
+
+/// `query_pkey` of the operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, on a device of driver `T`, with valid arguments.
+unsafe extern "C" fn query_pkey_callback<T: Driver>(
+    ib: *mut bindings::ib_device,
+    port: u32,
+    index: u16,
+    pkey: *mut u16,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `ib` is a device of driver `T` (function safety requirement).
+        let value = T::query_pkey(unsafe { Device::from_raw(ib) }, port, index)?;
+        // SAFETY: `pkey` is valid for writes (function safety requirement).
+        unsafe { pkey.write(value) };
+        Ok(0)
+    })
+}
+
+/// `add_gid` of the operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a valid GID entry of a device of driver `T`.
+unsafe extern "C" fn add_gid_callback<T: Driver>(
+    attr: *const bindings::ib_gid_attr,
+    _context: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: `attr` is valid for the call and its `device` is a device of driver `T`
+    // (function safety requirement).
+    from_result(|| unsafe {
+        T::add_gid(Device::from_raw((*attr).device), GidAttr::from_raw(attr)).map(|()| 0)
+    })
+}
+
+/// `del_gid` of the operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a valid GID entry of a device of driver `T`.
+unsafe extern "C" fn del_gid_callback<T: Driver>(
+    attr: *const bindings::ib_gid_attr,
+    _context: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: `attr` is valid for the call and its `device` is a device of driver `T`
+    // (function safety requirement).
+    from_result(|| unsafe {
+        T::del_gid(Device::from_raw((*attr).device), GidAttr::from_raw(attr)).map(|()| 0)
+    })
+}
+
+/// Builds the `ib_device_ops` of driver `T` (the core copies it into the device).
+fn ops<T: Driver>() -> bindings::ib_device_ops {
+    let mut ops = bindings::ib_device_ops {
+        owner: this_module::<T::OwnerModule>().as_ptr(),
+        driver_id: bindings::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
+        query_device: Some(query_device_callback::<T>),
+        query_port: Some(query_port_callback::<T>),
+        get_port_immutable: Some(get_port_immutable_callback::<T>),
+        alloc_pd: Some(pd::alloc_pd_callback::<T>),
+        dealloc_pd: Some(pd::dealloc_pd_callback::<T>),
+        size_ib_pd: pd::Pd::<T>::SIZE,
+        ..Default::default()
+    };
+    if T::HAS_GET_LINK_LAYER {
+        ops.get_link_layer = Some(get_link_layer_callback::<T>);
+    }
+    if T::HAS_QUERY_PKEY {
+        ops.query_pkey = Some(query_pkey_callback::<T>);
+    }
+    if T::HAS_ADD_GID {
+        ops.add_gid = Some(add_gid_callback::<T>);
+    }
+    if T::HAS_DEL_GID {
+        ops.del_gid = Some(del_gid_callback::<T>);
+    }
+    ops
+}
