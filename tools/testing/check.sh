@@ -1,6 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # make check: every test layer, each test counted once.
+#   0. style: rustfmt of every Rust file, clippy of tools/ (the kernel's
+#      Rust is linted by building with CLIPPY=1: tools/build/kernel.sh CLIPPY=1)
 #   1. cargo tests of tools/ (the device backend), in the sysroot, and a
 #      short run of each of its fuzz targets
 #   2. KUnit under QEMU (a TCG guest), parsed by the kernel's kunit.py
@@ -24,6 +26,22 @@ result() { # NAME STATUS
 		failed=$((failed + 1)); failures+=("$1"); printf '  FAIL  %s\n' "$1"
 	fi
 }
+
+echo "== style (rustfmt, clippy)"
+# Kernel-side Rust of the overlay, with the kernel's own rustfmt settings.
+krs=$(cd "$TOP" && find rust drivers samples -name '*.rs' | sort)
+in_sysroot bash -c "cd '$TOP' && rustfmt --edition 2021 --check \
+	--config-path '$(kernel_dir)/src/.rustfmt.toml' $(echo $krs)" >"$logs/rustfmt-kernel.log" 2>&1
+result "rustfmt: kernel Rust ($(echo $krs | wc -w) files)" $?
+for manifest in "$TOP"/tools/*/Cargo.toml; do
+	crate=$(basename "$(dirname "$manifest")")
+	in_sysroot cargo fmt --manifest-path "$manifest" --check >"$logs/rustfmt-$crate.log" 2>&1
+	result "rustfmt: $crate" $?
+	in_sysroot cargo clippy --locked --manifest-path "$manifest" --all-targets \
+		--target-dir "$VRDMA_CACHE/cargo-target" -j"$JOBS" -- -D warnings \
+		>"$logs/clippy-$crate.log" 2>&1
+	result "clippy: $crate" $?
+done
 
 echo "== cargo tests (tools/)"
 for manifest in "$TOP"/tools/*/Cargo.toml; do
@@ -98,7 +116,9 @@ result "runner: no process left behind" "$([ -z "$leftover" ] && echo 0 || echo 
 echo "== end-to-end (debug kernel, one fresh guest each)"
 for t in "$TOP"/tools/testing/e2e/*.sh; do
 	name=$(basename "$t" .sh)
-	"$RUN" --kmemleak --timeout 900 --out "$logs/e2e-$name" -- "bash tools/testing/e2e/$name.sh" >"$logs/e2e-$name.log" 2>&1
+	# A test may ask for backend options with a "# backend-args: ..." line.
+	bargs=$(sed -n 's/^# backend-args: //p' "$t" | head -1)
+	"$RUN" --kmemleak --timeout 900 --backend-args "$bargs" --out "$logs/e2e-$name" -- "bash tools/testing/e2e/$name.sh" >"$logs/e2e-$name.log" 2>&1
 	result "e2e: $name" $?
 done
 

@@ -141,7 +141,9 @@ impl<T: Driver> Device<T> {
         let mut width = 0u8;
         // SAFETY: By the type invariant `self.as_raw()` is a valid `ib_device`; the outputs are
         // valid for writes.
-        to_result(unsafe { bindings::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width) })?;
+        to_result(unsafe {
+            bindings::ib_get_eth_speed(self.as_raw(), port, &mut speed, &mut width)
+        })?;
         Ok((speed, width))
     }
 }
@@ -214,7 +216,8 @@ impl<T: Driver> Registration<T> {
     ) -> Result<Self> {
         // SAFETY: `Device::<T>::SIZE` covers the `ib_device` at its start; `init_net` is the
         // initial network namespace, which lives forever.
-        let raw = unsafe { bindings::_ib_alloc_device(Device::<T>::SIZE, &raw mut bindings::init_net) };
+        let raw =
+            unsafe { bindings::_ib_alloc_device(Device::<T>::SIZE, &raw mut bindings::init_net) };
         let dev = NonNull::new(raw).ok_or(ENOMEM)?.cast::<Device<T>>();
 
         // SAFETY: `raw` has room for a `Device<T>`; `data` is not initialised. On failure
@@ -248,7 +251,10 @@ impl<T: Driver> Registration<T> {
         if let Some(mac) = info.roce_mac {
             // SAFETY: `raw` is valid and outlives the binding, which `Drop` stops and drops
             // before freeing the device.
-            let binding = KBox::pin_init(unsafe { roce::Binding::new(raw, super::FIRST_PORT, mac) }, GFP_KERNEL)?;
+            let binding = KBox::pin_init(
+                unsafe { roce::Binding::new(raw, super::FIRST_PORT, mac) },
+                GFP_KERNEL,
+            )?;
             binding.as_ref().start()?;
             this.roce = Some(binding);
         }

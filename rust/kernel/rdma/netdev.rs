@@ -66,4 +66,3 @@ impl Drop for PortNetdev {
         unsafe { bindings::dev_put(self.raw()) };
     }
 }
-

@@ -121,8 +121,15 @@ impl Binding {
             self.bound.store(ndev, Ordering::Relaxed);
         } else {
             // SAFETY: `self.ib` is valid; its `struct device` is initialised at allocation.
-            let dev: &crate::device::Device = unsafe { crate::device::Device::from_raw(&raw mut (*self.ib).__bindgen_anon_1.dev) };
-            dev_warn!(dev, "cannot bind port {} to its netdev: {:?}\n", self.port, Error::from_errno(ret));
+            let dev: &crate::device::Device = unsafe {
+                crate::device::Device::from_raw(&raw mut (*self.ib).__bindgen_anon_1.dev)
+            };
+            dev_warn!(
+                dev,
+                "cannot bind port {} to its netdev: {:?}\n",
+                self.port,
+                Error::from_errno(ret)
+            );
         }
     }
 
@@ -147,7 +154,9 @@ impl Binding {
         };
         match event {
             // SAFETY: `ndev` is the valid netdev the event is about.
-            bindings::netdev_cmd_NETDEV_REGISTER if bound.is_null() && unsafe { this.is_ours(ndev) } => {
+            bindings::netdev_cmd_NETDEV_REGISTER
+                if bound.is_null() && unsafe { this.is_ours(ndev) } =>
+            {
                 this.set_netdev(ndev)
             }
             bindings::netdev_cmd_NETDEV_UNREGISTER if bound == ndev => {

@@ -1,10 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # The virtio_rdma driver binds to the virtio-rdma device (ID 42): probe reads
-# and checks config space, creates every virtqueue, queries port 1 and creates
-# and destroys a PD over the control queue. Then 20 unload/load cycles, each
-# of which must rebind the device and repeat the control-path round trips
-# (the runner fails the test on any WARN, lockdep, KASAN or kmemleak report).
+# and checks config space, creates every virtqueue and registers
+# virtio_rdma0, whose port 1 is ACTIVE on eth0 (its verbs are control
+# commands: QUERY_PORT, ADD_GID, ...). Then 20 unload/load cycles, each of
+# which must rebind the device and register it again (the runner fails the
+# test on any WARN, lockdep, KASAN or kmemleak report).
 set -euo pipefail
 
 fail() { echo "FAIL: $*"; dmesg | tail -40; exit 1; }
@@ -16,23 +17,25 @@ done
 [ -n "$dev" ] || fail "no virtio device with ID 0x002a"
 
 bound_driver() { [ -e "$dev/driver" ] && basename "$(readlink -f "$dev/driver")" || echo none; }
-probes() { dmesg | grep -c "virtio_rdma .*control path works" || true; }
+registrations() { dmesg | grep -c "infiniband virtio_rdma0: registered" || true; }
+expected="link virtio_rdma0/1 state ACTIVE physical_state LINK_UP netdev eth0"
 
 modprobe virtio_rdma
 [ "$(bound_driver)" = virtio_rdma ] || fail "$(basename "$dev") is bound to '$(bound_driver)', not virtio_rdma"
-log=$(dmesg)
-port=$(grep "virtio_rdma .*: port 1: " <<<"$log" | tail -1) || fail "no QUERY_PORT result in the kernel log"
-echo "QUERY_PORT: ${port#*] }"
-grep "virtio_rdma .*control path works" <<<"$log" | tail -1 | sed 's/^\[[^]]*\] //'
-grep -q "virtio_rdma .*: port 1: state 4 " <<<"$log" || fail "port 1 is not ACTIVE (state 4)"
+dmesg | grep "virtio_rdma" | sed 's/^\[[^]]*\] //'
+link=$(rdma link show | sed 's/ *$//')
+echo "rdma link show: $link"
+[ "$link" = "$expected" ] || fail "expected '$expected'"
 
 for i in $(seq 20); do
 	rmmod virtio_rdma || fail "rmmod #$i"
 	[ "$(bound_driver)" = none ] || fail "still bound after rmmod #$i"
+	[ ! -e /sys/class/infiniband/virtio_rdma0 ] || fail "virtio_rdma0 left after rmmod #$i"
 	modprobe virtio_rdma || fail "modprobe #$i"
 	[ "$(bound_driver)" = virtio_rdma ] || fail "not rebound after modprobe #$i"
+	[ "$(rdma link show | sed 's/ *$//')" = "$expected" ] || fail "cycle #$i: $(rdma link show)"
 done
-n=$(probes)
-[ "$n" = 21 ] || fail "expected 21 successful probes, saw $n"
+n=$(registrations)
+[ "$n" = 21 ] || fail "expected 21 registrations, saw $n"
 rmmod virtio_rdma
-echo "21 probes, 20 unload/load cycles: ok"
+echo "21 registrations, 20 unload/load cycles: ok"

@@ -3,7 +3,7 @@
 # Boots a fresh test guest and runs one command in it.
 #
 #   run.sh [--shell] [--timeout SECONDS] [--kmemleak] [--out DIR]
-#          [--append KERNEL-PARAMS] [--] CMD...
+#          [--append KERNEL-PARAMS] [--backend-args ARGS] [--] CMD...
 #
 # The guest is the project's kernel under the project's QEMU (TCG unless a
 # real KVM module is loaded), its root is the build sysroot over virtio-9p,
@@ -14,9 +14,12 @@
 # killed. Everything runs in a private mount+PID namespace, so no process,
 # mount or socket outlives the run. --out DIR receives the run's files
 # (status, backend.log, and whatever the command wrote to /mnt/run).
+# --backend-args passes extra options to the backend (split on spaces), e.g.
+# "--config-override phys_port_cnt=2" to present a device with a bad config.
+# The guest sees the run's files at /mnt/run (backend.log among them).
 source "$(dirname "$0")/../../build/lib.sh"
 
-mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append=""
+mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append="" backend_args=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--shell) mode=shell ;;
@@ -24,6 +27,7 @@ while [ $# -gt 0 ]; do
 	--kmemleak) kmemleak=1 ;;
 	--out) out=$2; shift ;;
 	--append) append=$2; shift ;;
+	--backend-args) backend_args=$2; shift ;;
 	--) shift; break ;;
 	-*) die "unknown option $1" ;;
 	*) break ;;
@@ -46,7 +50,7 @@ rc=0
 # where a checkout may live, so guest-side paths use /opt.
 in_sysroot --binds "$kdir/modules/lib/modules:/usr/lib/modules $share:$share $TOP:/opt" \
 	"$TOP/tools/testing/vm/guest.sh" "$mode" "$timeout" "$kmemleak" "$share" \
-	"$kdir/build/arch/x86/boot/bzImage" "$qemu" "$backend" "$append" || rc=$?
+	"$kdir/build/arch/x86/boot/bzImage" "$qemu" "$backend" "$append" "$backend_args" || rc=$?
 if [ -n "$out" ]; then
 	mkdir -p "$out"
 	cp -r "$share"/. "$out"/

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Parser;
 use log::LevelFilter;
 
-use crate::limits::{Limits, LimitsError, Mac};
+use crate::limits::{ConfigOverride, Limits, LimitsError, Mac};
 
 /// vhost-user backend for the virtio-rdma device (virtio device ID 42).
 ///
@@ -50,6 +50,12 @@ pub struct Cli {
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     pub log_level: LevelFilter,
 
+    /// Report config field FIELD as VALUE (decimal or 0x hex) while serving the
+    /// real limits: for testing a driver against a device with a bad config.
+    /// Repeatable; FIELD is a field of struct virtio_rdma_config.
+    #[arg(long = "config-override", value_name = "FIELD=VALUE")]
+    pub config_overrides: Vec<ConfigOverride>,
+
     /// Print the number of virtqueues for these limits and exit.
     #[arg(long)]
     pub print_num_queues: bool,
@@ -58,7 +64,8 @@ pub struct Cli {
 impl Cli {
     /// The validated device limits.
     pub fn limits(&self) -> Result<Limits, LimitsError> {
-        Limits::new(self.max_qp, self.max_cq, self.queue_size, self.mac)
+        Limits::new(self.max_qp, self.max_cq, self.queue_size, self.mac)?
+            .with_overrides(&self.config_overrides)
     }
 }
 

@@ -137,9 +137,100 @@ pub enum LimitsError {
         /// Resulting queue count.
         total: u64,
     },
+    /// More than MAX_OVERRIDES --config-override.
+    #[error("at most {MAX_OVERRIDES} --config-override, got {0}")]
+    TooManyOverrides(usize),
     /// Queue size not a power of two in range.
     #[error("--queue-size {0} must be a power of two between 2 and {MAX_QUEUE_SIZE}")]
     QueueSize(u32),
+}
+
+/// Most `--config-override`s one device takes.
+pub const MAX_OVERRIDES: usize = 8;
+
+/// A config space field reported with a value the device does not honour
+/// (`--config-override FIELD=VALUE`): for testing how a driver copes with a
+/// device whose config is bad or inconsistent. The device itself keeps
+/// serving its real limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConfigOverride {
+    offset: usize,
+    len: usize,
+    value: u64,
+}
+
+/// The integer fields of `struct virtio_rdma_config`: name, offset, size.
+fn config_fields() -> Vec<(&'static str, usize, usize)> {
+    let c = <VirtioRdmaConfig as zerocopy::FromZeros>::new_zeroed();
+    macro_rules! fields {
+        ($($f:ident),* $(,)?) => {
+            vec![$((
+                stringify!($f),
+                std::mem::offset_of!(VirtioRdmaConfig, $f),
+                std::mem::size_of_val(&c.$f),
+            )),*]
+        };
+    }
+    fields!(
+        phys_port_cnt,
+        vendor_id,
+        sys_image_guid,
+        vendor_part_id,
+        hw_ver,
+        max_mr_size,
+        page_size_cap,
+        device_cap_flags,
+        max_qp,
+        max_qp_wr,
+        max_send_sge,
+        max_recv_sge,
+        max_sge_rd,
+        max_cq,
+        max_cqe,
+        max_mr,
+        max_pd,
+        max_qp_rd_atom,
+        max_res_rd_atom,
+        max_qp_init_rd_atom,
+        max_mw,
+        max_mcast_grp,
+        max_mcast_qp_attach,
+        max_total_mcast_qp_attach,
+        max_ah,
+        max_fast_reg_page_list_len,
+        max_pi_fast_reg_page_list_len,
+        max_inline_data,
+        max_pkeys,
+        local_ca_ack_delay,
+        atomic_cap,
+    )
+}
+
+impl std::str::FromStr for ConfigOverride {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, value) = s
+            .split_once('=')
+            .ok_or_else(|| format!("'{s}' is not FIELD=VALUE"))?;
+        let fields = config_fields();
+        let &(_, offset, len) = fields.iter().find(|f| f.0 == name).ok_or_else(|| {
+            let names: Vec<&str> = fields.iter().map(|f| f.0).collect();
+            format!(
+                "unknown config field '{name}' (one of: {})",
+                names.join(", ")
+            )
+        })?;
+        let value = match value.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16),
+            None => value.parse::<u64>(),
+        }
+        .map_err(|e| format!("'{value}': {e}"))?;
+        if len < 8 && value >> (8 * len) != 0 {
+            return Err(format!("{value:#x} does not fit {name} ({len} bytes)"));
+        }
+        Ok(ConfigOverride { offset, len, value })
+    }
 }
 
 /// The limits one device serves.
@@ -149,6 +240,7 @@ pub struct Limits {
     max_cq: u32,
     queue_size: u16,
     mac: Mac,
+    overrides: [Option<ConfigOverride>; MAX_OVERRIDES],
 }
 
 impl Limits {
@@ -178,7 +270,19 @@ impl Limits {
             max_cq,
             queue_size,
             mac,
+            overrides: [None; MAX_OVERRIDES],
         })
+    }
+
+    /// The same limits, with config fields reported as `overrides` say.
+    pub fn with_overrides(mut self, overrides: &[ConfigOverride]) -> Result<Self, LimitsError> {
+        if overrides.len() > MAX_OVERRIDES {
+            return Err(LimitsError::TooManyOverrides(overrides.len()));
+        }
+        for (slot, o) in self.overrides.iter_mut().zip(overrides) {
+            *slot = Some(*o);
+        }
+        Ok(self)
     }
 
     /// QPs.
@@ -259,6 +363,9 @@ impl Limits {
         let cfg = self.config();
         let bytes = cfg.as_bytes();
         space[..bytes.len()].copy_from_slice(bytes);
+        for o in self.overrides.iter().flatten() {
+            space[o.offset..o.offset + o.len].copy_from_slice(&o.value.to_le_bytes()[..o.len]);
+        }
         space
     }
 }
@@ -313,5 +420,27 @@ mod tests {
         assert!("52:54:00:12:34".parse::<Mac>().is_err());
         assert!("52:54:00:12:34:5g".parse::<Mac>().is_err());
         assert!("52:54:00:12:34:567".parse::<Mac>().is_err());
+    }
+
+    #[test]
+    fn config_overrides() {
+        let o: ConfigOverride = "phys_port_cnt=2".parse().expect("parses");
+        let l = Limits::new(16, 32, 1024, MAC)
+            .and_then(|l| l.with_overrides(&[o, "max_cq=0x0".parse().expect("hex")]))
+            .expect("valid");
+        let space = l.config_space();
+        assert_eq!(&space[0..4], &[2, 0, 0, 0]);
+        let max_cq = std::mem::offset_of!(VirtioRdmaConfig, max_cq);
+        assert_eq!(&space[max_cq..max_cq + 4], &[0, 0, 0, 0]);
+        // The device still serves its real queues.
+        assert_eq!(l.num_queues(), 65);
+        assert!("atomic_cap=256".parse::<ConfigOverride>().is_err());
+        assert!("nonsense=1".parse::<ConfigOverride>().is_err());
+        assert!("max_qp".parse::<ConfigOverride>().is_err());
+        assert!("max_qp=-1".parse::<ConfigOverride>().is_err());
+        let many = vec![o; MAX_OVERRIDES + 1];
+        assert!(Limits::new(1, 1, 2, MAC)
+            .and_then(|l| l.with_overrides(&many))
+            .is_err());
     }
 }

@@ -303,4 +303,8 @@ pub(crate) struct CmdDelGid {
     pub(crate) reserved: U16,
     pub(crate) port: U32,
 }
-same_layout!(CmdDelGid, bindings::virtio_rdma_cmd_del_gid, [index, reserved, port]);
+same_layout!(
+    CmdDelGid,
+    bindings::virtio_rdma_cmd_del_gid,
+    [index, reserved, port]
+);

@@ -46,12 +46,7 @@ impl fmt::Display for ConfigError {
             Self::Mac(m) => write!(
                 f,
                 "mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} is not a unicast address",
-                m[0],
-                m[1],
-                m[2],
-                m[3],
-                m[4],
-                m[5]
+                m[0], m[1], m[2], m[3], m[4], m[5]
             ),
         }
     }
@@ -297,7 +292,10 @@ mod tests {
         c.mac = [0; 6];
         assert_eq!(validate(&c).err(), Some(ConfigError::Mac([0; 6])));
         c.mac = [0x01, 0, 0x5e, 0, 0, 1];
-        assert_eq!(validate(&c).err(), Some(ConfigError::Mac([0x01, 0, 0x5e, 0, 0, 1])));
+        assert_eq!(
+            validate(&c).err(),
+            Some(ConfigError::Mac([0x01, 0, 0x5e, 0, 0, 1]))
+        );
         // An all-zero config space (e.g. a device that reports nothing) is refused, not trusted.
         assert!(validate(&Config::new_zeroed()).is_err());
     }

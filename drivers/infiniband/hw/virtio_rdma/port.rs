@@ -211,7 +211,10 @@ mod tests {
         // Up, MTU 1500: RoCE MTU 1024.
         port.fill_attr(Some(&up(bindings::ib_mtu_IB_MTU_1024)), None, &mut attr);
         assert_eq!(attr.state, bindings::ib_port_state_IB_PORT_ACTIVE);
-        assert_eq!(u32::from(attr.phys_state), bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP);
+        assert_eq!(
+            u32::from(attr.phys_state),
+            bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP
+        );
         assert_eq!(attr.active_mtu, bindings::ib_mtu_IB_MTU_1024);
         assert_eq!(attr.max_mtu, bindings::ib_mtu_IB_MTU_4096);
         assert_eq!(attr.gid_tbl_len, 128);
@@ -223,7 +226,10 @@ mod tests {
         };
         port.fill_attr(Some(&down), None, &mut attr);
         assert_eq!(attr.state, bindings::ib_port_state_IB_PORT_DOWN);
-        assert_eq!(u32::from(attr.phys_state), bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED);
+        assert_eq!(
+            u32::from(attr.phys_state),
+            bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED
+        );
         port.fill_attr(None, None, &mut attr);
         assert_eq!(attr.state, bindings::ib_port_state_IB_PORT_DOWN);
         // The device's own link down wins over an up netdev.
@@ -240,7 +246,11 @@ mod tests {
         let Ok(port) = Port::check(&r) else {
             panic!("answer refused");
         };
-        port.fill_attr(Some(&up(bindings::ib_mtu_IB_MTU_4096)), Some((2, 4)), &mut attr);
+        port.fill_attr(
+            Some(&up(bindings::ib_mtu_IB_MTU_4096)),
+            Some((2, 4)),
+            &mut attr,
+        );
         assert_eq!(attr.active_mtu, bindings::ib_mtu_IB_MTU_2048);
         assert_eq!(attr.active_speed, 2);
         assert_eq!(attr.active_width, 4);
@@ -253,7 +263,10 @@ mod tests {
         };
         let mut imm = bindings::ib_port_immutable::default();
         port.fill_immutable(&mut imm);
-        assert_eq!(imm.core_cap_flags, bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP);
+        assert_eq!(
+            imm.core_cap_flags,
+            bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP
+        );
         assert_eq!(imm.gid_tbl_len, 128);
         assert_eq!(imm.pkey_tbl_len, 1);
         assert_eq!(imm.max_mad_size, 256);
@@ -262,7 +275,10 @@ mod tests {
     #[test]
     fn node_guid_is_the_mac_eui64() {
         let guid = node_guid([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
-        assert_eq!(guid.to_ne_bytes(), [0x50, 0x54, 0x00, 0xff, 0xfe, 0x12, 0x34, 0x56]);
+        assert_eq!(
+            guid.to_ne_bytes(),
+            [0x50, 0x54, 0x00, 0xff, 0xfe, 0x12, 0x34, 0x56]
+        );
     }
 
     #[test]
