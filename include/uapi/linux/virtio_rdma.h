@@ -314,7 +314,7 @@ struct virtio_rdma_cmd_dereg_mr {
 /* VIRTIO_RDMA_CMD_CREATE_QP request. */
 struct virtio_rdma_cmd_create_qp {
 	__le32 pdn;
-	__u8 qp_type;			/* IB_QPT_GSI, IB_QPT_RC or IB_QPT_UD */
+	__u8 qp_type;			/* IB_QPT_GSI, IB_QPT_RC, IB_QPT_UC or IB_QPT_UD */
 	__u8 sq_sig_all;		/* 1: every SQ element is signaled */
 	__le16 reserved0;
 	__le32 max_send_wr;

@@ -9,7 +9,14 @@
 //! right and bound is checked against the registered MRs before a byte
 //! moves; a check that fails gives the IB completion status and, as IB
 //! does, moves the QP (and for responder errors the responder QP) to error.
+//!
+//! UC QPs are connected like RC but nothing acknowledges their messages:
+//! what the responder does not take (no receive posted, a failed remote
+//! access check, a responder that is gone) is lost without stalling or
+//! failing the requester, whose work request completes successfully once
+//! its own local checks pass.
 
+use std::fmt;
 use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,7 +48,7 @@ const UD_MTU: u64 = 1024;
 enum Exec {
     /// Finished with this status and byte count.
     Done(u8, u32),
-    /// The responder has no receive posted; retry after this delay.
+    /// The responder has no receive posted; retry after this delay (RC).
     Rnr(Duration),
 }
 
@@ -426,6 +433,26 @@ struct Sender {
     dest_qpn: u32,
 }
 
+impl Sender {
+    /// UC: no acknowledgement ever tells the requester what became of a
+    /// message at the responder.
+    fn unreliable(&self) -> bool {
+        self.qp_type == IB_QPT_UC
+    }
+}
+
+/// A UC message the responder did not take. Without acknowledgements the
+/// requester cannot tell: its work request succeeds (with the `len` bytes
+/// it sent) and the message is lost.
+fn lost(ctrl: &Ctrl, qpn: u32, w: &SendWqe, len: usize, why: fmt::Arguments<'_>) -> Exec {
+    debug!(
+        "{}: QP {qpn}: UC wr_id {} dropped: {why}",
+        ctrl.name(),
+        w.wr_id
+    );
+    Exec::Done(IB_WC_SUCCESS, len as u32)
+}
+
 fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
     let Some(s) = ctrl.lock().qp(qpn).map(|q| Sender {
         pdn: q.pdn,
@@ -441,14 +468,39 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
         IB_WR_LOCAL_INV => return Exec::Done(local_inv(ctrl, s.pdn, w.ex), 0),
         _ => {}
     }
-    if s.qp_type != IB_QPT_RC {
+    if matches!(s.qp_type, IB_QPT_UD | IB_QPT_GSI) {
         if !matches!(w.opcode, IB_WR_SEND | IB_WR_SEND_WITH_IMM) {
             return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
         }
         return ud_send(fabric, ctrl, qpn, &s, w);
     }
-    // RC: the connected peer, found by its GID.
+    // IB defines no UC packets for RDMA READ, atomics or SEND with
+    // Invalidate.
+    let uc_op = matches!(
+        w.opcode,
+        IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_RDMA_WRITE | IB_WR_RDMA_WRITE_WITH_IMM
+    );
+    if s.unreliable() && !uc_op {
+        warn!(
+            "{}: QP {qpn}: wr_id {}: opcode {} is not a UC operation",
+            ctrl.name(),
+            w.wr_id,
+            w.opcode
+        );
+        return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
+    }
+    // RC and UC: the connected peer, found by its GID; it must be a QP of
+    // the same type able to receive.
     let Some(peer_dev) = fabric::by_gid(fabric, &s.dgid, ctrl) else {
+        if s.unreliable() {
+            return uc_no_peer(
+                ctrl,
+                qpn,
+                &s,
+                w,
+                format_args!("no device holds the destination GID"),
+            );
+        }
         return Exec::Done(IB_WC_RETRY_EXC_ERR, 0);
     };
     let peer = Peer {
@@ -459,14 +511,18 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
         .ctrl()
         .lock()
         .qp(peer.qpn)
-        .is_some_and(|q| q.qp_type == IB_QPT_RC && q.can_receive());
+        .is_some_and(|q| q.qp_type == s.qp_type && q.can_receive());
     if !ready {
+        if s.unreliable() {
+            let why = format_args!("destination QP {} is not a UC QP in RTR/RTS", peer.qpn);
+            return uc_no_peer(ctrl, qpn, &s, w, why);
+        }
         // Nobody answers: the transport's retries run out.
         return Exec::Done(IB_WC_RETRY_EXC_ERR, 0);
     }
     match w.opcode {
         IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_SEND_WITH_INV => {
-            rc_send(fabric, ctrl, qpn, &s, &peer, w)
+            connected_send(fabric, ctrl, qpn, &s, &peer, w)
         }
         IB_WR_RDMA_WRITE | IB_WR_RDMA_WRITE_WITH_IMM => rdma_write(fabric, ctrl, qpn, &s, &peer, w),
         IB_WR_RDMA_READ => Exec::Done(rdma_read(fabric, ctrl, &s, &peer, w), 0).with_len(w),
@@ -474,6 +530,17 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
             Exec::Done(atomic(fabric, ctrl, &s, &peer, w), 8)
         }
         _ => Exec::Done(IB_WC_LOC_QP_OP_ERR, 0),
+    }
+}
+
+/// A UC message with nobody to take it. The requester's local checks still
+/// apply (it reads its payload before anything leaves it); then the
+/// message is lost.
+fn uc_no_peer(ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe, why: fmt::Arguments<'_>) -> Exec {
+    let lguard = ctrl.mem().memory();
+    match gather(ctrl, &lguard, s.pdn, w) {
+        Ok(src) => lost(ctrl, qpn, w, src.len(), why),
+        Err(status) => Exec::Done(status, 0),
     }
 }
 
@@ -758,7 +825,15 @@ fn recv_error(fabric: &Fabric, peer: &Peer, r: &Recv, status: u8) {
     complete_recv(fabric, peer, r, cqe(0, status, IB_WC_RECV, peer.qpn), false);
 }
 
-fn rc_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, peer: &Peer, w: &SendWqe) -> Exec {
+/// SEND on an RC or UC QP.
+fn connected_send(
+    fabric: &Fabric,
+    ctrl: &Ctrl,
+    qpn: u32,
+    s: &Sender,
+    peer: &Peer,
+    w: &SendWqe,
+) -> Exec {
     let lguard = ctrl.mem().memory();
     let src = match gather(ctrl, &lguard, s.pdn, w) {
         Ok(p) => p,
@@ -767,9 +842,20 @@ fn rc_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, peer: &Peer, w: &
     if src.len() as u64 > u64::from(limits::MAX_MSG_SZ) {
         return Exec::Done(IB_WC_LOC_LEN_ERR, 0);
     }
+    let uc = s.unreliable();
+    let len = src.len();
     let r = match take_recv(fabric, peer) {
         Take::Got(r) => r,
+        // UC has no RNR NAK to wait on: the message is lost.
+        Take::Empty(_) if uc => {
+            let why = format_args!("QP {} has no receive posted", peer.qpn);
+            return lost(ctrl, qpn, w, len, why);
+        }
         Take::Empty(d) => return Exec::Rnr(d),
+        Take::Bad if uc => {
+            let why = format_args!("QP {} failed a malformed receive", peer.qpn);
+            return lost(ctrl, qpn, w, len, why);
+        }
         Take::Bad => return Exec::Done(IB_WC_REM_OP_ERR, 0),
     };
     let pc = peer.ctrl();
@@ -778,12 +864,23 @@ fn rc_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, peer: &Peer, w: &
     let dst = resolve(&pc.lock(), r.pdn, &r.wqe.sges, IB_ACCESS_LOCAL_WRITE, need)
         .ok()
         .and_then(|ranges| slices(&pguard, &ranges));
+    // A receive the responder cannot scatter into is the responder's local
+    // error (its receive fails, it moves to error); an RC requester also
+    // learns of it from the NAK, a UC one does not.
     let Some(dst) = dst else {
         recv_error(fabric, peer, &r, IB_WC_LOC_PROT_ERR);
+        if uc {
+            let why = format_args!("QP {}: receive SGEs refused", peer.qpn);
+            return lost(ctrl, qpn, w, len, why);
+        }
         return Exec::Done(IB_WC_REM_OP_ERR, 0);
     };
     if total(&dst) < src.len() {
         recv_error(fabric, peer, &r, IB_WC_LOC_LEN_ERR);
+        if uc {
+            let why = format_args!("QP {}: receive shorter than {len} bytes", peer.qpn);
+            return lost(ctrl, qpn, w, len, why);
+        }
         return Exec::Done(IB_WC_REM_INV_REQ_ERR, 0);
     }
     let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV, peer.qpn);
@@ -833,7 +930,20 @@ fn rdma_write(
     )
     .ok()
     .and_then(|ranges| slices(&pguard, &ranges));
+    let uc = s.unreliable();
     let Some(dst) = dst else {
+        // A UC responder drops a write that fails its access checks and
+        // carries on: there is no NAK to send, and IB does not move it to
+        // error for that.
+        if uc {
+            let why = format_args!(
+                "QP {}: rkey {:#x} refused remote write of {len} bytes at {:#x}",
+                peer.qpn,
+                rdma.rkey.get(),
+                rdma.remote_addr.get()
+            );
+            return lost(ctrl, qpn, w, len, why);
+        }
         to_error(fabric, pc, peer.qpn);
         return Exec::Done(IB_WC_REM_ACCESS_ERR, 0);
     };
@@ -842,7 +952,15 @@ fn rdma_write(
     let r = if imm {
         match take_recv(fabric, peer) {
             Take::Got(r) => Some(r),
+            Take::Empty(_) if uc => {
+                let why = format_args!("QP {} has no receive posted", peer.qpn);
+                return lost(ctrl, qpn, w, len, why);
+            }
             Take::Empty(d) => return Exec::Rnr(d),
+            Take::Bad if uc => {
+                let why = format_args!("QP {} failed a malformed receive", peer.qpn);
+                return lost(ctrl, qpn, w, len, why);
+            }
             Take::Bad => return Exec::Done(IB_WC_REM_OP_ERR, 0),
         }
     } else {

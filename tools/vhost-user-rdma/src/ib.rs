@@ -9,6 +9,7 @@
 // enum ib_qp_type
 pub const IB_QPT_GSI: u8 = 1;
 pub const IB_QPT_RC: u8 = 2;
+pub const IB_QPT_UC: u8 = 3;
 pub const IB_QPT_UD: u8 = 4;
 
 // enum ib_qp_state

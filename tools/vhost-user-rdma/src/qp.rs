@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Queue pairs: what CREATE_QP fixed, the attributes MODIFY_QP set, and the
 //! IB state machine with its per-transition attribute masks (as the
-//! kernel's `ib_modify_qp_is_ok` checks them for RC, UD and GSI QPs).
+//! kernel's `ib_modify_qp_is_ok` checks them for RC, UC, UD and GSI QPs).
 
 use std::time::Instant;
 
@@ -44,7 +44,7 @@ pub struct RnrWait {
 pub struct Qp {
     /// Protection domain.
     pub pdn: u32,
-    /// `enum ib_qp_type`: GSI, RC or UD.
+    /// `enum ib_qp_type`: GSI, RC, UC or UD.
     pub qp_type: u8,
     /// Every SQ element generates a completion.
     pub sq_sig_all: bool,
@@ -92,18 +92,21 @@ impl Qp {
 
     /// Whether this is a UD or GSI QP.
     pub fn is_ud(&self) -> bool {
-        self.qp_type != IB_QPT_RC
+        matches!(self.qp_type, IB_QPT_UD | IB_QPT_GSI)
     }
 }
 
 /// (required, optional) attribute masks of a transition, `None` if the
-/// transition is not allowed.
+/// transition is not allowed. The values are those of the kernel's
+/// `qp_state_table` (drivers/infiniband/core/verbs.c) for the types and
+/// states the device implements (no SQD).
 fn masks(qp_type: u8, cur: u8, next: u8) -> Option<(u32, u32)> {
     let rc = qp_type == IB_QPT_RC;
+    let uc = qp_type == IB_QPT_UC;
     let gsi = qp_type == IB_QPT_GSI;
-    // What INIT accepts: RC needs access flags and a port, UD a Q_Key and
-    // a port, GSI (port fixed) only a Q_Key.
-    let init_attrs = if rc {
+    // What INIT accepts: RC and UC need access flags and a port, UD a Q_Key
+    // and a port, GSI (port fixed) only a Q_Key.
+    let init_attrs = if rc || uc {
         IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_ACCESS_FLAGS
     } else if gsi {
         IB_QP_PKEY_INDEX | IB_QP_QKEY
@@ -111,6 +114,9 @@ fn masks(qp_type: u8, cur: u8, next: u8) -> Option<(u32, u32)> {
         IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_QKEY
     };
     let ud_opt = IB_QP_PKEY_INDEX | IB_QP_QKEY;
+    // UC has RC's path but no acknowledgements: none of RC's RDMA
+    // READ/atomic depths, RNR timer, ACK timeout or retry counts.
+    let uc_opt = IB_QP_CUR_STATE | IB_QP_ALT_PATH | IB_QP_ACCESS_FLAGS | IB_QP_PATH_MIG_STATE;
     Some(match (cur, next) {
         (_, IB_QPS_RESET) if cur <= IB_QPS_ERR => (0, 0),
         (_, IB_QPS_ERR) if cur <= IB_QPS_ERR => (0, 0),
@@ -123,6 +129,10 @@ fn masks(qp_type: u8, cur: u8, next: u8) -> Option<(u32, u32)> {
                 | IB_QP_RQ_PSN
                 | IB_QP_MAX_DEST_RD_ATOMIC
                 | IB_QP_MIN_RNR_TIMER,
+            IB_QP_ALT_PATH | IB_QP_ACCESS_FLAGS | IB_QP_PKEY_INDEX,
+        ),
+        (IB_QPS_INIT, IB_QPS_RTR) if uc => (
+            IB_QP_AV | IB_QP_PATH_MTU | IB_QP_DEST_QPN | IB_QP_RQ_PSN,
             IB_QP_ALT_PATH | IB_QP_ACCESS_FLAGS | IB_QP_PKEY_INDEX,
         ),
         (IB_QPS_INIT, IB_QPS_RTR) => (0, ud_opt),
@@ -138,6 +148,7 @@ fn masks(qp_type: u8, cur: u8, next: u8) -> Option<(u32, u32)> {
                 | IB_QP_MIN_RNR_TIMER
                 | IB_QP_PATH_MIG_STATE,
         ),
+        (IB_QPS_RTR, IB_QPS_RTS) if uc => (IB_QP_SQ_PSN, uc_opt),
         (IB_QPS_RTR, IB_QPS_RTS) => (IB_QP_SQ_PSN, IB_QP_CUR_STATE | IB_QP_QKEY),
         (IB_QPS_RTS, IB_QPS_RTS) if rc => (
             0,
@@ -147,7 +158,9 @@ fn masks(qp_type: u8, cur: u8, next: u8) -> Option<(u32, u32)> {
                 | IB_QP_PATH_MIG_STATE
                 | IB_QP_MIN_RNR_TIMER,
         ),
+        (IB_QPS_RTS, IB_QPS_RTS) if uc => (0, uc_opt),
         (IB_QPS_RTS, IB_QPS_RTS) => (0, IB_QP_CUR_STATE | IB_QP_QKEY),
+        (IB_QPS_SQE, IB_QPS_RTS) if uc => (0, IB_QP_CUR_STATE | IB_QP_ACCESS_FLAGS),
         (IB_QPS_SQE, IB_QPS_RTS) if !rc => (0, IB_QP_CUR_STATE | IB_QP_QKEY),
         _ => return None,
     })
@@ -364,5 +377,124 @@ mod tests {
         assert_eq!(modify(&mut g, init, &to(IB_QPS_INIT), ok), Err(2));
         let init = IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_QKEY;
         assert_eq!(modify(&mut g, init, &to(IB_QPS_INIT), ok), Ok((0, 1)));
+    }
+
+    #[test]
+    fn uc_masks() {
+        let ok = |_| true;
+        let mut q = qp(IB_QPT_UC);
+        // INIT: RC's attributes, not UD's Q_Key.
+        let init = IB_QP_STATE | IB_QP_PORT | IB_QP_PKEY_INDEX | IB_QP_ACCESS_FLAGS;
+        assert_eq!(
+            modify(&mut q, init & !IB_QP_ACCESS_FLAGS, &to(IB_QPS_INIT), ok),
+            Err(VIRTIO_RDMA_S_INVALID),
+            "INIT needs access flags"
+        );
+        assert_eq!(
+            modify(&mut q, init | IB_QP_QKEY, &to(IB_QPS_INIT), ok),
+            Err(VIRTIO_RDMA_S_INVALID),
+            "a Q_Key is not a UC attribute"
+        );
+        assert_eq!(modify(&mut q, init, &to(IB_QPS_INIT), ok), Ok((0, 1)));
+        assert_eq!(
+            modify(
+                &mut q,
+                IB_QP_STATE | IB_QP_ACCESS_FLAGS,
+                &to(IB_QPS_INIT),
+                ok
+            ),
+            Ok((1, 1))
+        );
+        // RTR: the path and PSN, none of RC's read/atomic or RNR attributes.
+        let rtr = IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU | IB_QP_DEST_QPN | IB_QP_RQ_PSN;
+        assert_eq!(
+            modify(&mut q, rtr & !IB_QP_RQ_PSN, &to(IB_QPS_RTR), ok),
+            Err(VIRTIO_RDMA_S_INVALID),
+            "RTR needs the RQ PSN"
+        );
+        for rc_only in [IB_QP_MAX_DEST_RD_ATOMIC, IB_QP_MIN_RNR_TIMER, IB_QP_QKEY] {
+            assert_eq!(
+                modify(&mut q, rtr | rc_only, &to(IB_QPS_RTR), ok),
+                Err(VIRTIO_RDMA_S_INVALID),
+                "mask {rc_only:#x} on UC INIT -> RTR"
+            );
+        }
+        let opt = IB_QP_ACCESS_FLAGS | IB_QP_PKEY_INDEX;
+        assert_eq!(modify(&mut q, rtr | opt, &to(IB_QPS_RTR), ok), Ok((1, 2)));
+        // RTS: only the SQ PSN.
+        assert_eq!(
+            modify(&mut q, IB_QP_STATE, &to(IB_QPS_RTS), ok),
+            Err(VIRTIO_RDMA_S_INVALID),
+            "RTS needs the SQ PSN"
+        );
+        let rts = IB_QP_STATE | IB_QP_SQ_PSN;
+        for rc_only in [
+            IB_QP_TIMEOUT,
+            IB_QP_RETRY_CNT,
+            IB_QP_RNR_RETRY,
+            IB_QP_MAX_QP_RD_ATOMIC,
+            IB_QP_MIN_RNR_TIMER,
+        ] {
+            assert_eq!(
+                modify(&mut q, rts | rc_only, &to(IB_QPS_RTS), ok),
+                Err(VIRTIO_RDMA_S_INVALID),
+                "mask {rc_only:#x} on UC RTR -> RTS"
+            );
+        }
+        let mut a = to(IB_QPS_RTS);
+        a.cur_qp_state = IB_QPS_RTR;
+        let opt = IB_QP_CUR_STATE | IB_QP_ACCESS_FLAGS | IB_QP_PATH_MIG_STATE;
+        assert_eq!(modify(&mut q, rts | opt, &a, ok), Ok((2, 3)));
+        // RTS -> RTS: access flags and migration state, no RNR timer.
+        let mut a = to(IB_QPS_RTS);
+        let access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+        a.qp_access_flags = U32::new(access);
+        assert_eq!(
+            modify(&mut q, IB_QP_STATE | IB_QP_ACCESS_FLAGS, &a, ok),
+            Ok((3, 3))
+        );
+        assert_eq!(q.attr.qp_access_flags.get(), access);
+        assert_eq!(
+            modify(
+                &mut q,
+                IB_QP_STATE | IB_QP_MIN_RNR_TIMER,
+                &to(IB_QPS_RTS),
+                ok
+            ),
+            Err(VIRTIO_RDMA_S_INVALID)
+        );
+        assert_eq!(
+            modify(&mut q, IB_QP_STATE, &to(IB_QPS_SQD), ok),
+            Err(VIRTIO_RDMA_S_BAD_STATE),
+            "SQD is not implemented"
+        );
+        // SQE -> RTS takes access flags (UD's Q_Key is not one); RC has no
+        // SQE state.
+        q.attr.qp_state = IB_QPS_SQE;
+        assert_eq!(
+            modify(&mut q, IB_QP_STATE | IB_QP_QKEY, &to(IB_QPS_RTS), ok),
+            Err(VIRTIO_RDMA_S_INVALID)
+        );
+        assert_eq!(
+            modify(
+                &mut q,
+                IB_QP_STATE | IB_QP_ACCESS_FLAGS,
+                &to(IB_QPS_RTS),
+                ok
+            ),
+            Ok((5, 3))
+        );
+        let mut r = qp(IB_QPT_RC);
+        r.attr.qp_state = IB_QPS_SQE;
+        assert_eq!(
+            modify(&mut r, IB_QP_STATE, &to(IB_QPS_RTS), ok),
+            Err(VIRTIO_RDMA_S_BAD_STATE)
+        );
+        assert_eq!(modify(&mut q, IB_QP_STATE, &to(IB_QPS_ERR), ok), Ok((3, 6)));
+        assert_eq!(
+            modify(&mut q, IB_QP_STATE, &to(IB_QPS_RESET), ok),
+            Ok((6, 0))
+        );
+        assert!(!q.is_ud(), "UC is connected");
     }
 }

@@ -307,7 +307,7 @@ impl Ctrl {
             || caps.max_recv_sge > limits::MAX_SGE
             || caps.max_inline_data > limits::MAX_INLINE_DATA
             || req.sq_sig_all > 1;
-        if bad_caps || !matches!(qp_type, IB_QPT_GSI | IB_QPT_RC | IB_QPT_UD) {
+        if bad_caps || !matches!(qp_type, IB_QPT_GSI | IB_QPT_RC | IB_QPT_UC | IB_QPT_UD) {
             let why = format_args!("type {qp_type} or capacities {caps:?} not supported");
             return Err(self.bad("CREATE_QP", why, VIRTIO_RDMA_S_INVALID));
         }

@@ -490,6 +490,353 @@ fn rnr_and_flush() {
 }
 
 #[test]
+fn uc_send_imm_write_write_imm() {
+    let UcPair {
+        mut d,
+        cq,
+        a,
+        b,
+        key,
+    } = uc_pair(ALL, IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE);
+    // SEND of 3000 bytes from two SGEs crossing a page into two receive SGEs.
+    let src = pattern(3000, 11);
+    d.fill(DATA + 0xf00, &src[..1000]);
+    d.fill(DATA + 0x3000, &src[1000..]);
+    d.recv(
+        b,
+        11,
+        &[(DATA + 0x10_0ff0, 100, key), (DATA + 0x10_2000, 4000, key)],
+    );
+    d.send(
+        a,
+        &wqe(
+            1,
+            IB_WR_SEND,
+            IB_SEND_SIGNALED,
+            0,
+            &[],
+            &[(DATA + 0xf00, 1000, key), (DATA + 0x3000, 2000, key)],
+        ),
+    );
+    let wcs = d.wait(cq, 2);
+    let recv = wcs.iter().find(|w| w.wr_id() == 11).expect("recv");
+    let sent = wcs.iter().find(|w| w.wr_id() == 1).expect("send");
+    assert_eq!(
+        (recv.status(), recv.opcode(), recv.byte_len()),
+        (IB_WC_SUCCESS, IB_WC_RECV, 3000)
+    );
+    assert_eq!((recv.0.qp_num.get(), recv.0.src_qp.get()), (b, a));
+    assert_eq!(recv.0.wc_flags.get() & IB_WC_WITH_IMM, 0);
+    assert_eq!((sent.status(), sent.opcode()), (IB_WC_SUCCESS, IB_WC_SEND));
+    let mut got = d.read(DATA + 0x10_0ff0, 100);
+    got.extend(d.read(DATA + 0x10_2000, 2900));
+    assert_eq!(got, src);
+    assert_eq!(
+        d.read(DATA + 0x10_2000 + 2900, 4),
+        vec![0; 4],
+        "nothing past the message"
+    );
+
+    // SEND_WITH_IMM, inline: immediate data as the guest wrote it.
+    d.recv(b, 12, &[(DATA + 0x20_0000, 64, key)]);
+    let mut w = wqe(
+        2,
+        IB_WR_SEND_WITH_IMM,
+        IB_SEND_SIGNALED | IB_SEND_INLINE,
+        0x8765_4321,
+        &[],
+        &[],
+    );
+    w[20..24].copy_from_slice(&9u32.to_le_bytes());
+    w.extend_from_slice(b"uc inline");
+    d.send(a, &w);
+    let wcs = d.wait(cq, 2);
+    let recv = wcs.iter().find(|w| w.wr_id() == 12).expect("recv");
+    assert_eq!(
+        (recv.status(), recv.opcode(), recv.byte_len()),
+        (IB_WC_SUCCESS, IB_WC_RECV, 9)
+    );
+    assert_eq!(recv.0.wc_flags.get() & IB_WC_WITH_IMM, IB_WC_WITH_IMM);
+    assert_eq!(recv.0.ex.get(), 0x8765_4321);
+    let sent = wcs.iter().find(|w| w.wr_id() == 2).expect("send");
+    assert_eq!((sent.status(), sent.opcode()), (IB_WC_SUCCESS, IB_WC_SEND));
+    assert_eq!(d.read(DATA + 0x20_0000, 10), b"uc inline\0");
+
+    // RDMA_WRITE of 5000 bytes: no receive consumed, no responder CQE.
+    let src = pattern(5000, 5);
+    d.fill(DATA + 0x4_0000, &src);
+    d.recv(b, 13, &[(DATA + 0x20_1000, 64, key)]);
+    d.send(
+        a,
+        &wqe(
+            3,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA + 0x30_0100, key),
+            &[(DATA + 0x4_0000, 5000, key)],
+        ),
+    );
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!(
+        (wc.wr_id(), wc.status(), wc.opcode(), wc.byte_len()),
+        (3, IB_WC_SUCCESS, IB_WC_RDMA_WRITE, 5000)
+    );
+    assert_eq!(d.read(DATA + 0x30_0100, 5000), src);
+    assert_eq!(d.read(DATA + 0x30_0100 + 5000, 4), vec![0; 4]);
+    d.quiet(cq);
+
+    // RDMA_WRITE_WITH_IMM consumes receive 13 without scattering into it.
+    d.send(
+        a,
+        &wqe(
+            4,
+            IB_WR_RDMA_WRITE_WITH_IMM,
+            IB_SEND_SIGNALED,
+            77,
+            &rdma(DATA + 0x38_0000, key),
+            &[(DATA + 0x4_0000, 300, key)],
+        ),
+    );
+    let wcs = d.wait(cq, 2);
+    let r = wcs.iter().find(|w| w.wr_id() == 13).expect("recv");
+    assert_eq!(
+        (r.status(), r.opcode(), r.byte_len(), r.0.ex.get()),
+        (IB_WC_SUCCESS, IB_WC_RECV_RDMA_WITH_IMM, 300, 77)
+    );
+    assert_eq!(r.0.wc_flags.get() & IB_WC_WITH_IMM, IB_WC_WITH_IMM);
+    assert_eq!((r.0.qp_num.get(), r.0.src_qp.get()), (b, a));
+    let sent = wcs.iter().find(|w| w.wr_id() == 4).expect("write");
+    assert_eq!(
+        (sent.status(), sent.opcode()),
+        (IB_WC_SUCCESS, IB_WC_RDMA_WRITE)
+    );
+    assert_eq!(d.read(DATA + 0x38_0000, 300), src[..300]);
+    assert_eq!(d.read(DATA + 0x20_1000, 8), vec![0; 8], "receive untouched");
+    assert_eq!((d.qp_state(a), d.qp_state(b)), (IB_QPS_RTS, IB_QPS_RTS));
+    d.finish();
+}
+
+#[test]
+fn uc_read_atomics_send_inv_are_not_uc_operations() {
+    let UcPair {
+        mut d,
+        cq,
+        a,
+        b,
+        key,
+    } = uc_pair(ALL, ALL);
+    let gid = d.gid;
+    let t = DATA + 0x32_0008;
+    d.fill(t, &5u64.to_le_bytes());
+    d.fill(DATA + 0x30_0000, b"remote bytes");
+    let res = DATA + 0x33_0000;
+    d.fill(res, &[0xaa; 16]);
+    let cases = [
+        (
+            IB_WR_RDMA_READ,
+            IB_WC_RDMA_READ,
+            0,
+            rdma(DATA + 0x30_0000, key),
+        ),
+        (
+            IB_WR_ATOMIC_CMP_AND_SWP,
+            IB_WC_COMP_SWAP,
+            0,
+            atomic_wr(t, 5, 77, key),
+        ),
+        (
+            IB_WR_ATOMIC_FETCH_AND_ADD,
+            IB_WC_FETCH_ADD,
+            0,
+            atomic_wr(t, 3, 0, key),
+        ),
+        (IB_WR_SEND_WITH_INV, IB_WC_SEND, key, Vec::new()),
+    ];
+    for (i, (op, wc_op, ex, wr)) in cases.into_iter().enumerate() {
+        let id = 100 + i as u64;
+        d.recv(b, 200 + i as u64, &[(DATA + 0x34_0000, 64, key)]);
+        d.send(a, &wqe(id, op, IB_SEND_SIGNALED, ex, &wr, &[(res, 8, key)]));
+        let wcs = d.wait(cq, 1);
+        assert_eq!(
+            (wcs[0].wr_id(), wcs[0].status(), wcs[0].opcode()),
+            (id, IB_WC_LOC_QP_OP_ERR, wc_op),
+            "opcode {op} on UC"
+        );
+        assert_eq!(d.qp_state(a), IB_QPS_ERR, "opcode {op}: requester in error");
+        assert_eq!(
+            d.qp_state(b),
+            IB_QPS_RTS,
+            "opcode {op}: responder untouched"
+        );
+        // The responder's receive is still posted: b's ERR flushes it.
+        d.move_to_err(b);
+        let wcs = d.wait(cq, 1);
+        assert_eq!(
+            (wcs[0].wr_id(), wcs[0].status()),
+            (200 + i as u64, IB_WC_WR_FLUSH_ERR)
+        );
+        d.quiet(cq);
+        for q in [a, b] {
+            let mut attr = VirtioRdmaQpAttr::new_zeroed();
+            attr.qp_state = IB_QPS_RESET;
+            assert_eq!(d.modify(q, IB_QP_STATE, attr), VIRTIO_RDMA_S_OK);
+        }
+        d.uc_up(a, gid, b, ALL);
+        d.uc_up(b, gid, a, ALL);
+    }
+    assert_eq!(d.read(t, 8), 5u64.to_le_bytes(), "target untouched");
+    assert_eq!(d.read(res, 16), vec![0xaa; 16], "local buffer untouched");
+    assert_eq!(d.read(DATA + 0x34_0000, 8), vec![0; 8], "nothing received");
+    d.finish();
+}
+
+#[test]
+fn uc_losses_fail_nobody() {
+    let UcPair {
+        mut d,
+        cq,
+        a,
+        b,
+        key,
+    } = uc_pair(ALL, IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE);
+    d.fill(DATA, b"first");
+    d.fill(DATA + 0x100, b"second");
+    // No receive posted: the SEND is lost; the requester succeeds, no RNR
+    // wait, nothing on the responder, which stays in RTS.
+    d.send(
+        a,
+        &wqe(1, IB_WR_SEND, IB_SEND_SIGNALED, 0, &[], &[(DATA, 5, key)]),
+    );
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!(
+        (wc.wr_id(), wc.status(), wc.opcode(), wc.byte_len()),
+        (1, IB_WC_SUCCESS, IB_WC_SEND, 5)
+    );
+    d.quiet(cq);
+    assert_eq!((d.qp_state(a), d.qp_state(b)), (IB_QPS_RTS, IB_QPS_RTS));
+    // A receive posted now gets the next message, not the lost one.
+    d.recv(b, 50, &[(DATA + 0x1000, 16, key)]);
+    d.quiet(cq);
+    d.send(
+        a,
+        &wqe(
+            2,
+            IB_WR_SEND,
+            IB_SEND_SIGNALED,
+            0,
+            &[],
+            &[(DATA + 0x100, 6, key)],
+        ),
+    );
+    let wcs = d.wait(cq, 2);
+    let r = wcs.iter().find(|w| w.wr_id() == 50).expect("recv");
+    assert_eq!((r.status(), r.byte_len()), (IB_WC_SUCCESS, 6));
+    assert_eq!(d.read(DATA + 0x1000, 7), b"second\0");
+
+    // WRITE_WITH_IMM without a receive: lost, nothing written.
+    d.send(
+        a,
+        &wqe(
+            3,
+            IB_WR_RDMA_WRITE_WITH_IMM,
+            IB_SEND_SIGNALED,
+            5,
+            &rdma(DATA + 0x2000, key),
+            &[(DATA, 5, key)],
+        ),
+    );
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!((wc.wr_id(), wc.status()), (3, IB_WC_SUCCESS));
+    d.quiet(cq);
+    assert_eq!(d.read(DATA + 0x2000, 5), vec![0; 5], "nothing written");
+
+    // Remote access errors (an rkey of no MR, an MR without remote write):
+    // the write is dropped, no receive is consumed, the responder stays in
+    // RTS and the requester succeeds.
+    let ro = d.dma_mr(1, IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ);
+    for (id, rkey) in [(4, key | 0x5a), (5, ro)] {
+        d.recv(b, 60 + id, &[(DATA + 0x3000, 16, key)]);
+        d.send(
+            a,
+            &wqe(
+                id,
+                IB_WR_RDMA_WRITE_WITH_IMM,
+                IB_SEND_SIGNALED,
+                0,
+                &rdma(DATA + 0x2000, rkey),
+                &[(DATA, 5, key)],
+            ),
+        );
+        let wc = d.wait(cq, 1)[0];
+        assert_eq!((wc.wr_id(), wc.status()), (id, IB_WC_SUCCESS));
+        d.quiet(cq);
+        assert_eq!(d.read(DATA + 0x2000, 5), vec![0; 5], "nothing written");
+        assert_eq!((d.qp_state(a), d.qp_state(b)), (IB_QPS_RTS, IB_QPS_RTS));
+        // The receive was not consumed: a good write takes it now.
+        d.send(
+            a,
+            &wqe(
+                id + 10,
+                IB_WR_RDMA_WRITE_WITH_IMM,
+                IB_SEND_SIGNALED,
+                0,
+                &rdma(DATA + 0x2000 + 16 * id, key),
+                &[(DATA, 5, key)],
+            ),
+        );
+        let wcs = d.wait(cq, 2);
+        let r = wcs.iter().find(|w| w.wr_id() == 60 + id).expect("recv");
+        assert_eq!(
+            (r.status(), r.opcode()),
+            (IB_WC_SUCCESS, IB_WC_RECV_RDMA_WITH_IMM)
+        );
+        assert_eq!(d.read(DATA + 0x2000 + 16 * id, 5), b"first");
+    }
+
+    // A responder that is not there (GID of no device, or no UC QP in
+    // RTR/RTS): lost after the local checks.
+    let pd = 1;
+    let c = d.create_qp(pd, IB_QPT_UC, cq, true);
+    d.uc_up(c, [0x99; 16], b, ALL);
+    d.send(c, &wqe(6, IB_WR_SEND, 0, 0, &[], &[(DATA, 5, key)]));
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!((wc.wr_id(), wc.status(), wc.byte_len()), (6, 0, 5));
+    let e = d.create_qp(pd, IB_QPT_UC, cq, true);
+    let gid = d.gid;
+    d.uc_up(e, gid, MAX_QP - 1, ALL);
+    d.send(
+        e,
+        &wqe(
+            7,
+            IB_WR_RDMA_WRITE,
+            0,
+            0,
+            &rdma(DATA, key),
+            &[(DATA, 5, key)],
+        ),
+    );
+    assert_eq!(d.wait(cq, 1)[0].status(), IB_WC_SUCCESS);
+    assert_eq!(d.qp_state(e), IB_QPS_RTS);
+
+    // A local error still fails the requester and moves it to error; the
+    // responder's receive is not consumed.
+    d.recv(b, 70, &[(DATA + 0x4000, 16, key)]);
+    d.send(a, &wqe(8, IB_WR_SEND, 0, 0, &[], &[(DATA, 5, key | 0x5a)]));
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!((wc.wr_id(), wc.status()), (8, IB_WC_LOC_PROT_ERR));
+    assert_eq!((d.qp_state(a), d.qp_state(b)), (IB_QPS_ERR, IB_QPS_RTS));
+    // So does one on the way to a missing responder.
+    d.send(c, &wqe(9, IB_WR_SEND, 0, 0, &[], &[(DATA, 5, key | 0x5a)]));
+    assert_eq!(d.wait(cq, 1)[0].status(), IB_WC_LOC_PROT_ERR);
+    assert_eq!(d.qp_state(c), IB_QPS_ERR);
+    d.move_to_err(b);
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!((wc.wr_id(), wc.status()), (70, IB_WC_WR_FLUSH_ERR));
+    d.finish();
+}
+
+#[test]
 fn ud_send_recv_with_grh() {
     let mut d = Dev::start();
     let pd = d.create_pd();
@@ -1346,9 +1693,9 @@ fn object_commands_and_malformed_requests() {
             BUSY,
         ),
         (
-            "CREATE_QP UC",
+            "CREATE_QP RAW_PACKET",
             VIRTIO_RDMA_CMD_CREATE_QP,
-            create_qp(pd, 3, cq, 4, 1),
+            create_qp(pd, 8, cq, 4, 1),
             8,
             INVALID,
         ),

@@ -427,6 +427,30 @@ impl Dev {
         assert_eq!(self.modify(qpn, rts, a), VIRTIO_RDMA_S_OK);
     }
 
+    /// RESET -> INIT -> RTR -> RTS for a UC QP connected to (`gid`,
+    /// `dest`): RC's path attributes without its RNR, retry and
+    /// RDMA READ/atomic ones.
+    pub fn uc_up(&mut self, qpn: u32, gid: [u8; 16], dest: u32, access: u32) {
+        let mut a = VirtioRdmaQpAttr::new_zeroed();
+        a.qp_state = IB_QPS_INIT;
+        a.port_num = 1;
+        a.qp_access_flags = U32::new(access);
+        let init = IB_QP_STATE | IB_QP_PORT | IB_QP_PKEY_INDEX | IB_QP_ACCESS_FLAGS;
+        assert_eq!(self.modify(qpn, init, a), VIRTIO_RDMA_S_OK);
+        a.qp_state = IB_QPS_RTR;
+        a.path_mtu = 3;
+        a.dest_qp_num = U32::new(dest);
+        a.ah_attr.dgid = gid;
+        a.ah_attr.port_num = 1;
+        let rtr = IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU | IB_QP_DEST_QPN | IB_QP_RQ_PSN;
+        assert_eq!(self.modify(qpn, rtr, a), VIRTIO_RDMA_S_OK);
+        a.qp_state = IB_QPS_RTS;
+        assert_eq!(
+            self.modify(qpn, IB_QP_STATE | IB_QP_SQ_PSN, a),
+            VIRTIO_RDMA_S_OK
+        );
+    }
+
     /// RESET -> RTS for a UD (or GSI) QP with Q_Key `qkey`.
     pub fn ud_up(&mut self, qpn: u32, qkey: u32, gsi: bool) {
         let mut a = VirtioRdmaQpAttr::new_zeroed();
@@ -605,5 +629,23 @@ pub fn rc_pair_on(mut d: Dev, access: u32, qp_access: u32, rnr_retry: u8) -> RcP
     let gid = d.gid;
     d.rc_up(a, gid, b, qp_access, rnr_retry);
     d.rc_up(b, gid, a, qp_access, rnr_retry);
+    RcPair { d, cq, a, b, key }
+}
+
+/// Two UC QPs on one device, connected to each other (the fields of
+/// [`RcPair`]).
+pub type UcPair = RcPair;
+
+/// Two UC QPs on a new device, DMA MR with `access`, QP access `qp_access`.
+pub fn uc_pair(access: u32, qp_access: u32) -> UcPair {
+    let mut d = Dev::start();
+    let pd = d.create_pd();
+    let cq = d.create_cq(12);
+    let key = d.dma_mr(pd, access);
+    let a = d.create_qp(pd, IB_QPT_UC, cq, false);
+    let b = d.create_qp(pd, IB_QPT_UC, cq, false);
+    let gid = d.gid;
+    d.uc_up(a, gid, b, qp_access);
+    d.uc_up(b, gid, a, qp_access);
     RcPair { d, cq, a, b, key }
 }
