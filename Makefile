@@ -34,6 +34,7 @@ qemu: sysroot
 
 kernel: sysroot
 	@$(B)/kernel.sh >/dev/null
+	@$(B)/testmods.sh
 
 backend: sysroot
 	@$(B)/backend.sh >/dev/null

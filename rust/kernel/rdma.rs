@@ -9,18 +9,22 @@
 //! [`Registration`]: the RDMA core allocates the `struct ib_device` with the driver's data right
 //! behind it ([`Device`]), the `ib_device_ops` table is built from the [`Driver`] implementation
 //! (only the operations the driver implements are set), and the device is registered. Objects
-//! that the core allocates for the driver (protection domains: [`Pd`]) embed their C structure
-//! the same way. A RoCE port can be bound to its Ethernet interface by MAC address
+//! that the core allocates for the driver (protection domains [`Pd`], completion queues [`Cq`])
+//! embed their C structure the same way; a [`CqRegistry`] finds the CQ a device signals. A RoCE port can be bound to its Ethernet interface by MAC address
 //! ([`DeviceInfo::roce_mac`]); the binding follows the interface as it comes and goes.
 
+mod cq;
 mod device;
 mod gid;
+mod mr;
 mod netdev;
 mod pd;
 mod roce;
 
+pub use cq::{Cq, CqInitAttr, CqNotify, CqRegistry, NewCq, WcSink};
 pub use device::{Device, DeviceInfo, Driver, LinkLayer, NodeType, Registration};
 pub use gid::GidAttr;
+pub use mr::{Mr, NewMr};
 pub use netdev::PortNetdev;
 pub use pd::Pd;
 

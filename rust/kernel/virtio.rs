@@ -13,9 +13,11 @@
 //!
 //! Virtqueues ([`Virtqueue`]) carry buffers the driver lends to the device: each buffer is a
 //! [`KBox`] of a plain-bytes type ([`DmaBuf`]) whose first bytes the device reads and whose next
-//! bytes the device writes. The box is the token of the request; the device gives it back with
-//! [`VirtqueueGuard::get_buf`], usually from the queue's callback ([`VqHandler::callback`]), which
-//! runs in hard-IRQ context.
+//! bytes the device writes. Each queue carries one buffer type, chosen when it is created
+//! ([`VqInfo::new`]) and checked when it is locked ([`Virtqueue::lock`]), so that queues of one
+//! device can carry different buffers (commands on one, completions on another). The box is the
+//! token of the request; the device gives it back with [`VirtqueueGuard::get_buf`], usually from
+//! the queue's callback ([`VqHandler::callback`]), which runs in hard-IRQ context.
 //!
 //! Teardown follows the order the virtio core requires: when the driver is unbound, the
 //! abstraction calls [`Driver::unbind`] (the device still works then), resets the device, and
@@ -34,6 +36,7 @@ use crate::{
     ThisModule,
 };
 use core::{
+    any::TypeId,
     marker::PhantomData,
     mem::offset_of,
     ptr::{addr_of_mut, NonNull},
@@ -428,14 +431,14 @@ impl Device<device::Core<'_>> {
 
         let this = set.as_mut().project();
         *this.found = true;
-        for vq in vqs.iter() {
+        for (vq, info) in vqs.iter().zip(infos) {
             let vq = NonNull::new(*vq).ok_or(ENOENT)?;
             this.queues.push(
                 KBox::pin_init(
                     pin_init!(Virtqueue {
                         vq,
+                        buf: info.buf,
                         state <- new_spinlock_irq!(VqState { dead: false }, "virtqueue"),
-                        _buf: PhantomData,
                     }),
                     GFP_KERNEL,
                 )?,
@@ -518,23 +521,60 @@ impl<T: FromBytes + IntoBytes + Send + 'static> DmaBuf for T {}
 
 /// Handles the used-buffer notifications of a device's virtqueues.
 pub trait VqHandler: Send + Sync {
-    /// The buffers the queues of this set carry.
-    type Buf: DmaBuf;
-
     /// Called when the device has used buffers of `vq`, in hard-IRQ context: must not sleep.
     ///
     /// Typically takes [`Virtqueue::lock`] and collects buffers with
     /// [`VirtqueueGuard::get_buf`].
-    fn callback(&self, vq: &Virtqueue<Self::Buf>);
+    fn callback(&self, vq: &Virtqueue);
+}
+
+/// The buffer type of a virtqueue: what [`Virtqueue::lock`] checks, and how the buffers the
+/// device still holds at teardown are freed.
+#[derive(Clone, Copy)]
+struct BufType {
+    id: TypeId,
+    /// Frees a token of the queue.
+    ///
+    /// # Safety
+    ///
+    /// The argument must be a token of a queue of this buffer type, given back by the device.
+    free: unsafe fn(*mut c_void),
+}
+
+impl BufType {
+    fn of<B: DmaBuf>() -> Self {
+        /// # Safety
+        ///
+        /// `token` must be a `KBox<B>` leaked with [`KBox::into_raw`].
+        unsafe fn free<B: DmaBuf>(token: *mut c_void) {
+            // SAFETY: `token` is a leaked `KBox<B>` (function safety requirement).
+            drop(unsafe { KBox::from_raw(token.cast::<B>()) });
+        }
+        Self {
+            id: TypeId::of::<B>(),
+            free: free::<B>,
+        }
+    }
 }
 
 /// Describes one virtqueue for [`Device::find_vqs`].
 #[derive(Clone, Copy)]
 pub struct VqInfo {
-    /// The queue's name (shown in interrupt names and debug output).
-    pub name: &'static CStr,
-    /// Whether the queue notifies [`VqHandler::callback`] of used buffers.
-    pub callback: bool,
+    name: &'static CStr,
+    callback: bool,
+    buf: BufType,
+}
+
+impl VqInfo {
+    /// A queue named `name` (shown in interrupt names and debug output) that carries buffers of
+    /// type `B`; with `callback`, it notifies [`VqHandler::callback`] of used buffers.
+    pub fn new<B: DmaBuf>(name: &'static CStr, callback: bool) -> Self {
+        Self {
+            name,
+            callback,
+            buf: BufType::of::<B>(),
+        }
+    }
 }
 
 /// The callback of every virtqueue of a [`Virtqueues<H>`] set.
@@ -571,7 +611,7 @@ unsafe extern "C" fn vq_callback<H: VqHandler>(vq: *mut bindings::virtqueue) {
 #[pin_data(PinnedDrop)]
 pub struct Virtqueues<'a, H: VqHandler> {
     dev: &'a Device<device::Bound>,
-    queues: KVec<Pin<KBox<Virtqueue<H::Buf>>>>,
+    queues: KVec<Pin<KBox<Virtqueue>>>,
     found: bool,
     #[pin]
     handler: H,
@@ -579,7 +619,7 @@ pub struct Virtqueues<'a, H: VqHandler> {
 
 impl<'a, H: VqHandler> Virtqueues<'a, H> {
     /// Returns the queue at `index` (in the order given to [`Device::find_vqs`]).
-    pub fn get(&self, index: usize) -> Option<&Virtqueue<H::Buf>> {
+    pub fn get(&self, index: usize) -> Option<&Virtqueue> {
         self.queues.get(index).map(|q| &**q)
     }
 
@@ -612,9 +652,19 @@ impl<H: VqHandler> PinnedDrop for Virtqueues<'_, H> {
                 unsafe { bindings::virtio_reset_device(raw) };
             }
             for queue in self.queues.iter() {
-                let mut guard = queue.lock();
-                guard.state.dead = true;
-                while guard.detach_unused_buf_after_reset().is_some() {}
+                let mut state = queue.state.lock();
+                state.dead = true;
+                loop {
+                    // SAFETY: By the type invariant of `Virtqueue` the queue is valid; its lock
+                    // is held and the device is reset, so no buffer is in use.
+                    let token = unsafe { bindings::virtqueue_detach_unused_buf(queue.as_raw()) };
+                    if token.is_null() {
+                        break;
+                    }
+                    // SAFETY: By the type invariant of `Virtqueue` every token of the queue has
+                    // the queue's buffer type.
+                    unsafe { (queue.buf.free)(token) };
+                }
             }
             // SAFETY: By the type invariant the virtqueues exist; the device is reset, so no
             // callback runs any more and none of their buffers is in use.
@@ -630,7 +680,7 @@ struct VqState {
     dead: bool,
 }
 
-/// A virtqueue carrying buffers of type `B` (see [`DmaBuf`]).
+/// A virtqueue, carrying buffers of the type given when it was created (see [`DmaBuf`]).
 ///
 /// The queue's operations are serialised by its lock ([`Virtqueue::lock`]), which may be taken
 /// from any context, the queue's callback included.
@@ -638,24 +688,25 @@ struct VqState {
 /// # Invariants
 ///
 /// `vq` is a valid virtqueue of the device of the [`Virtqueues`] set that owns `self`; every
-/// buffer (token) the device holds on it is a `KBox<B>` leaked with [`KBox::into_raw`].
+/// buffer (token) the device holds on it is a `KBox<B>` leaked with [`KBox::into_raw`], `B`
+/// being the type `buf` describes.
 #[pin_data]
-pub struct Virtqueue<B: DmaBuf> {
+pub struct Virtqueue {
     vq: NonNull<bindings::virtqueue>,
+    buf: BufType,
     #[pin]
     state: SpinLockIrq<VqState>,
-    _buf: PhantomData<KBox<B>>,
 }
 
 // SAFETY: The virtqueue may be used from any thread: every operation on it takes its lock,
 // except those the virtio core allows concurrently (`notify`, reading the size and index); the
-// buffers it owns are `Send`.
-unsafe impl<B: DmaBuf> Send for Virtqueue<B> {}
+// buffers it owns are `Send` (`DmaBuf`).
+unsafe impl Send for Virtqueue {}
 
 // SAFETY: See `Send`: shared access is serialised by `state`.
-unsafe impl<B: DmaBuf> Sync for Virtqueue<B> {}
+unsafe impl Sync for Virtqueue {}
 
-impl<B: DmaBuf> Virtqueue<B> {
+impl Virtqueue {
     fn as_raw(&self) -> *mut bindings::virtqueue {
         self.vq.as_ptr()
     }
@@ -686,18 +737,29 @@ impl<B: DmaBuf> Virtqueue<B> {
         unsafe { bindings::virtqueue_notify(self.as_raw()) }
     }
 
-    /// Locks the queue for adding and collecting buffers.
-    pub fn lock(&self) -> VirtqueueGuard<'_, B> {
-        VirtqueueGuard {
+    /// Locks the queue for adding and collecting buffers of type `B`, which must be the queue's
+    /// buffer type ([`EINVAL`] otherwise).
+    pub fn lock<B: DmaBuf>(&self) -> Result<VirtqueueGuard<'_, B>> {
+        if self.buf.id != TypeId::of::<B>() {
+            return Err(EINVAL);
+        }
+        // INVARIANT: `B` is the queue's buffer type (checked above).
+        Ok(VirtqueueGuard {
             vq: self,
             state: self.state.lock(),
-        }
+            _buf: PhantomData,
+        })
     }
 }
 
-/// Exclusive access to a [`Virtqueue`], from [`Virtqueue::lock`].
+/// Exclusive access to a [`Virtqueue`] whose buffers are `B`, from [`Virtqueue::lock`].
+///
+/// # Invariants
+///
+/// `B` is the buffer type of `vq`.
 pub struct VirtqueueGuard<'a, B: DmaBuf> {
-    vq: &'a Virtqueue<B>,
+    vq: &'a Virtqueue,
+    _buf: PhantomData<KBox<B>>,
     state: SpinLockIrqGuard<'a, VqState>,
 }
 
@@ -792,7 +854,8 @@ impl<B: DmaBuf> VirtqueueGuard<'_, B> {
         if token.is_null() {
             return None;
         }
-        // SAFETY: By the type invariant every token of the queue is a leaked `KBox<B>`, and the
+        // SAFETY: By the type invariants every token of the queue is a leaked `KBox<B>` (`B` is
+        // the queue's buffer type), and the
         // device gave it back.
         Some((unsafe { KBox::from_raw(token.cast::<B>()) }, len))
     }
@@ -816,17 +879,14 @@ impl<B: DmaBuf> VirtqueueGuard<'_, B> {
         if !self.state.dead {
             return None;
         }
-        self.detach_unused_buf_after_reset()
-    }
-
-    fn detach_unused_buf_after_reset(&mut self) -> Option<KBox<B>> {
         // SAFETY: By the type invariant `vq` is valid; the lock serialises the call; the device
         // was reset (`dead`), so it no longer accesses any buffer.
         let token = unsafe { bindings::virtqueue_detach_unused_buf(self.vq.as_raw()) };
         if token.is_null() {
             return None;
         }
-        // SAFETY: By the type invariant every token of the queue is a leaked `KBox<B>`.
+        // SAFETY: By the type invariants every token of the queue is a leaked `KBox<B>` (`B` is
+        // the queue's buffer type).
         Some(unsafe { KBox::from_raw(token.cast::<B>()) })
     }
 }
@@ -839,7 +899,7 @@ impl<H: VqHandler> Virtqueues<'_, H> {
         // SAFETY: `self.dev` is bound to the driver that owns this set.
         unsafe { bindings::virtio_reset_device(self.dev.as_raw()) };
         for queue in self.queues.iter() {
-            queue.lock().state.dead = true;
+            queue.state.lock().dead = true;
         }
     }
 }

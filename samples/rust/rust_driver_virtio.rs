@@ -25,13 +25,16 @@ struct Counter {
     calls: Atomic<u32>,
 }
 
-impl VqHandler for Counter {
-    type Buf = [u8; 64];
+/// The buffers of the sample's queue.
+type SampleBuf = [u8; 64];
 
-    fn callback(&self, vq: &Virtqueue<[u8; 64]>) {
+impl VqHandler for Counter {
+    fn callback(&self, vq: &Virtqueue) {
         self.calls.fetch_add(1, Relaxed);
         // Give back whatever the device used (nothing, as the sample adds no buffers).
-        while vq.lock().get_buf().is_some() {}
+        if let Ok(mut q) = vq.lock::<SampleBuf>() {
+            while q.get_buf().is_some() {}
+        }
     }
 }
 
@@ -63,10 +66,7 @@ impl virtio::Driver for SampleDriver {
         );
 
         let vqs = dev.find_vqs(
-            &[VqInfo {
-                name: c"sample",
-                callback: true,
-            }],
+            &[VqInfo::new::<SampleBuf>(c"sample", true)],
             Ok::<_, Error>(Counter {
                 calls: Atomic::new(0),
             }),

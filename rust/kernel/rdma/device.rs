@@ -2,7 +2,12 @@
 
 //! RDMA devices: the driver's operations, allocation and registration.
 
-use super::{netdev::PortNetdev, pd, roce, GidAttr};
+use super::{
+    cq::{self, CqInitAttr, CqNotify, CqRegistry, NewCq, WcSink},
+    mr::{self, NewMr},
+    netdev::PortNetdev,
+    pd, roce, Cq, GidAttr, Pd,
+};
 use crate::{
     bindings, device,
     error::{from_result, to_result, VTABLE_DEFAULT_ERROR},
@@ -88,6 +93,39 @@ pub trait Driver: Sized + Send + Sync {
     /// Releases the driver's part of a protection domain. The core frees the PD whatever
     /// happens: a device that fails to destroy it can only be reported.
     fn dealloc_pd(dev: &Device<Self>, pd: Self::Pd);
+
+    /// The driver's part of a memory region ([`Mr`](super::Mr)).
+    type Mr: Send + Sync;
+
+    /// Creates an MR of `pd` over all memory, addressed by DMA address, with access rights
+    /// `access` (`enum ib_access_flags`).
+    fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<NewMr<Self::Mr>>;
+
+    /// Deregisters an MR. The core frees it whatever happens: a device that fails to
+    /// deregister it can only be reported.
+    fn dereg_mr(dev: &Device<Self>, mr: Self::Mr);
+
+    /// The driver's part of a completion queue ([`Cq`](super::Cq)).
+    type Cq: Send + Sync;
+
+    /// The registry of the device's CQs (see [`CqRegistry`]).
+    fn cq_registry(dev: &Device<Self>) -> &CqRegistry<Self>;
+
+    /// Creates the driver's part of a (kernel) completion queue.
+    fn create_cq(dev: &Device<Self>, attr: &CqInitAttr) -> Result<NewCq<Self::Cq>>;
+
+    /// Destroys a completion queue: when this returns, the device no longer writes to its
+    /// memory. The abstraction has removed it from the registry and drops its data afterwards.
+    fn destroy_cq(dev: &Device<Self>, cq: &Cq<Self>);
+
+    /// Reaps up to the sink's capacity of completions. May run in any context, hard IRQ
+    /// included: must not sleep.
+    fn poll_cq(cq: &Cq<Self>, sink: &mut WcSink<'_, Self>) -> Result;
+
+    /// Arms the CQ: the consumer's completion handler runs for the next completion (or the next
+    /// solicited one). Returns `true` if completions may have arrived before arming and
+    /// `flags` asked to know (`IB_CQ_REPORT_MISSED_EVENTS`). Any context: must not sleep.
+    fn req_notify_cq(cq: &Cq<Self>, flags: CqNotify) -> Result<bool>;
 }
 
 /// An RDMA device of driver `T`: C `struct ib_device` followed by the driver's data.
@@ -426,6 +464,13 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
         alloc_pd: Some(pd::alloc_pd_callback::<T>),
         dealloc_pd: Some(pd::dealloc_pd_callback::<T>),
         size_ib_pd: pd::Pd::<T>::SIZE,
+        get_dma_mr: Some(mr::get_dma_mr_callback::<T>),
+        dereg_mr: Some(mr::dereg_mr_callback::<T>),
+        create_cq: Some(cq::create_cq_callback::<T>),
+        destroy_cq: Some(cq::destroy_cq_callback::<T>),
+        poll_cq: Some(cq::poll_cq_callback::<T>),
+        req_notify_cq: Some(cq::req_notify_cq_callback::<T>),
+        size_ib_cq: Cq::<T>::SIZE,
         ..Default::default()
     };
     if T::HAS_GET_LINK_LAYER {

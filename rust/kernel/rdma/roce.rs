@@ -153,11 +153,11 @@ impl Binding {
             return bindings::NOTIFY_DONE as c_int;
         };
         match event {
-            // SAFETY: `ndev` is the valid netdev the event is about.
-            bindings::netdev_cmd_NETDEV_REGISTER
-                if bound.is_null() && unsafe { this.is_ours(ndev) } =>
-            {
-                this.set_netdev(ndev)
+            bindings::netdev_cmd_NETDEV_REGISTER if bound.is_null() => {
+                // SAFETY: `ndev` is the valid netdev the event is about.
+                if unsafe { this.is_ours(ndev) } {
+                    this.set_netdev(ndev);
+                }
             }
             bindings::netdev_cmd_NETDEV_UNREGISTER if bound == ndev => {
                 this.set_netdev(ptr::null_mut())

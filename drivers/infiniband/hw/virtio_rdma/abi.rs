@@ -129,6 +129,10 @@ pub(crate) mod cmd {
     pub(crate) const QUERY_PORT: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_PORT;
     pub(crate) const CREATE_PD: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_PD;
     pub(crate) const DESTROY_PD: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DESTROY_PD;
+    pub(crate) const CREATE_CQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_CQ;
+    pub(crate) const DESTROY_CQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DESTROY_CQ;
+    pub(crate) const GET_DMA_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_GET_DMA_MR;
+    pub(crate) const DEREG_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEREG_MR;
     pub(crate) const QUERY_PKEY: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_PKEY;
     pub(crate) const ADD_GID: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_ADD_GID;
     pub(crate) const DEL_GID: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEL_GID;
@@ -308,3 +312,132 @@ same_layout!(
     bindings::virtio_rdma_cmd_del_gid,
     [index, reserved, port]
 );
+
+/// `struct virtio_rdma_cmd_create_cq`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdCreateCq {
+    pub(crate) cqe: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdCreateCq,
+    bindings::virtio_rdma_cmd_create_cq,
+    [cqe, reserved]
+);
+
+/// `struct virtio_rdma_rsp_create_cq`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspCreateCq {
+    pub(crate) cqn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    RspCreateCq,
+    bindings::virtio_rdma_rsp_create_cq,
+    [cqn, reserved]
+);
+
+/// `struct virtio_rdma_cmd_destroy_cq`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdDestroyCq {
+    pub(crate) cqn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdDestroyCq,
+    bindings::virtio_rdma_cmd_destroy_cq,
+    [cqn, reserved]
+);
+
+/// `struct virtio_rdma_cq_req`: one completion, written by the device into a CQ buffer.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CqReq {
+    pub(crate) wr_id: U64,
+    pub(crate) status: u8,
+    pub(crate) opcode: u8,
+    pub(crate) sl: u8,
+    pub(crate) port_num: u8,
+    pub(crate) vendor_err: U32,
+    pub(crate) byte_len: U32,
+    pub(crate) ex: U32,
+    pub(crate) qp_num: U32,
+    pub(crate) src_qp: U32,
+    pub(crate) wc_flags: U32,
+    pub(crate) pkey_index: U16,
+    pub(crate) dlid_path_bits: u8,
+    pub(crate) network_hdr_type: u8,
+    pub(crate) smac: [u8; 6],
+    pub(crate) vlan_id: U16,
+}
+same_layout!(
+    CqReq,
+    bindings::virtio_rdma_cq_req,
+    [
+        wr_id,
+        status,
+        opcode,
+        sl,
+        port_num,
+        vendor_err,
+        byte_len,
+        ex,
+        qp_num,
+        src_qp,
+        wc_flags,
+        pkey_index,
+        dlid_path_bits,
+        network_hdr_type,
+        smac,
+        vlan_id,
+    ]
+);
+
+/// `struct virtio_rdma_cmd_get_dma_mr`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdGetDmaMr {
+    pub(crate) pdn: U32,
+    pub(crate) access_flags: U32,
+}
+same_layout!(
+    CmdGetDmaMr,
+    bindings::virtio_rdma_cmd_get_dma_mr,
+    [pdn, access_flags]
+);
+
+/// `struct virtio_rdma_rsp_create_mr`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspCreateMr {
+    pub(crate) mrn: U32,
+    pub(crate) lkey: U32,
+    pub(crate) rkey: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    RspCreateMr,
+    bindings::virtio_rdma_rsp_create_mr,
+    [mrn, lkey, rkey, reserved]
+);
+
+/// `struct virtio_rdma_cmd_dereg_mr`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdDeregMr {
+    pub(crate) mrn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdDeregMr,
+    bindings::virtio_rdma_cmd_dereg_mr,
+    [mrn, reserved]
+);
+
+/// The MR number a key names (`VIRTIO_RDMA_KEY_MRN`).
+pub(crate) fn key_mrn(key: u32) -> u32 {
+    key >> 8
+}

@@ -71,6 +71,11 @@ impl QueueLayout {
         Some(Self { max_cq, max_qp })
     }
 
+    /// The number of CQs.
+    pub(crate) fn max_cq(&self) -> u32 {
+        self.max_cq
+    }
+
     /// Number of virtqueues: `1 + max_cq + 2 * max_qp` (at most 49153, no overflow).
     pub(crate) fn num_queues(&self) -> u32 {
         1 + self.max_cq + 2 * self.max_qp

@@ -14,12 +14,15 @@ use kernel::{
     prelude::*,
     sync::{new_spinlock_irq, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq},
     time::msecs_to_jiffies,
-    virtio::{self, Virtqueue, Virtqueues, VqHandler},
+    virtio::{self, Virtqueue, Virtqueues},
 };
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes};
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use crate::abi::{self, status, CtrlHdr, CtrlRspHdr};
+use crate::{
+    abi::{self, status, CtrlHdr, CtrlRspHdr},
+    queues::Handler,
+};
 
 /// Size of the control buffer: the largest request plus the largest response of any command.
 const CTRL_BUF_SIZE: usize = 512;
@@ -73,21 +76,22 @@ pub(crate) fn check_response(resp: &[u8], used: u32, in_len: usize, rsp_len: usi
     Ok(())
 }
 
-/// The answer the callback hands to the waiting command.
+/// The answer the control queue's callback hands to the waiting command.
 struct Done {
     buf: Option<(KBox<CtrlBuf>, u32)>,
 }
 
-/// Receives the device's used-buffer notifications (hard-IRQ context).
+/// Where the control queue's callback (hard-IRQ context) leaves the command buffer the device
+/// gave back, and wakes the command waiting for it.
 #[pin_data]
-pub(crate) struct Handler {
+pub(crate) struct CtrlDone {
     #[pin]
     done: SpinLockIrq<Done>,
     #[pin]
     wait: CondVar,
 }
 
-impl Handler {
+impl CtrlDone {
     pub(crate) fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             done <- new_spinlock_irq!(Done { buf: None }, "virtio_rdma_ctrl_done"),
@@ -99,17 +103,12 @@ impl Handler {
     fn take_done(&self) -> Option<(KBox<CtrlBuf>, u32)> {
         self.done.lock().buf.take()
     }
-}
 
-impl VqHandler for Handler {
-    type Buf = CtrlBuf;
-
-    fn callback(&self, vq: &Virtqueue<CtrlBuf>) {
-        if vq.index() != abi::CTRL_VQ {
-            // Completion queues: nothing is posted to them yet.
+    /// The control queue's callback: collects the used buffer and wakes the command.
+    pub(crate) fn used(&self, vq: &Virtqueue) {
+        let Ok(mut q) = vq.lock::<CtrlBuf>() else {
             return;
-        }
-        let mut q = vq.lock();
+        };
         while let Some(used) = q.get_buf() {
             // One command is in flight at a time, so there is at most one buffer to hand over.
             self.done.lock().buf = Some(used);
@@ -121,7 +120,7 @@ impl VqHandler for Handler {
 /// The control queue of one device.
 pub(crate) struct Ctrl<'a> {
     dev: &'a virtio::Device<device::Bound>,
-    vqs: Pin<KBox<Virtqueues<'a, Handler>>>,
+    vqs: Pin<KBox<Virtqueues<'a, Handler<'a>>>>,
     /// Serialises commands; holds the command buffer while the driver owns it.
     buf: Pin<KBox<Mutex<Option<KBox<CtrlBuf>>>>>,
 }
@@ -130,7 +129,7 @@ impl<'a> Ctrl<'a> {
     /// Takes over the device's queues (the control queue is queue 0).
     pub(crate) fn new(
         dev: &'a virtio::Device<device::Bound>,
-        vqs: Pin<KBox<Virtqueues<'a, Handler>>>,
+        vqs: Pin<KBox<Virtqueues<'a, Handler<'a>>>>,
     ) -> Result<Self> {
         let buf = KBox::new(CtrlBuf::new_zeroed(), GFP_KERNEL)?;
         let buf = KBox::pin_init(new_mutex!(Some(buf), "virtio_rdma_ctrl_cmd"), GFP_KERNEL)?;
@@ -138,8 +137,7 @@ impl<'a> Ctrl<'a> {
     }
 
     /// The device's virtqueues.
-    #[expect(dead_code)]
-    pub(crate) fn queues(&self) -> &Virtqueues<'a, Handler> {
+    pub(crate) fn queues(&self) -> &Virtqueues<'a, Handler<'a>> {
         &self.vqs
     }
 
@@ -153,13 +151,13 @@ impl<'a> Ctrl<'a> {
         let rsp_len = core::mem::size_of::<Rsp>();
         let (out_len, in_len) = command_lengths(req.len(), rsp_len).ok_or(EINVAL)?;
         let vq = self.vqs.get(abi::CTRL_VQ as usize).ok_or(ENODEV)?;
-        let handler = self.vqs.handler();
+        let done = &self.vqs.handler().get_ref().ctrl;
 
         let mut slot = self.buf.lock();
         let mut buf = match slot.take() {
             Some(buf) => buf,
             // A command timed out earlier: its buffer may have come back since.
-            None => handler.take_done().map(|(b, _)| b).ok_or(ETIMEDOUT)?,
+            None => done.take_done().map(|(b, _)| b).ok_or(ETIMEDOUT)?,
         };
 
         let hdr = CtrlHdr {
@@ -171,7 +169,13 @@ impl<'a> Ctrl<'a> {
         bytes[..core::mem::size_of::<CtrlHdr>()].copy_from_slice(hdr.as_bytes());
         bytes[core::mem::size_of::<CtrlHdr>()..out_len].copy_from_slice(req);
 
-        let mut q = vq.lock();
+        let mut q = match vq.lock::<CtrlBuf>() {
+            Ok(q) => q,
+            Err(e) => {
+                *slot = Some(buf);
+                return Err(e);
+            }
+        };
         if let Err((e, buf)) = q.add(buf, out_len, in_len) {
             drop(q);
             *slot = Some(buf);
@@ -184,7 +188,7 @@ impl<'a> Ctrl<'a> {
             vq.notify();
         }
 
-        let (buf, used) = self.wait_done(handler.get_ref(), cmd)?;
+        let (buf, used) = self.wait_done(done, cmd)?;
         let resp = &buf.bytes[out_len..out_len + in_len];
         let checked = check_response(resp, used, in_len, rsp_len);
         let rsp = match checked {
@@ -207,13 +211,13 @@ impl<'a> Ctrl<'a> {
     }
 
     /// Sleeps until the device gives the command buffer back.
-    fn wait_done(&self, handler: &Handler, cmd: u32) -> Result<(KBox<CtrlBuf>, u32)> {
-        let mut done = handler.done.lock();
+    fn wait_done(&self, ctrl: &CtrlDone, cmd: u32) -> Result<(KBox<CtrlBuf>, u32)> {
+        let mut done = ctrl.done.lock();
         loop {
             if let Some(d) = done.buf.take() {
                 return Ok(d);
             }
-            match handler
+            match ctrl
                 .wait
                 .wait_interruptible_timeout(&mut done, msecs_to_jiffies(CMD_TIMEOUT_MS))
             {

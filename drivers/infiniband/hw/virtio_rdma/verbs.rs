@@ -9,13 +9,18 @@
 use kernel::{
     bindings,
     prelude::*,
-    rdma::{self, Device, GidAttr, LinkLayer, PortNetdev},
+    rdma::{
+        self, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, NewCq, NewMr,
+        PortNetdev, WcSink,
+    },
 };
 
 use crate::{
     abi,
     config::DeviceConfig,
+    cq::{self, Cq},
     ctrl::Ctrl,
+    mr::{self, Mr},
     port::{self, Link, Port},
 };
 
@@ -33,7 +38,7 @@ pub(crate) struct RdmaDev<'a> {
 
 /// The driver's part of a protection domain: the device's handle for it.
 pub(crate) struct Pd {
-    pdn: u32,
+    pub(crate) pdn: u32,
 }
 
 impl RdmaDev<'_> {
@@ -69,6 +74,8 @@ fn link_of(ndev: &PortNetdev) -> Link {
 impl rdma::Driver for RdmaDev<'_> {
     type OwnerModule = crate::LocalModule;
     type Pd = Pd;
+    type Cq = Cq;
+    type Mr = Mr;
 
     fn query_device(dev: &Device<Self>, attr: &mut bindings::ib_device_attr) -> Result {
         let c = &dev.config.raw;
@@ -188,5 +195,33 @@ impl rdma::Driver for RdmaDev<'_> {
         if let Err(e) = dev.ctrl.exec::<_, ()>(abi::cmd::DESTROY_PD, &cmd) {
             dev_err!(dev.as_ref(), "DESTROY_PD {}: {:?}\n", pd.pdn, e);
         }
+    }
+
+    fn cq_registry<'d>(dev: &'d Device<Self>) -> &'d CqRegistry<Self> {
+        &dev.ctrl.queues().handler().get_ref().cqs
+    }
+
+    fn create_cq(dev: &Device<Self>, attr: &CqInitAttr) -> Result<NewCq<Cq>> {
+        cq::create(dev, attr)
+    }
+
+    fn destroy_cq(dev: &Device<Self>, cq: &rdma::Cq<Self>) {
+        cq::destroy(dev, cq)
+    }
+
+    fn poll_cq(cq: &rdma::Cq<Self>, sink: &mut WcSink<'_, Self>) -> Result {
+        cq::poll(cq, sink)
+    }
+
+    fn req_notify_cq(cq: &rdma::Cq<Self>, flags: CqNotify) -> Result<bool> {
+        cq::req_notify(cq, flags)
+    }
+
+    fn get_dma_mr(pd: &rdma::Pd<Self>, access: u32) -> Result<NewMr<Mr>> {
+        mr::get_dma(pd.device(), pd.pdn, access)
+    }
+
+    fn dereg_mr(dev: &Device<Self>, mr: Mr) {
+        mr::dereg(dev, mr)
     }
 }

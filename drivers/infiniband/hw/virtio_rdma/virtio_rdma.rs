@@ -21,8 +21,11 @@ use kernel::{
 
 mod abi;
 mod config;
+mod cq;
 mod ctrl;
+mod mr;
 mod port;
+mod queues;
 mod verbs;
 
 use config::QueueKind;
@@ -39,25 +42,14 @@ struct VirtioRdma<'a> {
     ib: rdma::Registration<RdmaDev<'a>>,
 }
 
-/// Names of the virtqueues (the core keeps a pointer to each).
+/// How each virtqueue is set up: its name (the core keeps a pointer to it), its buffers, and
+/// whether the device's used buffers call back (control and completion queues do).
 fn queue_info(kind: QueueKind) -> VqInfo {
     match kind {
-        QueueKind::Ctrl => VqInfo {
-            name: c"ctrl",
-            callback: true,
-        },
-        QueueKind::Cq(_) => VqInfo {
-            name: c"cq",
-            callback: true,
-        },
-        QueueKind::Sq(_) => VqInfo {
-            name: c"sq",
-            callback: false,
-        },
-        QueueKind::Rq(_) => VqInfo {
-            name: c"rq",
-            callback: false,
-        },
+        QueueKind::Ctrl => VqInfo::new::<ctrl::CtrlBuf>(c"ctrl", true),
+        QueueKind::Cq(_) => VqInfo::new::<cq::CqeBuf>(c"cq", true),
+        QueueKind::Sq(_) => VqInfo::new::<ctrl::CtrlBuf>(c"sq", false),
+        QueueKind::Rq(_) => VqInfo::new::<ctrl::CtrlBuf>(c"rq", false),
     }
 }
 
@@ -73,7 +65,7 @@ impl<'a> VirtioRdma<'a> {
             infos.push(queue_info(kind), GFP_KERNEL)?;
         }
         let vqs = dev
-            .find_vqs(&infos, ctrl::Handler::new())
+            .find_vqs(&infos, queues::Handler::new(layout))
             .inspect_err(|e| {
                 dev_err!(
                     dev,

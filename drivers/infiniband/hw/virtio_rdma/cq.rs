@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues.
+//!
+//! Each CQ has its own virtqueue (`VIRTIO_RDMA_CQ_VQ(cqn)`), which the driver keeps filled with
+//! device-writable CQE buffers, allocated once when the CQ is created: the device writes one
+//! completion into a buffer and returns it; polling converts it and lends the same buffer back.
+//! Arming the CQ enables the virtqueue's callback, so no control command is needed per arm;
+//! the callback (hard-IRQ context) disables it again and notifies the consumer.
+
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use kernel::{
+    prelude::*,
+    rdma::{self, CqInitAttr, CqNotify, CqRegistry, NewCq, WcSink},
+    virtio::Virtqueue,
+};
+use zerocopy::FromZeros;
+
+use crate::{abi, verbs::RdmaDev};
+
+/// The buffer of one completion: what the device writes.
+pub(crate) type CqeBuf = abi::CqReq;
+
+const CQE_LEN: usize = core::mem::size_of::<CqeBuf>();
+
+/// The driver's part of a CQ.
+pub(crate) struct Cq {
+    cqn: u32,
+    /// The CQ's virtqueue.
+    vq: u32,
+    /// CQE buffers lent to the device.
+    depth: u32,
+    /// The consumer asked to be notified of the next completion.
+    armed: AtomicBool,
+    /// A malformed completion was reported once already (reported once per CQ).
+    warned: AtomicBool,
+}
+
+type Device<'a> = rdma::Device<RdmaDev<'a>>;
+
+/// The virtqueue of a CQ.
+fn queue<'d>(dev: &'d Device<'_>, vq: u32) -> Result<&'d Virtqueue> {
+    dev.ctrl.queues().get(vq as usize).ok_or(EPROTO)
+}
+
+/// Creates a CQ: the device's CQ, then its queue filled with `cqe` buffers.
+pub(crate) fn create(dev: &Device<'_>, attr: &CqInitAttr) -> Result<NewCq<Cq>> {
+    let max_cqe = dev.config.raw.max_cqe.get();
+    if attr.cqe == 0 || attr.cqe > max_cqe {
+        return Err(EINVAL);
+    }
+    if attr.flags != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    // Allocate first: nothing may sleep once the queue is locked.
+    let mut bufs = KVec::with_capacity(attr.cqe as usize, GFP_KERNEL)?;
+    for _ in 0..attr.cqe {
+        bufs.push(KBox::new(CqeBuf::new_zeroed(), GFP_KERNEL)?, GFP_KERNEL)?;
+    }
+
+    let rsp: abi::RspCreateCq = dev.ctrl.exec(
+        abi::cmd::CREATE_CQ,
+        &abi::CmdCreateCq {
+            cqe: attr.cqe.into(),
+            reserved: 0.into(),
+        },
+    )?;
+    let cqn = rsp.cqn.get();
+    let cq = Cq {
+        cqn,
+        vq: 0,
+        depth: 0,
+        armed: AtomicBool::new(false),
+        warned: AtomicBool::new(false),
+    };
+    let Some(vq) = dev.config.layout.cq(cqn) else {
+        dev_err!(
+            dev.as_ref(),
+            "CREATE_CQ returned CQ {} of {}\n",
+            cqn,
+            dev.config.layout.max_cq()
+        );
+        destroy_on_device(dev, cqn);
+        return Err(EPROTO);
+    };
+    let mut cq = Cq { vq, ..cq };
+    if let Err(e) = fill(dev, &mut cq, bufs) {
+        destroy(dev, &cq);
+        return Err(e);
+    }
+    Ok(NewCq {
+        depth: cq.depth,
+        index: cqn,
+        data: cq,
+    })
+}
+
+/// Lends `bufs` to the CQ's queue, with callbacks off until the CQ is armed.
+fn fill(dev: &Device<'_>, cq: &mut Cq, bufs: KVec<KBox<CqeBuf>>) -> Result {
+    let queue = queue(dev, cq.vq)?;
+    let mut q = queue.lock::<CqeBuf>()?;
+    q.disable_cb();
+    for buf in bufs {
+        q.add(buf, 0, CQE_LEN).map_err(|(e, _)| {
+            dev_err!(
+                dev.as_ref(),
+                "CQ {}: cannot lend CQE buffers: {:?}\n",
+                cq.cqn,
+                e
+            );
+            e
+        })?;
+        cq.depth += 1;
+    }
+    let notify = q.kick_prepare();
+    drop(q);
+    if notify {
+        queue.notify();
+    }
+    Ok(())
+}
+
+/// Tells the device to destroy CQ `cqn`.
+fn destroy_on_device(dev: &Device<'_>, cqn: u32) {
+    let cmd = abi::CmdDestroyCq {
+        cqn: cqn.into(),
+        reserved: 0.into(),
+    };
+    if let Err(e) = dev.ctrl.exec::<_, ()>(abi::cmd::DESTROY_CQ, &cmd) {
+        dev_err!(dev.as_ref(), "DESTROY_CQ {}: {:?}\n", cqn, e);
+    }
+}
+
+/// Destroys a CQ: the device gives back every buffer of its queue (unused ones with length 0),
+/// which are freed.
+pub(crate) fn destroy(dev: &Device<'_>, cq: &Cq) {
+    destroy_on_device(dev, cq.cqn);
+    let Ok(queue) = queue(dev, cq.vq) else {
+        return;
+    };
+    let Ok(mut q) = queue.lock::<CqeBuf>() else {
+        return;
+    };
+    let mut back = 0;
+    while q.get_buf().is_some() {
+        back += 1;
+    }
+    if back < cq.depth {
+        // The rest stay lent to the device until it is reset (then they are freed).
+        dev_warn!(
+            dev.as_ref(),
+            "CQ {}: the device kept {} of {} CQE buffers after DESTROY_CQ\n",
+            cq.cqn,
+            cq.depth - back,
+            cq.depth
+        );
+    }
+}
+
+/// Reaps completions into `sink`, lending each buffer back to the device.
+pub(crate) fn poll(cq: &rdma::Cq<RdmaDev<'_>>, sink: &mut WcSink<'_, RdmaDev<'_>>) -> Result {
+    let dev = cq.device();
+    let queue = queue(dev, cq.vq)?;
+    let mut q = queue.lock::<CqeBuf>()?;
+    let mut lent = false;
+    while !sink.is_full() {
+        let Some((buf, len)) = q.get_buf() else {
+            break;
+        };
+        if len as usize != CQE_LEN {
+            warn_once(cq, |d| {
+                dev_warn!(
+                    d,
+                    "CQ {}: completion of {} bytes, expected {}\n",
+                    cq.cqn,
+                    len,
+                    CQE_LEN
+                )
+            });
+        } else {
+            // No QP exists yet whose completions this could be.
+            let qpn = buf.qp_num.get();
+            warn_once(cq, |d| {
+                dev_warn!(
+                    d,
+                    "CQ {}: completion for unknown QP {}, dropped\n",
+                    cq.cqn,
+                    qpn
+                )
+            });
+        }
+        if let Err((e, _)) = q.add(buf, 0, CQE_LEN) {
+            dev_err!(
+                dev.as_ref(),
+                "CQ {}: cannot lend a CQE buffer back: {:?}\n",
+                cq.cqn,
+                e
+            );
+        } else {
+            lent = true;
+        }
+    }
+    let notify = lent && q.kick_prepare();
+    drop(q);
+    if notify {
+        queue.notify();
+    }
+    Ok(())
+}
+
+/// Reports a device error of `cq` once.
+fn warn_once(cq: &rdma::Cq<RdmaDev<'_>>, report: impl FnOnce(&kernel::device::Device)) {
+    if !cq.warned.swap(true, Ordering::Relaxed) {
+        report(cq.device().as_ref());
+    }
+}
+
+/// Arms the CQ: its queue calls back on the next completion. Solicited-only arming notifies on
+/// any completion too (a spurious wake-up, which consumers tolerate), so that arming never
+/// needs the control queue.
+pub(crate) fn req_notify(cq: &rdma::Cq<RdmaDev<'_>>, flags: CqNotify) -> Result<bool> {
+    let queue = queue(cq.device(), cq.vq)?;
+    let mut q = queue.lock::<CqeBuf>()?;
+    cq.armed.store(true, Ordering::Release);
+    let pending = !q.enable_cb();
+    Ok(pending && flags.report_missed_events())
+}
+
+/// The callback of a CQ's queue (hard-IRQ context): notifies the consumer once per arming.
+pub(crate) fn completion_event(cqs: &CqRegistry<RdmaDev<'_>>, cqn: u32, vq: &Virtqueue) {
+    // Under the queue's lock, as arming is: a consumer re-arming on another CPU is not undone.
+    let fire = cqs.with(cqn, |cq| {
+        let Ok(mut q) = vq.lock::<CqeBuf>() else {
+            return false;
+        };
+        q.disable_cb();
+        cq.armed.swap(false, Ordering::AcqRel)
+    });
+    if fire == Some(true) {
+        cqs.completion_event(cqn);
+    }
+}

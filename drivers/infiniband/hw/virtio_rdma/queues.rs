@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The notifications of the device's virtqueues (hard-IRQ context): control commands coming
+//! back wake their caller (`ctrl.rs`); completions arriving on a CQ's queue notify the CQ's
+//! consumer if it armed the CQ (`cq.rs`). Send and receive queues do not notify.
+
+use kernel::{
+    prelude::*,
+    rdma::CqRegistry,
+    virtio::{Virtqueue, VqHandler},
+};
+
+use crate::{
+    config::{QueueKind, QueueLayout},
+    cq,
+    ctrl::CtrlDone,
+    verbs::RdmaDev,
+};
+
+/// Handles the notifications of every virtqueue of one device.
+#[pin_data]
+pub(crate) struct Handler<'a> {
+    layout: QueueLayout,
+    /// The control command in flight.
+    #[pin]
+    pub(crate) ctrl: CtrlDone,
+    /// The device's CQs, by CQ number.
+    #[pin]
+    pub(crate) cqs: CqRegistry<RdmaDev<'a>>,
+}
+
+impl Handler<'_> {
+    /// The handler of the queues of `layout`.
+    pub(crate) fn new(layout: QueueLayout) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            layout,
+            ctrl <- CtrlDone::new(),
+            cqs <- CqRegistry::new(layout.max_cq()),
+        })
+    }
+}
+
+impl VqHandler for Handler<'_> {
+    fn callback(&self, vq: &Virtqueue) {
+        match self.layout.kind(vq.index()) {
+            Some(QueueKind::Ctrl) => self.ctrl.used(vq),
+            Some(QueueKind::Cq(cqn)) => cq::completion_event(&self.cqs, cqn, vq),
+            // Send and receive queues are set up without a callback.
+            Some(QueueKind::Sq(_) | QueueKind::Rq(_)) | None => {}
+        }
+    }
+}

@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues, allocated by the RDMA core with room for the driver's part, and the
+//! registry through which a driver finds the CQ a device signals.
+
+use super::{Device, Driver};
+use crate::{
+    bindings,
+    error::from_result,
+    prelude::*,
+    sync::{new_spinlock_irq, SpinLockIrq},
+    types::Opaque,
+};
+use core::{marker::PhantomData, ops::Deref, ptr};
+
+/// What the consumer asked for when creating a CQ (`struct ib_cq_init_attr`).
+#[derive(Clone, Copy, Debug)]
+pub struct CqInitAttr {
+    /// The number of completions the CQ must hold at least.
+    pub cqe: u32,
+    /// The completion vector (interrupt) the consumer wants.
+    pub comp_vector: u32,
+    /// `enum ib_cq_creation_flags`.
+    pub flags: u32,
+}
+
+/// A CQ the driver created: its part of the CQ, how many completions it holds, and the index
+/// under which the driver's [`CqRegistry`] finds it.
+pub struct NewCq<D> {
+    /// The driver's part of the CQ.
+    pub data: D,
+    /// The number of completions the CQ holds (at least what was asked for).
+    pub depth: u32,
+    /// The CQ's index in the driver's [`CqRegistry`] (the device's CQ number).
+    pub index: u32,
+}
+
+/// How a consumer arms a CQ (`enum ib_cq_notify_flags`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqNotify(u32);
+
+impl CqNotify {
+    /// Notify on the next solicited (or error) completion only.
+    pub fn solicited_only(self) -> bool {
+        self.0 & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK
+            == bindings::ib_cq_notify_flags_IB_CQ_SOLICITED
+    }
+
+    /// The consumer wants to know whether completions arrived before the CQ was armed
+    /// (`IB_CQ_REPORT_MISSED_EVENTS`).
+    pub fn report_missed_events(self) -> bool {
+        self.0 & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0
+    }
+}
+
+/// A completion queue: C `struct ib_cq` followed by the driver's [`Driver::Cq`].
+///
+/// # Invariants
+///
+/// `ib` is a CQ of a device whose driver is `T`, and `index` and `data` are initialised.
+#[repr(C)]
+pub struct Cq<T: Driver> {
+    ib: Opaque<bindings::ib_cq>,
+    index: u32,
+    data: T::Cq,
+}
+
+impl<T: Driver> Cq<T> {
+    /// The size the core allocates for a CQ (`size_ib_cq`).
+    pub(crate) const SIZE: usize = {
+        // The core allocates with kzalloc, which aligns to at least 8 bytes.
+        assert!(core::mem::align_of::<Self>() <= 8);
+        core::mem::size_of::<Self>()
+    };
+
+    fn as_raw(&self) -> *mut bindings::ib_cq {
+        self.ib.get()
+    }
+
+    /// Returns the device the CQ belongs to.
+    pub fn device(&self) -> &Device<T> {
+        // SAFETY: By the type invariant `ib` is a CQ of a device whose driver is `T`; the
+        // device outlives its CQs.
+        unsafe { Device::from_raw((*self.as_raw()).device) }
+    }
+
+    /// The CQ's index in the driver's [`CqRegistry`].
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Calls the consumer's completion handler. Any context: consumers' handlers may run in
+    /// hard-IRQ context (they typically schedule their polling).
+    fn completion_event(&self) {
+        // SAFETY: By the type invariant `ib` is a valid CQ; the core sets `comp_handler` and
+        // `cq_context` before calling `create_cq` and does not change them afterwards.
+        unsafe {
+            let ib = self.as_raw();
+            if let Some(handler) = (*ib).comp_handler {
+                handler(ib, (*ib).cq_context);
+            }
+        }
+    }
+}
+
+impl<T: Driver> Deref for Cq<T> {
+    type Target = T::Cq;
+
+    fn deref(&self) -> &T::Cq {
+        &self.data
+    }
+}
+
+/// The CQs of a device, by index: lets a driver find, from a device notification (for instance
+/// a virtqueue callback in hard-IRQ context), the CQ whose consumer it must notify.
+///
+/// The abstraction adds a CQ when [`Driver::create_cq`] succeeds and removes it before
+/// [`Driver::destroy_cq`] runs, so every CQ found here is alive.
+///
+/// # Invariants
+///
+/// Every non-null slot points to the `ib_cq` of a live [`Cq<T>`] whose index is the slot's.
+#[pin_data]
+pub struct CqRegistry<T: Driver> {
+    #[pin]
+    slots: SpinLockIrq<KVec<*mut bindings::ib_cq>>,
+    _driver: PhantomData<T>,
+}
+
+// SAFETY: The pointers are only dereferenced under the lock, to CQs that are alive (type
+// invariant); `Cq<T>` may be used from any thread (`T::Cq: Send + Sync`).
+unsafe impl<T: Driver> Send for CqRegistry<T> {}
+// SAFETY: See `Send`; all access goes through the lock.
+unsafe impl<T: Driver> Sync for CqRegistry<T> {}
+
+impl<T: Driver> CqRegistry<T> {
+    /// A registry for CQ indices `0..count`.
+    pub fn new(count: u32) -> impl PinInit<Self, Error> {
+        let slots = KVec::from_elem(ptr::null_mut(), count as usize, GFP_KERNEL);
+        try_pin_init!(Self {
+            slots <- new_spinlock_irq!(slots?, "rdma_cq_registry"),
+            _driver: PhantomData,
+        })
+    }
+
+    /// Runs `f` on the CQ at `index`, if there is one. `f` runs under a spinlock with interrupts
+    /// off: it must not sleep. Any context.
+    pub fn with<R>(&self, index: u32, f: impl FnOnce(&Cq<T>) -> R) -> Option<R> {
+        let slots = self.slots.lock();
+        let cq = *slots.get(index as usize)?;
+        if cq.is_null() {
+            return None;
+        }
+        // SAFETY: A non-null slot points to a live `Cq<T>` (type invariant), which stays alive
+        // while the lock is held: it is removed (under the lock) before it is destroyed.
+        Some(f(unsafe { &*cq.cast::<Cq<T>>() }))
+    }
+
+    /// Calls the completion handler of the CQ at `index`; returns `false` if there is no CQ
+    /// there. Any context.
+    pub fn completion_event(&self, index: u32) -> bool {
+        self.with(index, |cq| cq.completion_event()).is_some()
+    }
+
+    /// Adds `cq` at its index; [`EBUSY`] if the slot is taken, [`EINVAL`] if out of range.
+    fn insert(&self, cq: &Cq<T>) -> Result {
+        let mut slots = self.slots.lock();
+        let slot = slots.get_mut(cq.index as usize).ok_or(EINVAL)?;
+        if !slot.is_null() {
+            return Err(EBUSY);
+        }
+        // INVARIANT: `cq` is alive and is removed before it is destroyed.
+        *slot = cq.as_raw();
+        Ok(())
+    }
+
+    /// Removes `cq`, if it is registered.
+    fn remove(&self, cq: &Cq<T>) {
+        let mut slots = self.slots.lock();
+        if let Some(slot) = slots.get_mut(cq.index as usize) {
+            if *slot == cq.as_raw() {
+                *slot = ptr::null_mut();
+            }
+        }
+    }
+}
+
+/// `create_cq` of the device's operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a zeroed CQ of `Cq::<T>::SIZE` bytes whose `device` is a
+/// device of driver `T`, and valid `attr`.
+pub(crate) unsafe extern "C" fn create_cq_callback<T: Driver>(
+    cq: *mut bindings::ib_cq,
+    attr: *const bindings::ib_cq_init_attr,
+    attrs: *mut bindings::uverbs_attr_bundle,
+) -> c_int {
+    from_result(|| {
+        if !attrs.is_null() {
+            // User CQs need the mmap path, which this abstraction does not offer yet.
+            return Err(EOPNOTSUPP);
+        }
+        // SAFETY: `cq` and `attr` are valid and `cq` belongs to a device of driver `T`
+        // (function safety requirement).
+        let (dev, attr) = unsafe { (Device::<T>::from_raw((*cq).device), &*attr) };
+        let attr = CqInitAttr {
+            cqe: attr.cqe,
+            comp_vector: attr.comp_vector,
+            flags: attr.flags,
+        };
+        let new = T::create_cq(dev, &attr)?;
+        let depth = c_int::try_from(new.depth);
+        let obj = cq.cast::<Cq<T>>();
+        // SAFETY: The core allocated `Cq::<T>::SIZE` bytes for `cq`; `index` and `data` are not
+        // initialised yet, so nothing that needs dropping is overwritten.
+        // INVARIANT: From here `index` and `data` are initialised.
+        let obj = unsafe {
+            (&raw mut (*obj).index).write(new.index);
+            (&raw mut (*obj).data).write(new.data);
+            &*obj
+        };
+        let registered = match depth {
+            Ok(depth) => {
+                // SAFETY: `cq` is valid; the core reads `cqe` only after this returns.
+                unsafe { (*cq).cqe = depth };
+                T::cq_registry(dev).insert(obj)
+            }
+            Err(_) => Err(EINVAL),
+        };
+        if let Err(e) = registered {
+            T::destroy_cq(dev, obj);
+            // SAFETY: `data` was initialised above and is not used again: the core frees the CQ
+            // when this fails.
+            unsafe { ptr::drop_in_place(&raw mut (*cq.cast::<Cq<T>>()).data) };
+            return Err(e);
+        }
+        Ok(0)
+    })
+}
+
+/// `destroy_cq` of the device's operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a CQ for which [`create_cq_callback`] succeeded and that
+/// is not used any more.
+pub(crate) unsafe extern "C" fn destroy_cq_callback<T: Driver>(
+    cq: *mut bindings::ib_cq,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    // SAFETY: `cq` is a live `Cq<T>` (function safety requirement).
+    let obj = unsafe { &*cq.cast::<Cq<T>>() };
+    let dev = obj.device();
+    T::cq_registry(dev).remove(obj);
+    T::destroy_cq(dev, obj);
+    // SAFETY: `data` is initialised and dropped exactly once: the core frees the CQ after this
+    // returns and never calls back for it.
+    unsafe { ptr::drop_in_place(&raw mut (*cq.cast::<Cq<T>>()).data) };
+    0
+}
+
+/// `poll_cq` of the device's operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a live CQ of driver `T` and room for `num` completions
+/// at `wc`.
+pub(crate) unsafe extern "C" fn poll_cq_callback<T: Driver>(
+    cq: *mut bindings::ib_cq,
+    num: c_int,
+    wc: *mut bindings::ib_wc,
+) -> c_int {
+    let Ok(capacity) = usize::try_from(num) else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: `cq` is a live `Cq<T>` (function safety requirement).
+    let obj = unsafe { &*cq.cast::<Cq<T>>() };
+    let mut sink = WcSink {
+        wc,
+        capacity,
+        len: 0,
+        _driver: PhantomData,
+    };
+    match T::poll_cq(obj, &mut sink) {
+        // At most `num` (`c_int`) completions were written.
+        Ok(()) => sink.len as c_int,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// `req_notify_cq` of the device's operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a live CQ of driver `T`.
+pub(crate) unsafe extern "C" fn req_notify_cq_callback<T: Driver>(
+    cq: *mut bindings::ib_cq,
+    flags: bindings::ib_cq_notify_flags,
+) -> c_int {
+    // SAFETY: `cq` is a live `Cq<T>` (function safety requirement).
+    let obj = unsafe { &*cq.cast::<Cq<T>>() };
+    match T::req_notify_cq(obj, CqNotify(flags)) {
+        Ok(missed) => c_int::from(missed),
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// Where [`Driver::poll_cq`] writes the completions it reaps: the consumer's `ib_wc` array.
+///
+/// # Invariants
+///
+/// `wc` has room for `capacity` completions, of which the first `len` are written.
+pub struct WcSink<'a, T: Driver> {
+    wc: *mut bindings::ib_wc,
+    capacity: usize,
+    len: usize,
+    _driver: PhantomData<&'a T>,
+}
+
+impl<T: Driver> WcSink<'_, T> {
+    /// Whether no more completions fit.
+    pub fn is_full(&self) -> bool {
+        self.len >= self.capacity
+    }
+
+    /// The number of completions written.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes `wc` (whose `qp` the caller must have set to a live QP of the CQ's device, or
+    /// left null) as the next completion; [`ENOSPC`] if full.
+    #[expect(
+        dead_code,
+        reason = "QPs, whose completions it writes, are still to come"
+    )]
+    pub(crate) fn push_raw(&mut self, wc: bindings::ib_wc) -> Result {
+        if self.is_full() {
+            return Err(ENOSPC);
+        }
+        // SAFETY: By the type invariant `wc` has room for `capacity > len` completions.
+        unsafe { self.wc.add(self.len).write(wc) };
+        self.len += 1;
+        Ok(())
+    }
+}
