@@ -19,14 +19,19 @@ mod gid;
 mod mr;
 mod netdev;
 mod pd;
+mod qp;
 mod roce;
 
-pub use cq::{Cq, CqInitAttr, CqNotify, CqRegistry, NewCq, WcSink};
+pub use cq::{Cq, CqInitAttr, CqNotify, CqRegistry, NewCq, Wc, WcSink};
 pub use device::{Device, DeviceInfo, Driver, LinkLayer, NodeType, Registration};
 pub use gid::GidAttr;
 pub use mr::{Mr, NewMr};
 pub use netdev::PortNetdev;
 pub use pd::Pd;
+pub use qp::{
+    NewQp, Qp, QpAttr, QpCap, QpInitAttr, QpRegistry, RecvWr, RecvWrs, RoceAv, SendOp, SendWr,
+    SendWrs, Sge,
+};
 
 /// Port numbers of RDMA devices start at 1.
 pub const FIRST_PORT: u32 = 1;

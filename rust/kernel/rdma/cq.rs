@@ -3,7 +3,7 @@
 //! Completion queues, allocated by the RDMA core with room for the driver's part, and the
 //! registry through which a driver finds the CQ a device signals.
 
-use super::{Device, Driver};
+use super::{Device, Driver, Qp};
 use crate::{
     bindings,
     error::from_result,
@@ -334,19 +334,64 @@ impl<T: Driver> WcSink<'_, T> {
         self.len == 0
     }
 
-    /// Writes `wc` (whose `qp` the caller must have set to a live QP of the CQ's device, or
-    /// left null) as the next completion; [`ENOSPC`] if full.
-    #[expect(
-        dead_code,
-        reason = "QPs, whose completions it writes, are still to come"
-    )]
-    pub(crate) fn push_raw(&mut self, wc: bindings::ib_wc) -> Result {
+    /// Writes `wc` as the next completion; [`ENOSPC`] if full.
+    pub fn push(&mut self, wc: &Wc<'_, T>) -> Result {
         if self.is_full() {
             return Err(ENOSPC);
         }
+        let mut raw: bindings::ib_wc = pin_init::zeroed();
+        raw.__bindgen_anon_1.wr_id = wc.wr_id;
+        raw.status = wc.status;
+        raw.opcode = wc.opcode;
+        raw.vendor_err = wc.vendor_err;
+        raw.byte_len = wc.byte_len;
+        raw.qp = wc.qp.as_raw();
+        raw.ex.invalidate_rkey = wc.ex;
+        raw.src_qp = wc.src_qp;
+        raw.wc_flags = wc.wc_flags as c_int;
+        raw.pkey_index = wc.pkey_index;
+        raw.sl = wc.sl;
+        raw.port_num = wc.port_num;
+        raw.smac = wc.smac;
+        raw.vlan_id = wc.vlan_id;
+        raw.network_hdr_type = wc.network_hdr_type;
         // SAFETY: By the type invariant `wc` has room for `capacity > len` completions.
-        unsafe { self.wc.add(self.len).write(wc) };
+        unsafe { self.wc.add(self.len).write(raw) };
         self.len += 1;
         Ok(())
     }
+}
+
+/// A work completion (`struct ib_wc`), as a driver reports it from [`Driver::poll_cq`].
+pub struct Wc<'a, T: Driver> {
+    /// The QP the completed request was posted to (of the CQ's device).
+    pub qp: &'a Qp<T>,
+    /// The consumer's identifier of the request.
+    pub wr_id: u64,
+    /// `enum ib_wc_status`.
+    pub status: u32,
+    /// `enum ib_wc_opcode`.
+    pub opcode: u32,
+    /// Vendor error (device-specific detail of an error).
+    pub vendor_err: u32,
+    /// Bytes transferred (receives, READs, atomics).
+    pub byte_len: u32,
+    /// Immediate data (network byte order, as is) or the invalidated rkey.
+    pub ex: u32,
+    /// The sender's QP number (UD/GSI receives).
+    pub src_qp: u32,
+    /// `enum ib_wc_flags`.
+    pub wc_flags: u32,
+    /// P_Key index (GSI).
+    pub pkey_index: u16,
+    /// Service level.
+    pub sl: u8,
+    /// The port.
+    pub port_num: u32,
+    /// The sender's MAC (UD/GSI receives with `IB_WC_WITH_SMAC`).
+    pub smac: [u8; 6],
+    /// VLAN (with `IB_WC_WITH_VLAN`).
+    pub vlan_id: u16,
+    /// `enum rdma_network_type` (with `IB_WC_WITH_NETWORK_HDR_TYPE`).
+    pub network_hdr_type: u8,
 }

@@ -6,7 +6,9 @@ use super::{
     cq::{self, CqInitAttr, CqNotify, CqRegistry, NewCq, WcSink},
     mr::{self, NewMr},
     netdev::PortNetdev,
-    pd, roce, Cq, GidAttr, Pd,
+    pd,
+    qp::{self, NewQp, QpAttr, QpInitAttr, QpRegistry, RecvWrs, SendWrs},
+    roce, Cq, GidAttr, Pd, Qp,
 };
 use crate::{
     bindings, device,
@@ -126,6 +128,43 @@ pub trait Driver: Sized + Send + Sync {
     /// solicited one). Returns `true` if completions may have arrived before arming and
     /// `flags` asked to know (`IB_CQ_REPORT_MISSED_EVENTS`). Any context: must not sleep.
     fn req_notify_cq(cq: &Cq<Self>, flags: CqNotify) -> Result<bool>;
+
+    /// The driver's part of a queue pair ([`Qp`](super::Qp)).
+    type Qp: Send + Sync;
+
+    /// The registry of the device's QPs (see [`QpRegistry`]).
+    fn qp_registry(dev: &Device<Self>) -> &QpRegistry<Self>;
+
+    /// Creates the driver's part of a (kernel) queue pair of `pd` whose send and receive
+    /// completions go to `send_cq` and `recv_cq`.
+    fn create_qp(
+        pd: &Pd<Self>,
+        attr: &QpInitAttr,
+        send_cq: &Cq<Self>,
+        recv_cq: &Cq<Self>,
+    ) -> Result<NewQp<Self::Qp>>;
+
+    /// Destroys a queue pair: when this returns the device no longer uses its queues. The
+    /// abstraction has removed it from the registry and drops its data afterwards.
+    fn destroy_qp(qp: &Qp<Self>);
+
+    /// Modifies the attributes of a QP that `mask` (`enum ib_qp_attr_mask`) names.
+    fn modify_qp(qp: &Qp<Self>, attr: &QpAttr, mask: u32) -> Result;
+
+    /// Fills in a QP's attributes and creation attributes.
+    fn query_qp(
+        qp: &Qp<Self>,
+        attr: &mut bindings::ib_qp_attr,
+        init: &mut bindings::ib_qp_init_attr,
+    ) -> Result;
+
+    /// Posts send work requests, in order; on failure the abstraction reports the request the
+    /// iterator yielded last as the one that failed (or the first, if none was taken). Any
+    /// context: must not sleep.
+    fn post_send(qp: &Qp<Self>, wrs: &mut SendWrs<'_>) -> Result;
+
+    /// Posts receive work requests, as [`Driver::post_send`] does send ones.
+    fn post_recv(qp: &Qp<Self>, wrs: &mut RecvWrs<'_>) -> Result;
 }
 
 /// An RDMA device of driver `T`: C `struct ib_device` followed by the driver's data.
@@ -471,6 +510,13 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
         poll_cq: Some(cq::poll_cq_callback::<T>),
         req_notify_cq: Some(cq::req_notify_cq_callback::<T>),
         size_ib_cq: Cq::<T>::SIZE,
+        create_qp: Some(qp::create_qp_callback::<T>),
+        destroy_qp: Some(qp::destroy_qp_callback::<T>),
+        modify_qp: Some(qp::modify_qp_callback::<T>),
+        query_qp: Some(qp::query_qp_callback::<T>),
+        post_send: Some(qp::post_send_callback::<T>),
+        post_recv: Some(qp::post_recv_callback::<T>),
+        size_ib_qp: Qp::<T>::SIZE,
         ..Default::default()
     };
     if T::HAS_GET_LINK_LAYER {

@@ -7,8 +7,11 @@
  */
 
 #include <kunit/test.h>
+#include <linux/completion.h>
+#include <linux/delay.h>
 #include <linux/device.h>
 #include <linux/module.h>
+#include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 
 static struct ib_device *vrdma_dev;
@@ -170,6 +173,421 @@ static void cq_churn(struct kunit *test)
 	}
 }
 
+/* Two connected QPs of one device, each with its CQ and a 4 KiB buffer. */
+struct qp_pair {
+	struct ib_device *dev;
+	struct ib_pd *pd;
+	struct ib_cq *cq[2];
+	struct ib_qp *qp[2];
+	u8 *buf[2];
+	u64 dma[2];
+	struct completion armed_done;
+};
+
+#define BUF_LEN 4096
+#define POLL_MS 3000
+
+static void pair_comp_handler(struct ib_cq *cq, void *ctx)
+{
+	struct qp_pair *p = ctx;
+
+	complete(&p->armed_done);
+}
+
+static void pair_release(void *data)
+{
+	struct qp_pair *p = data;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (!IS_ERR_OR_NULL(p->qp[i]))
+			ib_destroy_qp(p->qp[i]);
+	}
+	for (i = 0; i < 2; i++) {
+		if (!IS_ERR_OR_NULL(p->cq[i]))
+			ib_destroy_cq(p->cq[i]);
+		if (p->dma[i])
+			ib_dma_unmap_single(p->dev, p->dma[i], BUF_LEN,
+					    DMA_BIDIRECTIONAL);
+		kfree(p->buf[i]);
+	}
+	if (!IS_ERR_OR_NULL(p->pd))
+		ib_dealloc_pd(p->pd);
+}
+
+/* Waits until the port's GID 0 (link-local, from eth0) is there. */
+static int wait_gid(struct ib_device *dev, union ib_gid *gid)
+{
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		if (!rdma_query_gid(dev, 1, 0, gid) &&
+		    memchr_inv(gid, 0, sizeof(*gid)))
+			return 0;
+		msleep(50);
+	}
+	return -ETIMEDOUT;
+}
+
+static int modify(struct ib_qp *qp, struct ib_qp_attr *attr, int mask)
+{
+	return ib_modify_qp(qp, attr, mask);
+}
+
+/* RESET -> INIT -> RTR -> RTS, towards dest_qpn on the same device. */
+static int connect_qp(struct ib_qp *qp, u32 dest_qpn, union ib_gid *gid,
+		      u8 rnr_retry)
+{
+	struct ib_qp_attr attr = {};
+	int ret;
+
+	attr.qp_state = IB_QPS_INIT;
+	attr.pkey_index = 0;
+	attr.port_num = 1;
+	attr.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE |
+			       IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC;
+	ret = modify(qp, &attr, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
+			  IB_QP_ACCESS_FLAGS);
+	if (ret)
+		return ret;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IB_QPS_RTR;
+	attr.path_mtu = IB_MTU_1024;
+	attr.dest_qp_num = dest_qpn;
+	attr.rq_psn = 0;
+	attr.max_dest_rd_atomic = 1;
+	attr.min_rnr_timer = 1;
+	attr.ah_attr.type = rdma_ah_find_type(qp->device, 1);
+	rdma_ah_set_port_num(&attr.ah_attr, 1);
+	rdma_ah_set_grh(&attr.ah_attr, gid, 0, 0, 64, 0);
+	ret = modify(qp, &attr, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
+			  IB_QP_DEST_QPN | IB_QP_RQ_PSN |
+			  IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
+	if (ret)
+		return ret;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IB_QPS_RTS;
+	attr.sq_psn = 0;
+	attr.timeout = 14;
+	attr.retry_cnt = 7;
+	attr.rnr_retry = rnr_retry;
+	attr.max_rd_atomic = 1;
+	return modify(qp, &attr, IB_QP_STATE | IB_QP_SQ_PSN | IB_QP_TIMEOUT |
+			  IB_QP_RETRY_CNT | IB_QP_RNR_RETRY |
+			  IB_QP_MAX_QP_RD_ATOMIC);
+}
+
+static struct qp_pair *pair_setup(struct kunit *test, u8 rnr_retry)
+{
+	struct ib_device *dev = get_dev(test);
+	struct ib_qp_init_attr init = {};
+	struct qp_pair *p;
+	union ib_gid gid;
+	int i;
+
+	p = kunit_kzalloc(test, sizeof(*p), GFP_KERNEL);
+	KUNIT_ASSERT_NOT_NULL(test, p);
+	p->dev = dev;
+	init_completion(&p->armed_done);
+	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, pair_release, p), 0);
+	KUNIT_ASSERT_EQ_MSG(test, wait_gid(dev, &gid), 0, "no GID on port 1");
+
+	p->pd = ib_alloc_pd(dev, IB_PD_UNSAFE_GLOBAL_RKEY);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(p->pd));
+	for (i = 0; i < 2; i++) {
+		struct ib_cq_init_attr cq_attr = { .cqe = 64 };
+
+		p->cq[i] = ib_create_cq(dev, pair_comp_handler, NULL, p,
+					&cq_attr);
+		KUNIT_ASSERT_FALSE(test, IS_ERR(p->cq[i]));
+		p->buf[i] = kzalloc(BUF_LEN, GFP_KERNEL);
+		KUNIT_ASSERT_NOT_NULL(test, p->buf[i]);
+		p->dma[i] = ib_dma_map_single(dev, p->buf[i], BUF_LEN,
+					      DMA_BIDIRECTIONAL);
+		KUNIT_ASSERT_FALSE(test, ib_dma_mapping_error(dev, p->dma[i]));
+	}
+	for (i = 0; i < 2; i++) {
+		init.send_cq = p->cq[i];
+		init.recv_cq = p->cq[i];
+		init.qp_type = IB_QPT_RC;
+		init.sq_sig_type = IB_SIGNAL_REQ_WR;
+		init.cap.max_send_wr = 32;
+		init.cap.max_recv_wr = 32;
+		init.cap.max_send_sge = 2;
+		init.cap.max_recv_sge = 2;
+		init.cap.max_inline_data = 64;
+		p->qp[i] = ib_create_qp(p->pd, &init);
+		KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(p->qp[i]), "%ld",
+				       PTR_ERR(p->qp[i]));
+		KUNIT_EXPECT_GE(test, p->qp[i]->qp_num, 2);
+	}
+	for (i = 0; i < 2; i++)
+		KUNIT_ASSERT_EQ(test, connect_qp(p->qp[i], p->qp[!i]->qp_num,
+						 &gid, rnr_retry), 0);
+	return p;
+}
+
+/* Polls one completion off cq, waiting for it up to POLL_MS. */
+static int poll_one(struct ib_cq *cq, struct ib_wc *wc)
+{
+	int i, n;
+
+	for (i = 0; i < POLL_MS; i++) {
+		n = ib_poll_cq(cq, 1, wc);
+		if (n)
+			return n;
+		usleep_range(500, 1000);
+	}
+	return 0;
+}
+
+static int post_recv(struct qp_pair *p, int side, u64 wr_id, u32 off, u32 len)
+{
+	struct ib_sge sge = {
+		.addr = p->dma[side] + off,
+		.length = len,
+		.lkey = p->pd->local_dma_lkey,
+	};
+	struct ib_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 };
+
+	return ib_post_recv(p->qp[side], &wr, NULL);
+}
+
+static void sync_for_cpu(struct qp_pair *p, int side)
+{
+	ib_dma_sync_single_for_cpu(p->dev, p->dma[side], BUF_LEN,
+				   DMA_BIDIRECTIONAL);
+}
+
+static void sync_for_device(struct qp_pair *p, int side)
+{
+	ib_dma_sync_single_for_device(p->dev, p->dma[side], BUF_LEN,
+				      DMA_BIDIRECTIONAL);
+}
+
+static void rc_send_recv(struct kunit *test)
+{
+	struct qp_pair *p = pair_setup(test, 7);
+	struct ib_sge sge = { .addr = p->dma[0], .length = 1000,
+			      .lkey = p->pd->local_dma_lkey };
+	struct ib_send_wr wr = { .wr_id = 0x5e4d, .sg_list = &sge,
+				 .num_sge = 1, .opcode = IB_WR_SEND,
+				 .send_flags = IB_SEND_SIGNALED };
+	struct ib_wc wc;
+	int i;
+
+	for (i = 0; i < BUF_LEN; i++)
+		p->buf[0][i] = i * 7 + 3;
+	sync_for_device(p, 0);
+	KUNIT_ASSERT_EQ(test, post_recv(p, 1, 0x7ec, 0, BUF_LEN), 0);
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr, NULL), 0);
+
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.opcode, IB_WC_SEND);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 0x5e4d);
+	KUNIT_EXPECT_PTR_EQ(test, wc.qp, p->qp[0]);
+
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[1], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.opcode, IB_WC_RECV);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 0x7ec);
+	KUNIT_EXPECT_EQ(test, wc.byte_len, 1000);
+	KUNIT_EXPECT_PTR_EQ(test, wc.qp, p->qp[1]);
+	sync_for_cpu(p, 1);
+	KUNIT_EXPECT_EQ(test, memcmp(p->buf[0], p->buf[1], 1000), 0);
+}
+
+static void rc_send_inline_imm_and_event(struct kunit *test)
+{
+	struct qp_pair *p = pair_setup(test, 7);
+	static const char msg[] = "inline data, 33 bytes long.....";
+	struct ib_sge sge = { .addr = (uintptr_t)msg, .length = sizeof(msg) };
+	struct ib_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
+				 .opcode = IB_WR_SEND_WITH_IMM,
+				 .send_flags = IB_SEND_SIGNALED | IB_SEND_INLINE,
+				 .ex.imm_data = cpu_to_be32(0x12345678) };
+	struct ib_wc wc;
+
+	KUNIT_ASSERT_EQ(test, post_recv(p, 1, 2, 0, BUF_LEN), 0);
+	/* Armed: the receive's completion calls the handler. */
+	KUNIT_ASSERT_EQ(test, ib_req_notify_cq(p->cq[1], IB_CQ_NEXT_COMP), 0);
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr, NULL), 0);
+	KUNIT_EXPECT_NE(test, wait_for_completion_timeout(&p->armed_done,
+							  msecs_to_jiffies(POLL_MS)), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[1], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.opcode, IB_WC_RECV);
+	KUNIT_EXPECT_EQ(test, wc.byte_len, sizeof(msg));
+	KUNIT_EXPECT_TRUE(test, wc.wc_flags & IB_WC_WITH_IMM);
+	KUNIT_EXPECT_EQ(test, be32_to_cpu(wc.ex.imm_data), 0x12345678);
+	sync_for_cpu(p, 1);
+	KUNIT_EXPECT_EQ(test, memcmp(p->buf[1], msg, sizeof(msg)), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+}
+
+static void rc_write_read(struct kunit *test)
+{
+	struct qp_pair *p = pair_setup(test, 7);
+	struct ib_sge sge = { .lkey = p->pd->local_dma_lkey };
+	struct ib_rdma_wr wr = {
+		.wr = { .sg_list = &sge, .num_sge = 1,
+			.send_flags = IB_SEND_SIGNALED },
+		.rkey = p->pd->unsafe_global_rkey,
+	};
+	struct ib_wc wc;
+	int i;
+
+	for (i = 0; i < BUF_LEN; i++)
+		p->buf[0][i] = i ^ 0x5a;
+	sync_for_device(p, 0);
+
+	/* WRITE 2000 bytes into B at offset 100. */
+	sge.addr = p->dma[0];
+	sge.length = 2000;
+	wr.wr.wr_id = 10;
+	wr.wr.opcode = IB_WR_RDMA_WRITE;
+	wr.remote_addr = p->dma[1] + 100;
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.opcode, IB_WC_RDMA_WRITE);
+	sync_for_cpu(p, 1);
+	KUNIT_EXPECT_EQ(test, memcmp(p->buf[1] + 100, p->buf[0], 2000), 0);
+	KUNIT_EXPECT_EQ(test, p->buf[1][99], 0);
+
+	/* WRITE_WITH_IMM consumes a receive of B. */
+	KUNIT_ASSERT_EQ(test, post_recv(p, 1, 11, 0, 0), 0);
+	wr.wr.wr_id = 12;
+	wr.wr.opcode = IB_WR_RDMA_WRITE_WITH_IMM;
+	wr.wr.ex.imm_data = cpu_to_be32(77);
+	sge.length = 16;
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[1], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.opcode, IB_WC_RECV_RDMA_WITH_IMM);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 11);
+	KUNIT_EXPECT_EQ(test, be32_to_cpu(wc.ex.imm_data), 77);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+
+	/* READ B's bytes 1000..3000 into A at 2048 (after a clear). */
+	memset(p->buf[0], 0, BUF_LEN);
+	sync_for_device(p, 0);
+	sge.addr = p->dma[0] + 2048;
+	sge.length = 2000;
+	wr.wr.wr_id = 13;
+	wr.wr.opcode = IB_WR_RDMA_READ;
+	wr.remote_addr = p->dma[1] + 1000;
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.opcode, IB_WC_RDMA_READ);
+	KUNIT_EXPECT_EQ(test, wc.byte_len, 2000);
+	sync_for_cpu(p, 0);
+	KUNIT_EXPECT_EQ(test, memcmp(p->buf[0] + 2048, p->buf[1] + 1000, 2000), 0);
+}
+
+static void rc_bad_lkey_and_flush(struct kunit *test)
+{
+	struct qp_pair *p = pair_setup(test, 7);
+	struct ib_sge sge = { .addr = p->dma[0], .length = 64,
+			      .lkey = 0xdead00 };
+	struct ib_send_wr wr = { .wr_id = 20, .sg_list = &sge, .num_sge = 1,
+				 .opcode = IB_WR_SEND,
+				 .send_flags = IB_SEND_SIGNALED };
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	struct ib_wc wc;
+	int i;
+
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_LOC_PROT_ERR);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 20);
+
+	/* Receives outstanding when a QP goes to error are flushed. */
+	for (i = 0; i < 3; i++)
+		KUNIT_ASSERT_EQ(test, post_recv(p, 1, 30 + i, 0, 64), 0);
+	KUNIT_ASSERT_EQ(test, ib_modify_qp(p->qp[1], &attr, IB_QP_STATE), 0);
+	for (i = 0; i < 3; i++) {
+		KUNIT_ASSERT_EQ(test, poll_one(p->cq[1], &wc), 1);
+		KUNIT_EXPECT_EQ(test, wc.status, IB_WC_WR_FLUSH_ERR);
+		KUNIT_EXPECT_EQ(test, wc.wr_id, 30 + i);
+	}
+}
+
+static void rc_remote_access_error(struct kunit *test)
+{
+	struct qp_pair *p = pair_setup(test, 7);
+	struct ib_sge sge = { .addr = p->dma[0], .length = 64,
+			      .lkey = p->pd->local_dma_lkey };
+	struct ib_rdma_wr wr = {
+		.wr = { .wr_id = 40, .sg_list = &sge, .num_sge = 1,
+			.opcode = IB_WR_RDMA_WRITE,
+			.send_flags = IB_SEND_SIGNALED },
+		.remote_addr = p->dma[1],
+		.rkey = 0xbad000,
+	};
+	struct ib_wc wc;
+
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_REM_ACCESS_ERR);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 40);
+}
+
+static void rc_rnr_retry_exceeded(struct kunit *test)
+{
+	struct qp_pair *p = pair_setup(test, 0);
+	struct ib_sge sge = { .addr = p->dma[0], .length = 64,
+			      .lkey = p->pd->local_dma_lkey };
+	struct ib_send_wr wr = { .wr_id = 50, .sg_list = &sge, .num_sge = 1,
+				 .opcode = IB_WR_SEND,
+				 .send_flags = IB_SEND_SIGNALED };
+	struct ib_wc wc;
+
+	/* No receive posted and no RNR retries. */
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_RNR_RETRY_EXC_ERR);
+}
+
+/* The request that fails is the one reported as bad; those before it run. */
+static void post_reports_bad_wr(struct kunit *test)
+{
+	struct qp_pair *p = pair_setup(test, 7);
+	struct ib_sge sge[3] = {};
+	struct ib_rdma_wr wr[2] = {};
+	const struct ib_send_wr *bad = NULL;
+	struct ib_wc wc;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		sge[i].addr = p->dma[0];
+		sge[i].length = 8;
+		sge[i].lkey = p->pd->local_dma_lkey;
+	}
+	for (i = 0; i < 2; i++) {
+		wr[i].wr.wr_id = 60 + i;
+		wr[i].wr.opcode = IB_WR_RDMA_WRITE;
+		wr[i].wr.send_flags = IB_SEND_SIGNALED;
+		wr[i].wr.sg_list = sge;
+		wr[i].remote_addr = p->dma[1];
+		wr[i].rkey = p->pd->unsafe_global_rkey;
+	}
+	wr[0].wr.num_sge = 1;
+	wr[0].wr.next = &wr[1].wr;
+	wr[1].wr.num_sge = 3;	/* more than max_send_sge */
+	KUNIT_EXPECT_EQ(test, ib_post_send(p->qp[0], &wr[0].wr, &bad), -EINVAL);
+	KUNIT_EXPECT_PTR_EQ(test, bad, &wr[1].wr);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 60);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, ib_poll_cq(p->cq[0], 1, &wc), 0);
+}
+
 static struct kunit_case vrdma_verbs_cases[] = {
 	KUNIT_CASE(device_attributes),
 	KUNIT_CASE(pd_alloc_dealloc),
@@ -177,6 +595,13 @@ static struct kunit_case vrdma_verbs_cases[] = {
 	KUNIT_CASE(cq_bad_sizes),
 	KUNIT_CASE(cq_exhaustion_and_reuse),
 	KUNIT_CASE(cq_churn),
+	KUNIT_CASE(rc_send_recv),
+	KUNIT_CASE(rc_send_inline_imm_and_event),
+	KUNIT_CASE(rc_write_read),
+	KUNIT_CASE(rc_bad_lkey_and_flush),
+	KUNIT_CASE(rc_remote_access_error),
+	KUNIT_CASE(rc_rnr_retry_exceeded),
+	KUNIT_CASE(post_reports_bad_wr),
 	{}
 };
 

@@ -133,6 +133,10 @@ pub(crate) mod cmd {
     pub(crate) const DESTROY_CQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DESTROY_CQ;
     pub(crate) const GET_DMA_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_GET_DMA_MR;
     pub(crate) const DEREG_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEREG_MR;
+    pub(crate) const CREATE_QP: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_QP;
+    pub(crate) const MODIFY_QP: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_MODIFY_QP;
+    pub(crate) const QUERY_QP: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_QP;
+    pub(crate) const DESTROY_QP: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DESTROY_QP;
     pub(crate) const QUERY_PKEY: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_PKEY;
     pub(crate) const ADD_GID: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_ADD_GID;
     pub(crate) const DEL_GID: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEL_GID;
@@ -441,3 +445,285 @@ same_layout!(
 pub(crate) fn key_mrn(key: u32) -> u32 {
     key >> 8
 }
+
+/// `struct virtio_rdma_cmd_create_qp`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdCreateQp {
+    pub(crate) pdn: U32,
+    pub(crate) qp_type: u8,
+    pub(crate) sq_sig_all: u8,
+    pub(crate) reserved0: U16,
+    pub(crate) max_send_wr: U32,
+    pub(crate) max_send_sge: U32,
+    pub(crate) send_cqn: U32,
+    pub(crate) max_recv_wr: U32,
+    pub(crate) max_recv_sge: U32,
+    pub(crate) recv_cqn: U32,
+    pub(crate) max_inline_data: U32,
+    pub(crate) reserved1: U32,
+}
+same_layout!(
+    CmdCreateQp,
+    bindings::virtio_rdma_cmd_create_qp,
+    [
+        pdn,
+        qp_type,
+        sq_sig_all,
+        reserved0,
+        max_send_wr,
+        max_send_sge,
+        send_cqn,
+        max_recv_wr,
+        max_recv_sge,
+        recv_cqn,
+        max_inline_data,
+        reserved1,
+    ]
+);
+
+/// `struct virtio_rdma_rsp_create_qp`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspCreateQp {
+    pub(crate) qpn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    RspCreateQp,
+    bindings::virtio_rdma_rsp_create_qp,
+    [qpn, reserved]
+);
+
+/// `struct virtio_rdma_av`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct Av {
+    pub(crate) dgid: [u8; 16],
+    pub(crate) flow_label: U32,
+    pub(crate) sgid_index: u8,
+    pub(crate) hop_limit: u8,
+    pub(crate) traffic_class: u8,
+    pub(crate) sl: u8,
+    pub(crate) dmac: [u8; 6],
+    pub(crate) static_rate: u8,
+    pub(crate) port_num: u8,
+}
+same_layout!(
+    Av,
+    bindings::virtio_rdma_av,
+    [
+        dgid,
+        flow_label,
+        sgid_index,
+        hop_limit,
+        traffic_class,
+        sl,
+        dmac,
+        static_rate,
+        port_num
+    ]
+);
+
+/// `struct virtio_rdma_qp_cap`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct QpCap {
+    pub(crate) max_send_wr: U32,
+    pub(crate) max_recv_wr: U32,
+    pub(crate) max_send_sge: U32,
+    pub(crate) max_recv_sge: U32,
+    pub(crate) max_inline_data: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    QpCap,
+    bindings::virtio_rdma_qp_cap,
+    [
+        max_send_wr,
+        max_recv_wr,
+        max_send_sge,
+        max_recv_sge,
+        max_inline_data,
+        reserved
+    ]
+);
+
+/// `struct virtio_rdma_qp_attr`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct QpAttr {
+    pub(crate) qp_state: u8,
+    pub(crate) cur_qp_state: u8,
+    pub(crate) path_mtu: u8,
+    pub(crate) path_mig_state: u8,
+    pub(crate) qkey: U32,
+    pub(crate) rq_psn: U32,
+    pub(crate) sq_psn: U32,
+    pub(crate) dest_qp_num: U32,
+    pub(crate) qp_access_flags: U32,
+    pub(crate) pkey_index: U16,
+    pub(crate) en_sqd_async_notify: u8,
+    pub(crate) sq_draining: u8,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) port_num: u8,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) reserved0: u8,
+    pub(crate) reserved1: U32,
+    pub(crate) ah_attr: Av,
+    pub(crate) cap: QpCap,
+}
+same_layout!(
+    QpAttr,
+    bindings::virtio_rdma_qp_attr,
+    [
+        qp_state,
+        cur_qp_state,
+        path_mtu,
+        path_mig_state,
+        qkey,
+        rq_psn,
+        sq_psn,
+        dest_qp_num,
+        qp_access_flags,
+        pkey_index,
+        en_sqd_async_notify,
+        sq_draining,
+        max_rd_atomic,
+        max_dest_rd_atomic,
+        min_rnr_timer,
+        port_num,
+        timeout,
+        retry_cnt,
+        rnr_retry,
+        reserved0,
+        reserved1,
+        ah_attr,
+        cap,
+    ]
+);
+
+/// `struct virtio_rdma_cmd_modify_qp`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdModifyQp {
+    pub(crate) qpn: U32,
+    pub(crate) attr_mask: U32,
+    pub(crate) attr: QpAttr,
+}
+same_layout!(
+    CmdModifyQp,
+    bindings::virtio_rdma_cmd_modify_qp,
+    [qpn, attr_mask, attr]
+);
+
+/// `struct virtio_rdma_cmd_query_qp`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdQueryQp {
+    pub(crate) qpn: U32,
+    pub(crate) attr_mask: U32,
+}
+same_layout!(
+    CmdQueryQp,
+    bindings::virtio_rdma_cmd_query_qp,
+    [qpn, attr_mask]
+);
+
+/// `struct virtio_rdma_rsp_query_qp`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspQueryQp {
+    pub(crate) attr: QpAttr,
+}
+same_layout!(RspQueryQp, bindings::virtio_rdma_rsp_query_qp, [attr]);
+
+/// `struct virtio_rdma_cmd_destroy_qp`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdDestroyQp {
+    pub(crate) qpn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdDestroyQp,
+    bindings::virtio_rdma_cmd_destroy_qp,
+    [qpn, reserved]
+);
+
+/// `struct virtio_rdma_sq_req` (the union `wr` as its raw bytes).
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct SqReq {
+    pub(crate) wr_id: U64,
+    pub(crate) opcode: u8,
+    pub(crate) reserved0: u8,
+    pub(crate) num_sge: U16,
+    pub(crate) send_flags: U32,
+    pub(crate) ex: U32,
+    pub(crate) inline_len: U32,
+    pub(crate) wr: [u8; 40],
+}
+same_layout!(
+    SqReq,
+    bindings::virtio_rdma_sq_req,
+    [wr_id, opcode, reserved0, num_sge, send_flags, ex, inline_len, wr]
+);
+
+/// `struct virtio_rdma_sq_rdma`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct SqRdma {
+    pub(crate) remote_addr: U64,
+    pub(crate) rkey: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    SqRdma,
+    bindings::virtio_rdma_sq_rdma,
+    [remote_addr, rkey, reserved]
+);
+
+/// `struct virtio_rdma_sq_atomic`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct SqAtomic {
+    pub(crate) remote_addr: U64,
+    pub(crate) compare_add: U64,
+    pub(crate) swap: U64,
+    pub(crate) rkey: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    SqAtomic,
+    bindings::virtio_rdma_sq_atomic,
+    [remote_addr, compare_add, swap, rkey, reserved]
+);
+
+/// `struct virtio_rdma_sge`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct Sge {
+    pub(crate) addr: U64,
+    pub(crate) length: U32,
+    pub(crate) lkey: U32,
+}
+same_layout!(Sge, bindings::virtio_rdma_sge, [addr, length, lkey]);
+
+/// `struct virtio_rdma_rq_req`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RqReq {
+    pub(crate) wr_id: U64,
+    pub(crate) num_sge: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    RqReq,
+    bindings::virtio_rdma_rq_req,
+    [wr_id, num_sge, reserved]
+);

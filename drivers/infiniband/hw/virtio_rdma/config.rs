@@ -76,6 +76,11 @@ impl QueueLayout {
         self.max_cq
     }
 
+    /// The number of QPs (QP numbers `0..max_qp`).
+    pub(crate) fn max_qp(&self) -> u32 {
+        self.max_qp
+    }
+
     /// Number of virtqueues: `1 + max_cq + 2 * max_qp` (at most 49153, no overflow).
     pub(crate) fn num_queues(&self) -> u32 {
         1 + self.max_cq + 2 * self.max_qp

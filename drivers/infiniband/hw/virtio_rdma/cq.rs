@@ -11,8 +11,9 @@
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::{
+    bindings,
     prelude::*,
-    rdma::{self, CqInitAttr, CqNotify, CqRegistry, NewCq, WcSink},
+    rdma::{self, CqInitAttr, CqNotify, CqRegistry, NewCq, Wc, WcSink},
     virtio::Virtqueue,
 };
 use zerocopy::FromZeros;
@@ -158,9 +159,42 @@ pub(crate) fn destroy(dev: &Device<'_>, cq: &Cq) {
     }
 }
 
+/// `IB_WC_*` flags the device may report.
+const WC_FLAGS: u32 = bindings::ib_wc_flags_IB_WC_GRH
+    | bindings::ib_wc_flags_IB_WC_WITH_IMM
+    | bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE
+    | bindings::ib_wc_flags_IB_WC_WITH_SMAC
+    | bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE;
+
+/// The status and opcode of a completion, checked: a status or (successful) opcode that is not
+/// the kernel's becomes a general error rather than reaching the consumer.
+pub(crate) fn checked_status(cqe: &CqeBuf) -> (u32, u32) {
+    let status = u32::from(cqe.status);
+    let opcode = u32::from(cqe.opcode);
+    let known_opcode = matches!(
+        opcode,
+        bindings::ib_wc_opcode_IB_WC_SEND
+            | bindings::ib_wc_opcode_IB_WC_RDMA_WRITE
+            | bindings::ib_wc_opcode_IB_WC_RDMA_READ
+            | bindings::ib_wc_opcode_IB_WC_COMP_SWAP
+            | bindings::ib_wc_opcode_IB_WC_FETCH_ADD
+            | bindings::ib_wc_opcode_IB_WC_LOCAL_INV
+            | bindings::ib_wc_opcode_IB_WC_REG_MR
+            | bindings::ib_wc_opcode_IB_WC_RECV
+            | bindings::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM
+    );
+    if status > bindings::ib_wc_status_IB_WC_GENERAL_ERR
+        || (status == bindings::ib_wc_status_IB_WC_SUCCESS && !known_opcode)
+    {
+        return (bindings::ib_wc_status_IB_WC_GENERAL_ERR, opcode);
+    }
+    (status, opcode)
+}
+
 /// Reaps completions into `sink`, lending each buffer back to the device.
-pub(crate) fn poll(cq: &rdma::Cq<RdmaDev<'_>>, sink: &mut WcSink<'_, RdmaDev<'_>>) -> Result {
+pub(crate) fn poll<'a>(cq: &rdma::Cq<RdmaDev<'a>>, sink: &mut WcSink<'_, RdmaDev<'a>>) -> Result {
     let dev = cq.device();
+    let qps = &dev.ctrl.queues().handler().get_ref().qps;
     let queue = queue(dev, cq.vq)?;
     let mut q = queue.lock::<CqeBuf>()?;
     let mut lent = false;
@@ -179,16 +213,41 @@ pub(crate) fn poll(cq: &rdma::Cq<RdmaDev<'_>>, sink: &mut WcSink<'_, RdmaDev<'_>
                 )
             });
         } else {
-            // No QP exists yet whose completions this could be.
             let qpn = buf.qp_num.get();
-            warn_once(cq, |d| {
-                dev_warn!(
-                    d,
-                    "CQ {}: completion for unknown QP {}, dropped\n",
-                    cq.cqn,
-                    qpn
-                )
+            let (status, opcode) = checked_status(&buf);
+            let pushed = qps.with(qpn, |qp| {
+                // A completion is only believed for a QP that reports to this CQ.
+                if qp.cqn(true) != cq.cqn && qp.cqn(false) != cq.cqn {
+                    return Err(EPROTO);
+                }
+                sink.push(&Wc {
+                    qp,
+                    wr_id: buf.wr_id.get(),
+                    status,
+                    opcode,
+                    vendor_err: buf.vendor_err.get(),
+                    byte_len: buf.byte_len.get(),
+                    ex: buf.ex.get(),
+                    src_qp: buf.src_qp.get(),
+                    wc_flags: buf.wc_flags.get() & WC_FLAGS,
+                    pkey_index: buf.pkey_index.get(),
+                    sl: buf.sl,
+                    port_num: rdma::FIRST_PORT,
+                    smac: buf.smac,
+                    vlan_id: buf.vlan_id.get(),
+                    network_hdr_type: buf.network_hdr_type,
+                })
             });
+            if !matches!(pushed, Some(Ok(()))) {
+                warn_once(cq, |d| {
+                    dev_warn!(
+                        d,
+                        "CQ {}: completion for QP {}, not one of its QPs; dropped\n",
+                        cq.cqn,
+                        qpn
+                    )
+                });
+            }
         }
         if let Err((e, _)) = q.add(buf, 0, CQE_LEN) {
             dev_err!(

@@ -6,7 +6,7 @@
 
 use kernel::{
     prelude::*,
-    rdma::CqRegistry,
+    rdma::{CqRegistry, QpRegistry},
     virtio::{Virtqueue, VqHandler},
 };
 
@@ -27,6 +27,9 @@ pub(crate) struct Handler<'a> {
     /// The device's CQs, by CQ number.
     #[pin]
     pub(crate) cqs: CqRegistry<RdmaDev<'a>>,
+    /// The device's QPs, by QP number (to find the QP a completion names).
+    #[pin]
+    pub(crate) qps: QpRegistry<RdmaDev<'a>>,
 }
 
 impl Handler<'_> {
@@ -36,6 +39,7 @@ impl Handler<'_> {
             layout,
             ctrl <- CtrlDone::new(),
             cqs <- CqRegistry::new(layout.max_cq()),
+            qps <- QpRegistry::new(layout.max_qp()),
         })
     }
 }

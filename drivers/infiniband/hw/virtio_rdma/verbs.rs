@@ -10,8 +10,8 @@ use kernel::{
     bindings,
     prelude::*,
     rdma::{
-        self, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, NewCq, NewMr,
-        PortNetdev, WcSink,
+        self, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, NewCq, NewMr, NewQp,
+        PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, SendWrs, WcSink,
     },
 };
 
@@ -22,6 +22,7 @@ use crate::{
     ctrl::Ctrl,
     mr::{self, Mr},
     port::{self, Link, Port},
+    qp::{self, DevQp},
 };
 
 /// The `ib_device_cap_flags` the driver implements (and so passes on when the device offers
@@ -76,6 +77,7 @@ impl rdma::Driver for RdmaDev<'_> {
     type Pd = Pd;
     type Cq = Cq;
     type Mr = Mr;
+    type Qp = DevQp;
 
     fn query_device(dev: &Device<Self>, attr: &mut bindings::ib_device_attr) -> Result {
         let c = &dev.config.raw;
@@ -223,5 +225,42 @@ impl rdma::Driver for RdmaDev<'_> {
 
     fn dereg_mr(dev: &Device<Self>, mr: Mr) {
         mr::dereg(dev, mr)
+    }
+
+    fn qp_registry<'d>(dev: &'d Device<Self>) -> &'d QpRegistry<Self> {
+        &dev.ctrl.queues().handler().get_ref().qps
+    }
+
+    fn create_qp(
+        pd: &rdma::Pd<Self>,
+        attr: &QpInitAttr,
+        send_cq: &rdma::Cq<Self>,
+        recv_cq: &rdma::Cq<Self>,
+    ) -> Result<NewQp<DevQp>> {
+        qp::create(pd, attr, send_cq, recv_cq)
+    }
+
+    fn destroy_qp(qp: &rdma::Qp<Self>) {
+        qp::destroy(qp)
+    }
+
+    fn modify_qp(qp: &rdma::Qp<Self>, attr: &QpAttr, mask: u32) -> Result {
+        qp::modify(qp, attr, mask)
+    }
+
+    fn query_qp(
+        qp: &rdma::Qp<Self>,
+        attr: &mut bindings::ib_qp_attr,
+        init: &mut bindings::ib_qp_init_attr,
+    ) -> Result {
+        qp::query(qp, attr, init)
+    }
+
+    fn post_send(qp: &rdma::Qp<Self>, wrs: &mut SendWrs<'_>) -> Result {
+        qp::post_send(qp, wrs)
+    }
+
+    fn post_recv(qp: &rdma::Qp<Self>, wrs: &mut RecvWrs<'_>) -> Result {
+        qp::post_recv(qp, wrs)
     }
 }

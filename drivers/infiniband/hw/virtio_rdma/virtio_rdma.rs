@@ -25,8 +25,10 @@ mod cq;
 mod ctrl;
 mod mr;
 mod port;
+mod qp;
 mod queues;
 mod verbs;
+mod wqe;
 
 use config::QueueKind;
 use ctrl::Ctrl;
@@ -48,8 +50,8 @@ fn queue_info(kind: QueueKind) -> VqInfo {
     match kind {
         QueueKind::Ctrl => VqInfo::new::<ctrl::CtrlBuf>(c"ctrl", true),
         QueueKind::Cq(_) => VqInfo::new::<cq::CqeBuf>(c"cq", true),
-        QueueKind::Sq(_) => VqInfo::new::<ctrl::CtrlBuf>(c"sq", false),
-        QueueKind::Rq(_) => VqInfo::new::<ctrl::CtrlBuf>(c"rq", false),
+        QueueKind::Sq(_) => VqInfo::new::<wqe::SqBuf>(c"sq", false),
+        QueueKind::Rq(_) => VqInfo::new::<wqe::RqBuf>(c"rq", false),
     }
 }
 

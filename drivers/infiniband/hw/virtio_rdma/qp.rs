@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs.
+//!
+//! Each QP has a send and a receive virtqueue (`VIRTIO_RDMA_SQ_VQ`/`RQ_VQ` of its number).
+//! Their element buffers are allocated when the QP is created, one per work request it may
+//! have outstanding, and kept on free lists: posting takes a buffer, encodes the request into
+//! it (`wqe.rs`) and lends it to the device; the device gives it back once it has read it,
+//! and the next post reclaims it. One kick per post call. Completions come through the CQs
+//! (`cq.rs`); the device flushes outstanding requests when the QP goes to the error state.
+
+use kernel::{
+    bindings, new_spinlock_irq,
+    prelude::*,
+    rdma::{self, NewQp, QpAttr, QpCap, QpInitAttr, RecvWrs, SendWrs},
+    sync::SpinLockIrq,
+    virtio::Virtqueue,
+};
+use zerocopy::FromZeros;
+
+use crate::{
+    abi,
+    verbs::RdmaDev,
+    wqe::{self, RqBuf, SendDesc, SqBuf},
+};
+
+type Device<'a> = rdma::Device<RdmaDev<'a>>;
+type Qp<'a> = rdma::Qp<RdmaDev<'a>>;
+
+/// The QP number of the GSI QP (QP1).
+const GSI_QPN: u32 = 1;
+
+/// The driver's part of a QP.
+pub(crate) struct DevQp {
+    qpn: u32,
+    qp_type: u32,
+    sq_vq: u32,
+    rq_vq: u32,
+    cap: QpCap,
+    /// CQ numbers of the send and receive CQs.
+    send_cqn: u32,
+    recv_cqn: u32,
+    /// Send element buffers not lent to the device; the lock also serialises posting.
+    sq: Pin<KBox<SpinLockIrq<KVec<KBox<SqBuf>>>>>,
+    /// Receive element buffers not lent to the device.
+    rq: Pin<KBox<SpinLockIrq<KVec<KBox<RqBuf>>>>>,
+}
+
+impl DevQp {
+    /// The number of the CQ that receives this QP's completions of kind `send`.
+    pub(crate) fn cqn(&self, send: bool) -> u32 {
+        if send {
+            self.send_cqn
+        } else {
+            self.recv_cqn
+        }
+    }
+}
+
+/// Checks what the consumer asks for against what the device and the driver support.
+pub(crate) fn check_init(attr: &QpInitAttr, limits: &QpCap) -> Result<QpCap> {
+    match attr.qp_type {
+        bindings::ib_qp_type_IB_QPT_RC
+        | bindings::ib_qp_type_IB_QPT_UC
+        | bindings::ib_qp_type_IB_QPT_UD
+        | bindings::ib_qp_type_IB_QPT_GSI => {}
+        _ => return Err(EOPNOTSUPP),
+    }
+    if attr.has_srq || attr.create_flags != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    let c = &attr.cap;
+    if c.max_send_wr > limits.max_send_wr
+        || c.max_recv_wr > limits.max_recv_wr
+        || c.max_send_sge > limits.max_send_sge
+        || c.max_recv_sge > limits.max_recv_sge
+        || c.max_inline_data > limits.max_inline_data
+    {
+        return Err(EINVAL);
+    }
+    Ok(QpCap {
+        max_send_sge: c.max_send_sge.max(1),
+        max_recv_sge: c.max_recv_sge.max(1),
+        ..*c
+    })
+}
+
+/// What a QP of this device may have at most.
+fn limits(dev: &Device<'_>) -> QpCap {
+    let c = &dev.config.raw;
+    QpCap {
+        max_send_wr: c.max_qp_wr.get(),
+        max_recv_wr: c.max_qp_wr.get(),
+        max_send_sge: c.max_send_sge.get().min(wqe::MAX_SGE),
+        max_recv_sge: c.max_recv_sge.get().min(wqe::MAX_SGE),
+        max_inline_data: c.max_inline_data.get().min(wqe::MAX_INLINE),
+    }
+}
+
+/// Allocates `n` zeroed buffers.
+fn buffers<B: FromZeros>(n: u32) -> Result<KVec<KBox<B>>> {
+    let mut v = KVec::with_capacity(n as usize, GFP_KERNEL)?;
+    for _ in 0..n {
+        v.push(KBox::new(B::new_zeroed(), GFP_KERNEL)?, GFP_KERNEL)?;
+    }
+    Ok(v)
+}
+
+/// Creates a QP.
+pub(crate) fn create(
+    pd: &rdma::Pd<RdmaDev<'_>>,
+    attr: &QpInitAttr,
+    send_cq: &rdma::Cq<RdmaDev<'_>>,
+    recv_cq: &rdma::Cq<RdmaDev<'_>>,
+) -> Result<NewQp<DevQp>> {
+    let dev = pd.device();
+    let cap = check_init(attr, &limits(dev))?;
+    let sq = KBox::pin_init(
+        new_spinlock_irq!(buffers::<SqBuf>(cap.max_send_wr)?, "virtio_rdma_sq"),
+        GFP_KERNEL,
+    )?;
+    let rq = KBox::pin_init(
+        new_spinlock_irq!(buffers::<RqBuf>(cap.max_recv_wr)?, "virtio_rdma_rq"),
+        GFP_KERNEL,
+    )?;
+    let rsp: abi::RspCreateQp = dev.ctrl.exec(
+        abi::cmd::CREATE_QP,
+        &abi::CmdCreateQp {
+            pdn: pd.pdn.into(),
+            qp_type: attr.qp_type as u8,
+            sq_sig_all: u8::from(attr.sq_sig_all),
+            reserved0: 0.into(),
+            max_send_wr: cap.max_send_wr.into(),
+            max_send_sge: cap.max_send_sge.into(),
+            send_cqn: send_cq.index().into(),
+            max_recv_wr: cap.max_recv_wr.into(),
+            max_recv_sge: cap.max_recv_sge.into(),
+            recv_cqn: recv_cq.index().into(),
+            max_inline_data: cap.max_inline_data.into(),
+            reserved1: 0.into(),
+        },
+    )?;
+    let qpn = rsp.qpn.get();
+    let layout = &dev.config.layout;
+    let gsi = attr.qp_type == bindings::ib_qp_type_IB_QPT_GSI;
+    let (Some(sq_vq), Some(rq_vq), true) =
+        (layout.sq(qpn), layout.rq(qpn), gsi == (qpn == GSI_QPN))
+    else {
+        dev_err!(
+            dev.as_ref(),
+            "CREATE_QP returned QP number {} (type {})\n",
+            qpn,
+            attr.qp_type
+        );
+        destroy_on_device(dev, qpn);
+        return Err(EPROTO);
+    };
+    Ok(NewQp {
+        qpn,
+        cap,
+        data: DevQp {
+            qpn,
+            qp_type: attr.qp_type,
+            sq_vq,
+            rq_vq,
+            cap,
+            send_cqn: send_cq.index(),
+            recv_cqn: recv_cq.index(),
+            sq,
+            rq,
+        },
+    })
+}
+
+fn destroy_on_device(dev: &Device<'_>, qpn: u32) {
+    let cmd = abi::CmdDestroyQp {
+        qpn: qpn.into(),
+        reserved: 0.into(),
+    };
+    if let Err(e) = dev.ctrl.exec::<_, ()>(abi::cmd::DESTROY_QP, &cmd) {
+        dev_err!(dev.as_ref(), "DESTROY_QP {}: {:?}\n", qpn, e);
+    }
+}
+
+fn queue<'d>(dev: &'d Device<'_>, index: u32) -> Result<&'d Virtqueue> {
+    dev.ctrl.queues().get(index as usize).ok_or(EPROTO)
+}
+
+/// Puts a buffer back on its free list, which has room for every buffer of the QP (it was
+/// allocated with that capacity), so this never allocates.
+fn give_back<B>(free: &mut KVec<KBox<B>>, buf: KBox<B>) {
+    // A full list would mean more buffers than were allocated: impossible, so dropping is fine.
+    let _ = free.push_within_capacity(buf);
+}
+
+/// Takes back the buffers the device has finished with.
+fn reclaim<B: kernel::virtio::DmaBuf>(vq: &Virtqueue, free: &mut KVec<KBox<B>>) -> Result<usize> {
+    let mut q = vq.lock::<B>()?;
+    let mut n = 0;
+    while let Some((buf, _)) = q.get_buf() {
+        give_back(free, buf);
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Destroys a QP: the device gives back every element of its queues, which are freed.
+pub(crate) fn destroy(qp: &Qp<'_>) {
+    let dev = qp.device();
+    destroy_on_device(dev, qp.qpn);
+    for (index, lent) in [(qp.sq_vq, true), (qp.rq_vq, false)] {
+        let Ok(vq) = queue(dev, index) else {
+            continue;
+        };
+        let back = if lent {
+            let mut free = qp.sq.lock();
+            reclaim(vq, &mut free).map(|_| free.len() as u32)
+        } else {
+            let mut free = qp.rq.lock();
+            reclaim(vq, &mut free).map(|_| free.len() as u32)
+        };
+        let total = if lent {
+            qp.cap.max_send_wr
+        } else {
+            qp.cap.max_recv_wr
+        };
+        if let Ok(back) = back {
+            if back < total {
+                // The rest stay lent to the device until it is reset (then they are freed).
+                dev_warn!(
+                    dev.as_ref(),
+                    "QP {}: the device kept {} of {} elements after DESTROY_QP\n",
+                    qp.qpn,
+                    total - back,
+                    total
+                );
+            }
+        }
+    }
+}
+
+/// Modifies a QP.
+pub(crate) fn modify(qp: &Qp<'_>, attr: &QpAttr, mask: u32) -> Result {
+    let a = attr.raw();
+    let mut wire = abi::QpAttr::new_zeroed();
+    wire.qp_state = a.qp_state as u8;
+    wire.cur_qp_state = a.cur_qp_state as u8;
+    wire.path_mtu = a.path_mtu as u8;
+    wire.path_mig_state = a.path_mig_state as u8;
+    wire.qkey.set(a.qkey);
+    wire.rq_psn.set(a.rq_psn);
+    wire.sq_psn.set(a.sq_psn);
+    wire.dest_qp_num.set(a.dest_qp_num);
+    wire.qp_access_flags.set(a.qp_access_flags as u32);
+    wire.pkey_index.set(a.pkey_index);
+    wire.en_sqd_async_notify = a.en_sqd_async_notify;
+    wire.max_rd_atomic = a.max_rd_atomic;
+    wire.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    wire.min_rnr_timer = a.min_rnr_timer;
+    wire.port_num = u8::try_from(a.port_num).map_err(|_| EINVAL)?;
+    wire.timeout = a.timeout;
+    wire.retry_cnt = a.retry_cnt;
+    wire.rnr_retry = a.rnr_retry;
+    if mask & bindings::ib_qp_attr_mask_IB_QP_AV != 0 {
+        let av = attr.ah().ok_or(EINVAL)?;
+        wire.ah_attr = abi::Av {
+            dgid: av.dgid,
+            flow_label: av.flow_label.into(),
+            sgid_index: av.sgid_index,
+            hop_limit: av.hop_limit,
+            traffic_class: av.traffic_class,
+            sl: av.sl,
+            dmac: av.dmac,
+            static_rate: av.static_rate,
+            port_num: u8::try_from(av.port_num).map_err(|_| EINVAL)?,
+        };
+    }
+    let dev = qp.device();
+    dev.ctrl.exec::<_, ()>(
+        abi::cmd::MODIFY_QP,
+        &abi::CmdModifyQp {
+            qpn: qp.qpn.into(),
+            attr_mask: mask.into(),
+            attr: wire,
+        },
+    )
+}
+
+/// Queries a QP.
+pub(crate) fn query(
+    qp: &Qp<'_>,
+    attr: &mut bindings::ib_qp_attr,
+    init: &mut bindings::ib_qp_init_attr,
+) -> Result {
+    let rsp: abi::RspQueryQp = qp.device().ctrl.exec(
+        abi::cmd::QUERY_QP,
+        &abi::CmdQueryQp {
+            qpn: qp.qpn.into(),
+            attr_mask: 0.into(),
+        },
+    )?;
+    let w = &rsp.attr;
+    attr.qp_state = w.qp_state.into();
+    attr.cur_qp_state = w.cur_qp_state.into();
+    attr.path_mtu = w.path_mtu.into();
+    attr.path_mig_state = w.path_mig_state.into();
+    attr.qkey = w.qkey.get();
+    attr.rq_psn = w.rq_psn.get();
+    attr.sq_psn = w.sq_psn.get();
+    attr.dest_qp_num = w.dest_qp_num.get();
+    attr.qp_access_flags = w.qp_access_flags.get() as i32;
+    attr.pkey_index = w.pkey_index.get();
+    attr.sq_draining = w.sq_draining;
+    attr.max_rd_atomic = w.max_rd_atomic;
+    attr.max_dest_rd_atomic = w.max_dest_rd_atomic;
+    attr.min_rnr_timer = w.min_rnr_timer;
+    attr.port_num = w.port_num.into();
+    attr.timeout = w.timeout;
+    attr.retry_cnt = w.retry_cnt;
+    attr.rnr_retry = w.rnr_retry;
+    // The queue sizes are the driver's (the device's echo of them is not needed).
+    let cap = bindings::ib_qp_cap {
+        max_send_wr: qp.cap.max_send_wr,
+        max_recv_wr: qp.cap.max_recv_wr,
+        max_send_sge: qp.cap.max_send_sge,
+        max_recv_sge: qp.cap.max_recv_sge,
+        max_inline_data: qp.cap.max_inline_data,
+        max_rdma_ctxs: 0,
+    };
+    attr.cap = cap;
+    init.cap = cap;
+    init.qp_type = qp.qp_type;
+    Ok(())
+}
+
+/// Posts send requests.
+pub(crate) fn post_send(qp: &Qp<'_>, wrs: &mut SendWrs<'_>) -> Result {
+    if matches!(
+        qp.qp_type,
+        bindings::ib_qp_type_IB_QPT_UD | bindings::ib_qp_type_IB_QPT_GSI
+    ) {
+        // UD sends carry an address handle, which the driver does not support yet.
+        return Err(EOPNOTSUPP);
+    }
+    let dev = qp.device();
+    let vq = queue(dev, qp.sq_vq)?;
+    let mut free = qp.sq.lock();
+    reclaim(vq, &mut free)?;
+    let mut q = vq.lock::<SqBuf>()?;
+    let mut result = Ok(());
+    let mut added = false;
+    for wr in wrs {
+        let Some(mut buf) = free.pop() else {
+            result = Err(ENOMEM);
+            break;
+        };
+        let desc = SendDesc {
+            wr_id: wr.wr_id(),
+            opcode: wr.opcode(),
+            send_flags: wr.send_flags(),
+            ex: wr.ex(),
+            op: wr.op(),
+        };
+        let len = if wr.send_flags() & bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0 {
+            wqe::encode_send_inline(&mut buf, &desc, qp.cap.max_inline_data, |room| {
+                wr.copy_inline(room)
+            })
+        } else {
+            wr.sges()
+                .and_then(|sges| wqe::encode_send(&mut buf, &desc, sges, qp.cap.max_send_sge))
+        };
+        let len = match len {
+            Ok(len) => len,
+            Err(e) => {
+                give_back(&mut free, buf);
+                result = Err(e);
+                break;
+            }
+        };
+        if let Err((e, buf)) = q.add(buf, len, 0) {
+            give_back(&mut free, buf);
+            result = Err(e);
+            break;
+        }
+        added = true;
+    }
+    let notify = added && q.kick_prepare();
+    drop(q);
+    drop(free);
+    if notify {
+        vq.notify();
+    }
+    result
+}
+
+/// Posts receive requests.
+pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
+    let dev = qp.device();
+    let vq = queue(dev, qp.rq_vq)?;
+    let mut free = qp.rq.lock();
+    reclaim(vq, &mut free)?;
+    let mut q = vq.lock::<RqBuf>()?;
+    let mut result = Ok(());
+    let mut added = false;
+    for wr in wrs {
+        let Some(mut buf) = free.pop() else {
+            result = Err(ENOMEM);
+            break;
+        };
+        let len = wr
+            .sges()
+            .and_then(|sges| wqe::encode_recv(&mut buf, wr.wr_id(), sges, qp.cap.max_recv_sge));
+        let len = match len {
+            Ok(len) => len,
+            Err(e) => {
+                give_back(&mut free, buf);
+                result = Err(e);
+                break;
+            }
+        };
+        if let Err((e, buf)) = q.add(buf, len, 0) {
+            give_back(&mut free, buf);
+            result = Err(e);
+            break;
+        }
+        added = true;
+    }
+    let notify = added && q.kick_prepare();
+    drop(q);
+    drop(free);
+    if notify {
+        vq.notify();
+    }
+    result
+}

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Encoding work requests into the device's send and receive queue elements
+//! (`struct virtio_rdma_sq_req` / `virtio_rdma_rq_req`, then the scatter/gather entries or the
+//! inline data). Pure, so that KUnit can test it; `qp.rs` lends the buffers to the device.
+
+use kernel::{
+    prelude::*,
+    rdma::{SendOp, Sge},
+};
+use zerocopy::{FromZeros, IntoBytes};
+use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use crate::abi;
+
+/// Scatter/gather entries per work request the driver supports (at most).
+pub(crate) const MAX_SGE: u32 = 16;
+
+const SQ_REQ_LEN: usize = core::mem::size_of::<abi::SqReq>();
+const RQ_REQ_LEN: usize = core::mem::size_of::<abi::RqReq>();
+const SGE_LEN: usize = core::mem::size_of::<abi::Sge>();
+
+/// Size of a send queue element buffer: the request with `MAX_SGE` entries, or inline data.
+const SQ_BUF_LEN: usize = 512;
+const _: () = assert!(SQ_REQ_LEN + MAX_SGE as usize * SGE_LEN <= SQ_BUF_LEN);
+
+/// Inline data a send request carries at most.
+pub(crate) const MAX_INLINE: u32 = (SQ_BUF_LEN - SQ_REQ_LEN) as u32;
+
+/// A send queue element (lent to the device, which reads it).
+#[repr(C)]
+#[derive(FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct SqBuf {
+    bytes: [u8; SQ_BUF_LEN],
+}
+
+/// A receive queue element (lent to the device, which reads it).
+#[repr(C)]
+#[derive(FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RqBuf {
+    bytes: [u8; RQ_REQ_LEN + MAX_SGE as usize * SGE_LEN],
+}
+
+/// A send request, apart from its data.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SendDesc {
+    pub(crate) wr_id: u64,
+    /// `enum ib_wr_opcode`.
+    pub(crate) opcode: u32,
+    /// `enum ib_send_flags`.
+    pub(crate) send_flags: u32,
+    /// Immediate data or the rkey to invalidate.
+    pub(crate) ex: u32,
+    pub(crate) op: SendOp,
+}
+
+/// Writes the request header of `desc` into `buf`.
+fn header(buf: &mut [u8], desc: &SendDesc, num_sge: usize, inline_len: usize) -> Result {
+    let mut req = abi::SqReq::new_zeroed();
+    req.wr_id.set(desc.wr_id);
+    req.opcode = u8::try_from(desc.opcode).map_err(|_| EINVAL)?;
+    req.num_sge.set(u16::try_from(num_sge).map_err(|_| EINVAL)?);
+    req.send_flags.set(desc.send_flags);
+    req.ex.set(desc.ex);
+    req.inline_len
+        .set(u32::try_from(inline_len).map_err(|_| EINVAL)?);
+    match desc.op {
+        SendOp::Send => {}
+        SendOp::Rdma { remote_addr, rkey } => {
+            let rdma = abi::SqRdma {
+                remote_addr: remote_addr.into(),
+                rkey: rkey.into(),
+                reserved: 0.into(),
+            };
+            req.wr[..core::mem::size_of::<abi::SqRdma>()].copy_from_slice(rdma.as_bytes());
+        }
+        SendOp::Atomic {
+            remote_addr,
+            compare_add,
+            swap,
+            rkey,
+        } => {
+            let atomic = abi::SqAtomic {
+                remote_addr: remote_addr.into(),
+                compare_add: compare_add.into(),
+                swap: swap.into(),
+                rkey: rkey.into(),
+                reserved: 0.into(),
+            };
+            req.wr[..core::mem::size_of::<abi::SqAtomic>()].copy_from_slice(atomic.as_bytes());
+        }
+        SendOp::Other => return Err(EOPNOTSUPP),
+    }
+    buf.get_mut(..SQ_REQ_LEN)
+        .ok_or(EINVAL)?
+        .copy_from_slice(req.as_bytes());
+    Ok(())
+}
+
+/// Writes `sges` from `offset` of `buf`; returns the end.
+fn write_sges(buf: &mut [u8], offset: usize, sges: &[Sge]) -> Result<usize> {
+    let mut at = offset;
+    for sge in sges {
+        let wire = abi::Sge {
+            addr: sge.addr.into(),
+            length: sge.length.into(),
+            lkey: sge.lkey.into(),
+        };
+        buf.get_mut(at..at + SGE_LEN)
+            .ok_or(EINVAL)?
+            .copy_from_slice(wire.as_bytes());
+        at += SGE_LEN;
+    }
+    Ok(at)
+}
+
+/// Encodes a send request with a scatter/gather list of at most `max_sge` entries; returns the
+/// element's length.
+pub(crate) fn encode_send(
+    buf: &mut SqBuf,
+    desc: &SendDesc,
+    sges: &[Sge],
+    max_sge: u32,
+) -> Result<usize> {
+    if sges.len() > max_sge as usize {
+        return Err(EINVAL);
+    }
+    header(&mut buf.bytes, desc, sges.len(), 0)?;
+    write_sges(&mut buf.bytes, SQ_REQ_LEN, sges)
+}
+
+/// Encodes an inline send request whose data `fill` copies into the slice it gets (at most
+/// `max_inline` bytes) and whose length it returns; returns the element's length.
+pub(crate) fn encode_send_inline(
+    buf: &mut SqBuf,
+    desc: &SendDesc,
+    max_inline: u32,
+    fill: impl FnOnce(&mut [u8]) -> Result<usize>,
+) -> Result<usize> {
+    let room = &mut buf.bytes[SQ_REQ_LEN..SQ_REQ_LEN + max_inline.min(MAX_INLINE) as usize];
+    let room_len = room.len();
+    let len = fill(room)?;
+    if len > room_len {
+        return Err(EINVAL);
+    }
+    header(&mut buf.bytes, desc, 0, len)?;
+    Ok(SQ_REQ_LEN + len)
+}
+
+/// Encodes a receive request with at most `max_sge` entries; returns the element's length.
+pub(crate) fn encode_recv(
+    buf: &mut RqBuf,
+    wr_id: u64,
+    sges: &[Sge],
+    max_sge: u32,
+) -> Result<usize> {
+    if sges.len() > max_sge as usize {
+        return Err(EINVAL);
+    }
+    let req = abi::RqReq {
+        wr_id: wr_id.into(),
+        num_sge: u32::try_from(sges.len()).map_err(|_| EINVAL)?.into(),
+        reserved: 0.into(),
+    };
+    buf.bytes[..RQ_REQ_LEN].copy_from_slice(req.as_bytes());
+    write_sges(&mut buf.bytes, RQ_REQ_LEN, sges)
+}
+
+#[kunit_tests(virtio_rdma_wqe)]
+mod tests {
+    use super::*;
+    use kernel::bindings;
+
+    fn sge(addr: u64, length: u32, lkey: u32) -> Sge {
+        Sge { addr, length, lkey }
+    }
+
+    fn desc(opcode: u32, op: SendOp) -> SendDesc {
+        SendDesc {
+            wr_id: 0x1122_3344_5566_7788,
+            opcode,
+            send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as u32,
+            ex: 0xdead_beef,
+            op,
+        }
+    }
+
+    #[test]
+    fn send_with_sges() {
+        let mut buf = SqBuf::new_zeroed();
+        let d = desc(bindings::ib_wr_opcode_IB_WR_SEND_WITH_IMM, SendOp::Send);
+        let sges = [sge(0x1000, 100, 0x500), sge(0x2000, 28, 0x501)];
+        assert_eq!(encode_send(&mut buf, &d, &sges, 2), Ok(64 + 32));
+        let b = &buf.bytes;
+        assert_eq!(&b[0..8], &0x1122_3344_5566_7788u64.to_le_bytes());
+        assert_eq!(b[8], bindings::ib_wr_opcode_IB_WR_SEND_WITH_IMM as u8);
+        assert_eq!(&b[10..12], &[2, 0]);
+        assert_eq!(&b[16..20], &0xdead_beefu32.to_le_bytes());
+        assert_eq!(&b[64..72], &0x1000u64.to_le_bytes());
+        assert_eq!(&b[72..76], &100u32.to_le_bytes());
+        assert_eq!(&b[76..80], &0x500u32.to_le_bytes());
+        assert_eq!(&b[92..96], &0x501u32.to_le_bytes());
+        // More entries than the QP has room for.
+        assert_eq!(encode_send(&mut buf, &d, &sges, 1), Err(EINVAL));
+    }
+
+    #[test]
+    fn rdma_and_atomic_payloads() {
+        let mut buf = SqBuf::new_zeroed();
+        let d = desc(
+            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE,
+            SendOp::Rdma {
+                remote_addr: 0xabcd_0000,
+                rkey: 0x1234,
+            },
+        );
+        assert_eq!(encode_send(&mut buf, &d, &[sge(1, 2, 3)], 4), Ok(80));
+        assert_eq!(&buf.bytes[24..32], &0xabcd_0000u64.to_le_bytes());
+        assert_eq!(&buf.bytes[32..36], &0x1234u32.to_le_bytes());
+        let d = desc(
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP,
+            SendOp::Atomic {
+                remote_addr: 0x8000,
+                compare_add: 7,
+                swap: 9,
+                rkey: 0x77,
+            },
+        );
+        assert_eq!(encode_send(&mut buf, &d, &[sge(1, 8, 3)], 1), Ok(80));
+        assert_eq!(&buf.bytes[24..32], &0x8000u64.to_le_bytes());
+        assert_eq!(&buf.bytes[32..40], &7u64.to_le_bytes());
+        assert_eq!(&buf.bytes[40..48], &9u64.to_le_bytes());
+        assert_eq!(&buf.bytes[48..52], &0x77u32.to_le_bytes());
+        // An opcode the driver does not describe is refused, not sent half-encoded.
+        let d = desc(bindings::ib_wr_opcode_IB_WR_REG_MR, SendOp::Other);
+        assert_eq!(encode_send(&mut buf, &d, &[], 1), Err(EOPNOTSUPP));
+    }
+
+    #[test]
+    fn inline_data_is_bounded() {
+        let mut buf = SqBuf::new_zeroed();
+        let d = desc(bindings::ib_wr_opcode_IB_WR_SEND, SendOp::Send);
+        let len = encode_send_inline(&mut buf, &d, 64, |room| {
+            room[..5].copy_from_slice(b"hello");
+            Ok(5)
+        });
+        assert_eq!(len, Ok(69));
+        assert_eq!(&buf.bytes[20..24], &5u32.to_le_bytes());
+        assert_eq!(&buf.bytes[10..12], &[0, 0]);
+        assert_eq!(&buf.bytes[64..69], b"hello");
+        // The room handed out is the QP's inline limit, never more than the buffer.
+        let _ = encode_send_inline(&mut buf, &d, 64, |room| {
+            assert_eq!(room.len(), 64);
+            Ok(0)
+        });
+        let _ = encode_send_inline(&mut buf, &d, u32::MAX, |room| {
+            assert_eq!(room.len(), MAX_INLINE as usize);
+            Ok(0)
+        });
+    }
+
+    #[test]
+    fn receive_elements() {
+        let mut buf = RqBuf::new_zeroed();
+        let sges = [sge(0x3000, 4096, 0x600)];
+        assert_eq!(encode_recv(&mut buf, 42, &sges, 1), Ok(32));
+        assert_eq!(&buf.bytes[0..8], &42u64.to_le_bytes());
+        assert_eq!(&buf.bytes[8..12], &1u32.to_le_bytes());
+        assert_eq!(&buf.bytes[16..24], &0x3000u64.to_le_bytes());
+        assert_eq!(
+            encode_recv(&mut buf, 42, &[sges[0], sges[0]], 1),
+            Err(EINVAL)
+        );
+        assert_eq!(encode_recv(&mut buf, 42, &[], 1), Ok(16));
+    }
+}

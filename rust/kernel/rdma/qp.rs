@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs, allocated by the RDMA core with room for the driver's part; their attributes;
+//! and the work requests posted to them.
+
+use super::{Cq, Device, Driver, Pd};
+use crate::{
+    bindings,
+    error::from_result,
+    prelude::*,
+    sync::{new_spinlock_irq, SpinLockIrq},
+    types::Opaque,
+};
+use core::{marker::PhantomData, ops::Deref, ptr};
+
+/// A QP's queue sizes (`struct ib_qp_cap`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpCap {
+    /// Send work requests outstanding at most.
+    pub max_send_wr: u32,
+    /// Receive work requests outstanding at most.
+    pub max_recv_wr: u32,
+    /// Scatter/gather entries per send work request.
+    pub max_send_sge: u32,
+    /// Scatter/gather entries per receive work request.
+    pub max_recv_sge: u32,
+    /// Bytes of inline data per send work request.
+    pub max_inline_data: u32,
+}
+
+/// What the consumer asked for when creating a QP (`struct ib_qp_init_attr`).
+#[derive(Clone, Copy, Debug)]
+pub struct QpInitAttr {
+    /// `enum ib_qp_type`.
+    pub qp_type: u32,
+    /// The queue sizes asked for.
+    pub cap: QpCap,
+    /// Every send work request completes with a completion (`IB_SIGNAL_ALL_WR`).
+    pub sq_sig_all: bool,
+    /// `enum ib_qp_create_flags`.
+    pub create_flags: u32,
+    /// The QP uses a shared receive queue.
+    pub has_srq: bool,
+    /// The port (GSI QPs).
+    pub port_num: u32,
+}
+
+/// A QP the driver created: its part of the QP, its number and its actual queue sizes.
+pub struct NewQp<D> {
+    /// The driver's part of the QP.
+    pub data: D,
+    /// The QP number (also the QP's index in the driver's [`QpRegistry`]).
+    pub qpn: u32,
+    /// The queue sizes the QP has (at least those asked for).
+    pub cap: QpCap,
+}
+
+/// A queue pair: C `struct ib_qp` followed by the driver's [`Driver::Qp`].
+///
+/// # Invariants
+///
+/// `ib` is a QP of a device whose driver is `T`, created by the driver (its PD and CQs are of
+/// that device), and `data` is initialised.
+#[repr(C)]
+pub struct Qp<T: Driver> {
+    ib: Opaque<bindings::ib_qp>,
+    data: T::Qp,
+}
+
+impl<T: Driver> Qp<T> {
+    /// The size the core allocates for a QP (`size_ib_qp`).
+    pub(crate) const SIZE: usize = {
+        // The core allocates with kzalloc, which aligns to at least 8 bytes.
+        assert!(core::mem::align_of::<Self>() <= 8);
+        core::mem::size_of::<Self>()
+    };
+
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_qp {
+        self.ib.get()
+    }
+
+    /// Returns the device the QP belongs to.
+    pub fn device(&self) -> &Device<T> {
+        // SAFETY: By the type invariant `ib` is a QP of a device of driver `T`, which outlives
+        // its QPs.
+        unsafe { Device::from_raw((*self.as_raw()).device) }
+    }
+
+    /// The QP number.
+    pub fn qp_num(&self) -> u32 {
+        // SAFETY: By the type invariant `ib` is valid; `qp_num` is set at creation.
+        unsafe { (*self.as_raw()).qp_num }
+    }
+}
+
+impl<T: Driver> Deref for Qp<T> {
+    type Target = T::Qp;
+
+    fn deref(&self) -> &T::Qp {
+        &self.data
+    }
+}
+
+/// The QPs of a device, by QP number: lets a driver find the QP a completion names.
+///
+/// The abstraction adds a QP when [`Driver::create_qp`] succeeds and removes it before
+/// [`Driver::destroy_qp`] runs, so every QP found here is alive.
+///
+/// # Invariants
+///
+/// Every non-null slot points to the `ib_qp` of a live [`Qp<T>`] whose number is the slot's.
+#[pin_data]
+pub struct QpRegistry<T: Driver> {
+    #[pin]
+    slots: SpinLockIrq<KVec<*mut bindings::ib_qp>>,
+    _driver: PhantomData<T>,
+}
+
+// SAFETY: The pointers are only dereferenced under the lock, to QPs that are alive (type
+// invariant); `Qp<T>` may be used from any thread (`T::Qp: Send + Sync`).
+unsafe impl<T: Driver> Send for QpRegistry<T> {}
+// SAFETY: See `Send`; all access goes through the lock.
+unsafe impl<T: Driver> Sync for QpRegistry<T> {}
+
+impl<T: Driver> QpRegistry<T> {
+    /// A registry for QP numbers `0..count`.
+    pub fn new(count: u32) -> impl PinInit<Self, Error> {
+        let slots = KVec::from_elem(ptr::null_mut(), count as usize, GFP_KERNEL);
+        try_pin_init!(Self {
+            slots <- new_spinlock_irq!(slots?, "rdma_qp_registry"),
+            _driver: PhantomData,
+        })
+    }
+
+    /// Runs `f` on QP `qpn`, if it exists. `f` runs under a spinlock with interrupts off: it
+    /// must not sleep. Any context.
+    pub fn with<R>(&self, qpn: u32, f: impl FnOnce(&Qp<T>) -> R) -> Option<R> {
+        let slots = self.slots.lock();
+        let qp = *slots.get(qpn as usize)?;
+        if qp.is_null() {
+            return None;
+        }
+        // SAFETY: A non-null slot points to a live `Qp<T>` (type invariant), which stays alive
+        // while the lock is held: it is removed (under the lock) before it is destroyed.
+        Some(f(unsafe { &*qp.cast::<Qp<T>>() }))
+    }
+
+    fn insert(&self, qp: &Qp<T>) -> Result {
+        let mut slots = self.slots.lock();
+        let slot = slots.get_mut(qp.qp_num() as usize).ok_or(EINVAL)?;
+        if !slot.is_null() {
+            return Err(EBUSY);
+        }
+        // INVARIANT: `qp` is alive and is removed before it is destroyed.
+        *slot = qp.as_raw();
+        Ok(())
+    }
+
+    fn remove(&self, qp: &Qp<T>) {
+        let mut slots = self.slots.lock();
+        if let Some(slot) = slots.get_mut(qp.qp_num() as usize) {
+            if *slot == qp.as_raw() {
+                *slot = ptr::null_mut();
+            }
+        }
+    }
+}
+
+/// Attributes of a QP to modify (`struct ib_qp_attr`), of which the mask given with it says
+/// which are set.
+#[repr(transparent)]
+pub struct QpAttr(bindings::ib_qp_attr);
+
+impl QpAttr {
+    /// The plain fields.
+    pub fn raw(&self) -> &bindings::ib_qp_attr {
+        &self.0
+    }
+
+    /// The primary path's address vector, if it is a RoCE one.
+    pub fn ah(&self) -> Option<RoceAv> {
+        RoceAv::from_attr(&self.0.ah_attr)
+    }
+}
+
+/// A RoCE address vector: the global route and the destination MAC (`struct rdma_ah_attr`).
+#[derive(Clone, Copy, Debug)]
+pub struct RoceAv {
+    /// The destination GID, in network byte order.
+    pub dgid: [u8; 16],
+    /// IPv6 flow label.
+    pub flow_label: u32,
+    /// Index of the source GID in the port's table.
+    pub sgid_index: u8,
+    /// Hop limit (TTL).
+    pub hop_limit: u8,
+    /// Traffic class (DSCP/ECN).
+    pub traffic_class: u8,
+    /// Service level.
+    pub sl: u8,
+    /// Static rate (`enum ib_rate`).
+    pub static_rate: u8,
+    /// The port.
+    pub port_num: u32,
+    /// The destination MAC (resolved by the core).
+    pub dmac: [u8; 6],
+}
+
+impl RoceAv {
+    fn from_attr(ah: &bindings::rdma_ah_attr) -> Option<Self> {
+        if ah.type_ != bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE {
+            return None;
+        }
+        Some(Self {
+            // SAFETY: Every member of `union ib_gid` is plain bytes covering the same 16 bytes.
+            dgid: unsafe { ah.grh.dgid.raw },
+            flow_label: ah.grh.flow_label,
+            sgid_index: ah.grh.sgid_index,
+            hop_limit: ah.grh.hop_limit,
+            traffic_class: ah.grh.traffic_class,
+            sl: ah.sl,
+            static_rate: ah.static_rate,
+            port_num: ah.port_num,
+            // SAFETY: A RoCE address vector (checked above) uses the `roce` member.
+            dmac: unsafe { ah.__bindgen_anon_1.roce.dmac },
+        })
+    }
+}
+
+/// A scatter/gather entry of a work request (`struct ib_sge`).
+pub type Sge = bindings::ib_sge;
+
+/// The payload part of a send work request, by opcode.
+#[derive(Clone, Copy, Debug)]
+pub enum SendOp {
+    /// A SEND (with immediate data or invalidation as the opcode says).
+    Send,
+    /// An RDMA WRITE or READ: the remote address and key.
+    Rdma {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// An atomic operation.
+    Atomic {
+        /// Remote address (8-byte aligned).
+        remote_addr: u64,
+        /// Compare (CMP_AND_SWP) or add (FETCH_AND_ADD) operand.
+        compare_add: u64,
+        /// Swap operand.
+        swap: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// An opcode this abstraction does not describe (yet): the driver refuses it.
+    Other,
+}
+
+/// A send work request (`struct ib_send_wr` and the request it is part of).
+///
+/// # Invariants
+///
+/// `wr` is a valid work request, part of the structure its opcode implies, valid for `'a`.
+pub struct SendWr<'a> {
+    wr: &'a bindings::ib_send_wr,
+}
+
+impl<'a> SendWr<'a> {
+    /// The consumer's identifier of the request.
+    pub fn wr_id(&self) -> u64 {
+        // SAFETY: Both members of the union are 8 bytes of plain data (a pointer or an
+        // integer); the value is passed through as is.
+        unsafe { self.wr.__bindgen_anon_1.wr_id }
+    }
+
+    /// `enum ib_wr_opcode`.
+    pub fn opcode(&self) -> u32 {
+        self.wr.opcode
+    }
+
+    /// `enum ib_send_flags`.
+    pub fn send_flags(&self) -> u32 {
+        self.wr.send_flags as u32
+    }
+
+    /// Immediate data (network byte order, as is) or the rkey to invalidate.
+    pub fn ex(&self) -> u32 {
+        // SAFETY: Both members of the union are a plain `u32`.
+        unsafe { self.wr.ex.invalidate_rkey }
+    }
+
+    /// The scatter/gather list; [`EINVAL`] if the consumer gave a negative count.
+    pub fn sges(&self) -> Result<&'a [Sge]> {
+        let n = usize::try_from(self.wr.num_sge).map_err(|_| EINVAL)?;
+        if n == 0 {
+            return Ok(&[]);
+        }
+        // SAFETY: By the verbs contract `sg_list` points to `num_sge` entries valid for the
+        // call (`'a`).
+        Ok(unsafe { core::slice::from_raw_parts(self.wr.sg_list, n) })
+    }
+
+    /// The opcode's payload.
+    pub fn op(&self) -> SendOp {
+        let wr: *const bindings::ib_send_wr = self.wr;
+        match self.opcode() {
+            bindings::ib_wr_opcode_IB_WR_SEND
+            | bindings::ib_wr_opcode_IB_WR_SEND_WITH_IMM
+            | bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV => SendOp::Send,
+            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE
+            | bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
+            | bindings::ib_wr_opcode_IB_WR_RDMA_READ => {
+                // SAFETY: By the type invariant a request with an RDMA opcode is the `wr` of an
+                // `ib_rdma_wr` (first member).
+                let rdma = unsafe { &*wr.cast::<bindings::ib_rdma_wr>() };
+                SendOp::Rdma {
+                    remote_addr: rdma.remote_addr,
+                    rkey: rdma.rkey,
+                }
+            }
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP
+            | bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
+                // SAFETY: By the type invariant a request with an atomic opcode is the `wr` of
+                // an `ib_atomic_wr` (first member).
+                let atomic = unsafe { &*wr.cast::<bindings::ib_atomic_wr>() };
+                SendOp::Atomic {
+                    remote_addr: atomic.remote_addr,
+                    compare_add: atomic.compare_add,
+                    swap: atomic.swap,
+                    rkey: atomic.rkey,
+                }
+            }
+            _ => SendOp::Other,
+        }
+    }
+
+    /// Copies the data of an inline request (`IB_SEND_INLINE`, whose entries are kernel
+    /// virtual addresses) into `out`; returns its length, or [`EINVAL`] if it does not fit.
+    pub fn copy_inline(&self, out: &mut [u8]) -> Result<usize> {
+        if self.send_flags() & bindings::ib_send_flags_IB_SEND_INLINE as u32 == 0 {
+            return Err(EINVAL);
+        }
+        let mut len = 0usize;
+        for sge in self.sges()? {
+            let n = sge.length as usize;
+            let dst = out
+                .get_mut(len..len.checked_add(n).ok_or(EINVAL)?)
+                .ok_or(EINVAL)?;
+            // SAFETY: By the verbs contract the entries of an inline kernel request are kernel
+            // virtual addresses of `length` readable bytes, valid for the call.
+            let src = unsafe { core::slice::from_raw_parts(sge.addr as usize as *const u8, n) };
+            dst.copy_from_slice(src);
+            len += n;
+        }
+        Ok(len)
+    }
+}
+
+/// The send work requests of one `post_send` call. The abstraction reports the request the
+/// driver failed on as the consumer's `bad_wr`.
+pub struct SendWrs<'a> {
+    next: *const bindings::ib_send_wr,
+    current: *const bindings::ib_send_wr,
+    _wr: PhantomData<&'a bindings::ib_send_wr>,
+}
+
+impl<'a> Iterator for SendWrs<'a> {
+    type Item = SendWr<'a>;
+
+    fn next(&mut self) -> Option<SendWr<'a>> {
+        if self.next.is_null() {
+            return None;
+        }
+        self.current = self.next;
+        // SAFETY: By the verbs contract the chain consists of valid requests (each part of the
+        // structure its opcode implies), valid for the call.
+        let wr = unsafe { &*self.current };
+        self.next = wr.next;
+        // INVARIANT: See above.
+        Some(SendWr { wr })
+    }
+}
+
+/// A receive work request (`struct ib_recv_wr`).
+pub struct RecvWr<'a> {
+    wr: &'a bindings::ib_recv_wr,
+}
+
+impl<'a> RecvWr<'a> {
+    /// The consumer's identifier of the request.
+    pub fn wr_id(&self) -> u64 {
+        // SAFETY: Both members of the union are 8 bytes of plain data.
+        unsafe { self.wr.__bindgen_anon_1.wr_id }
+    }
+
+    /// The scatter/gather list; [`EINVAL`] if the consumer gave a negative count.
+    pub fn sges(&self) -> Result<&'a [Sge]> {
+        let n = usize::try_from(self.wr.num_sge).map_err(|_| EINVAL)?;
+        if n == 0 {
+            return Ok(&[]);
+        }
+        // SAFETY: By the verbs contract `sg_list` points to `num_sge` entries valid for the
+        // call (`'a`).
+        Ok(unsafe { core::slice::from_raw_parts(self.wr.sg_list, n) })
+    }
+}
+
+/// The receive work requests of one `post_recv` call.
+pub struct RecvWrs<'a> {
+    next: *const bindings::ib_recv_wr,
+    current: *const bindings::ib_recv_wr,
+    _wr: PhantomData<&'a bindings::ib_recv_wr>,
+}
+
+impl<'a> Iterator for RecvWrs<'a> {
+    type Item = RecvWr<'a>;
+
+    fn next(&mut self) -> Option<RecvWr<'a>> {
+        if self.next.is_null() {
+            return None;
+        }
+        self.current = self.next;
+        // SAFETY: By the verbs contract the chain consists of valid requests.
+        let wr = unsafe { &*self.current };
+        self.next = wr.next;
+        Some(RecvWr { wr })
+    }
+}
+
+/// `create_qp` of the device's operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a zeroed QP of `Qp::<T>::SIZE` bytes whose `device`, `pd`
+/// and CQs are of a device of driver `T`, and valid `init`.
+pub(crate) unsafe extern "C" fn create_qp_callback<T: Driver>(
+    qp: *mut bindings::ib_qp,
+    init: *mut bindings::ib_qp_init_attr,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        if !udata.is_null() {
+            // User QPs need the mmap path, which this abstraction does not offer yet.
+            return Err(EOPNOTSUPP);
+        }
+        // SAFETY: `qp` and `init` are valid (function safety requirement).
+        let (raw, init) = unsafe { (&mut *qp, &mut *init) };
+        if raw.pd.is_null() || init.send_cq.is_null() || init.recv_cq.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: The PD and CQs are live objects of a device of driver `T` (function safety
+        // requirement); the core holds references to them for the QP's lifetime.
+        let (pd, send_cq, recv_cq) = unsafe {
+            (
+                &*raw.pd.cast::<Pd<T>>(),
+                &*init.send_cq.cast::<Cq<T>>(),
+                &*init.recv_cq.cast::<Cq<T>>(),
+            )
+        };
+        let attr = QpInitAttr {
+            qp_type: init.qp_type,
+            cap: QpCap {
+                max_send_wr: init.cap.max_send_wr,
+                max_recv_wr: init.cap.max_recv_wr,
+                max_send_sge: init.cap.max_send_sge,
+                max_recv_sge: init.cap.max_recv_sge,
+                max_inline_data: init.cap.max_inline_data,
+            },
+            sq_sig_all: init.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
+            create_flags: init.create_flags,
+            has_srq: !init.srq.is_null(),
+            port_num: init.port_num,
+        };
+        let new = T::create_qp(pd, &attr, send_cq, recv_cq)?;
+        raw.qp_num = new.qpn;
+        init.cap.max_send_wr = new.cap.max_send_wr;
+        init.cap.max_recv_wr = new.cap.max_recv_wr;
+        init.cap.max_send_sge = new.cap.max_send_sge;
+        init.cap.max_recv_sge = new.cap.max_recv_sge;
+        init.cap.max_inline_data = new.cap.max_inline_data;
+        let obj = qp.cast::<Qp<T>>();
+        // SAFETY: The core allocated `Qp::<T>::SIZE` bytes for `qp`; `data` is not initialised
+        // yet, so nothing that needs dropping is overwritten.
+        // INVARIANT: From here `data` is initialised.
+        let obj = unsafe {
+            (&raw mut (*obj).data).write(new.data);
+            &*obj
+        };
+        if let Err(e) = T::qp_registry(pd.device()).insert(obj) {
+            T::destroy_qp(obj);
+            // SAFETY: `data` was initialised above and is not used again: the core frees the QP
+            // when this fails.
+            unsafe { ptr::drop_in_place(&raw mut (*qp.cast::<Qp<T>>()).data) };
+            return Err(e);
+        }
+        Ok(0)
+    })
+}
+
+/// `destroy_qp` of the device's operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a QP for which [`create_qp_callback`] succeeded and that
+/// is not used any more.
+pub(crate) unsafe extern "C" fn destroy_qp_callback<T: Driver>(
+    qp: *mut bindings::ib_qp,
+    _udata: *mut bindings::ib_udata,
+) -> c_int {
+    // SAFETY: `qp` is a live `Qp<T>` (function safety requirement).
+    let obj = unsafe { &*qp.cast::<Qp<T>>() };
+    T::qp_registry(obj.device()).remove(obj);
+    T::destroy_qp(obj);
+    // SAFETY: `data` is initialised and dropped exactly once: the core frees the QP after this
+    // returns and never calls back for it.
+    unsafe { ptr::drop_in_place(&raw mut (*qp.cast::<Qp<T>>()).data) };
+    0
+}
+
+/// `modify_qp` of the device's operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a live QP of driver `T` and valid `attr`.
+pub(crate) unsafe extern "C" fn modify_qp_callback<T: Driver>(
+    qp: *mut bindings::ib_qp,
+    attr: *mut bindings::ib_qp_attr,
+    mask: c_int,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        if !udata.is_null() {
+            return Err(EOPNOTSUPP);
+        }
+        // SAFETY: `qp` is a live `Qp<T>` and `attr` valid for the call (function safety
+        // requirement); `QpAttr` is a transparent wrapper of `ib_qp_attr`.
+        let (obj, attr) = unsafe { (&*qp.cast::<Qp<T>>(), &*attr.cast::<QpAttr>()) };
+        T::modify_qp(obj, attr, mask as u32)?;
+        Ok(0)
+    })
+}
+
+/// `query_qp` of the device's operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a live QP of driver `T` and valid outputs.
+pub(crate) unsafe extern "C" fn query_qp_callback<T: Driver>(
+    qp: *mut bindings::ib_qp,
+    attr: *mut bindings::ib_qp_attr,
+    _mask: c_int,
+    init: *mut bindings::ib_qp_init_attr,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `qp` is a live `Qp<T>`, `attr` and `init` are valid for writes (function
+        // safety requirement).
+        let (obj, attr, init) = unsafe { (&*qp.cast::<Qp<T>>(), &mut *attr, &mut *init) };
+        T::query_qp(obj, attr, init)?;
+        Ok(0)
+    })
+}
+
+/// `post_send` of the device's operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a live QP of driver `T`, a valid chain of requests and
+/// a valid `bad`.
+pub(crate) unsafe extern "C" fn post_send_callback<T: Driver>(
+    qp: *mut bindings::ib_qp,
+    wr: *const bindings::ib_send_wr,
+    bad: *mut *const bindings::ib_send_wr,
+) -> c_int {
+    // SAFETY: `qp` is a live `Qp<T>` (function safety requirement).
+    let obj = unsafe { &*qp.cast::<Qp<T>>() };
+    let mut wrs = SendWrs {
+        next: wr,
+        current: wr,
+        _wr: PhantomData,
+    };
+    match T::post_send(obj, &mut wrs) {
+        Ok(()) => 0,
+        Err(e) => {
+            // SAFETY: `bad` is valid for writes (function safety requirement).
+            unsafe { bad.write(wrs.current) };
+            e.to_errno()
+        }
+    }
+}
+
+/// `post_recv` of the device's operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a live QP of driver `T`, a valid chain of requests and
+/// a valid `bad`.
+pub(crate) unsafe extern "C" fn post_recv_callback<T: Driver>(
+    qp: *mut bindings::ib_qp,
+    wr: *const bindings::ib_recv_wr,
+    bad: *mut *const bindings::ib_recv_wr,
+) -> c_int {
+    // SAFETY: `qp` is a live `Qp<T>` (function safety requirement).
+    let obj = unsafe { &*qp.cast::<Qp<T>>() };
+    let mut wrs = RecvWrs {
+        next: wr,
+        current: wr,
+        _wr: PhantomData,
+    };
+    match T::post_recv(obj, &mut wrs) {
+        Ok(()) => 0,
+        Err(e) => {
+            // SAFETY: `bad` is valid for writes (function safety requirement).
+            unsafe { bad.write(wrs.current) };
+            e.to_errno()
+        }
+    }
+}
