@@ -24,6 +24,34 @@ __rust_helper size_t rust_helper_ib_umem_num_dma_blocks(struct ib_umem *umem,
 	return ib_umem_num_dma_blocks(umem, pgsz);
 }
 
+__rust_helper u64 rust_helper_ib_dma_map_single(struct ib_device *dev,
+						void *cpu_addr, size_t size,
+						enum dma_data_direction direction)
+{
+	return ib_dma_map_single(dev, cpu_addr, size, direction);
+}
+
+__rust_helper void rust_helper_ib_dma_unmap_single(struct ib_device *dev,
+						   u64 addr, size_t size,
+						   enum dma_data_direction direction)
+{
+	ib_dma_unmap_single(dev, addr, size, direction);
+}
+
+__rust_helper int rust_helper_ib_dma_mapping_error(struct ib_device *dev,
+						   u64 dma_addr)
+{
+	return ib_dma_mapping_error(dev, dma_addr);
+}
+
+__rust_helper void
+rust_helper_ib_dma_sync_single_for_device(struct ib_device *dev, u64 addr,
+					  size_t size,
+					  enum dma_data_direction dir)
+{
+	ib_dma_sync_single_for_device(dev, addr, size, dir);
+}
+
 __rust_helper enum ib_port_state
 rust_helper_ib_get_curr_port_state(struct net_device *ndev)
 {

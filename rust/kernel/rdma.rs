@@ -13,6 +13,7 @@
 //! embed their C structure the same way; a [`CqRegistry`] finds the CQ a device signals. A RoCE port can be bound to its Ethernet interface by MAC address
 //! ([`DeviceInfo::roce_mac`]); the binding follows the interface as it comes and goes.
 
+mod ah;
 mod cq;
 mod device;
 mod gid;
@@ -22,10 +23,11 @@ mod pd;
 mod qp;
 mod roce;
 
+pub use ah::Ah;
 pub use cq::{Cq, CqInitAttr, CqNotify, CqRegistry, NewCq, Wc, WcSink};
 pub use device::{Device, DeviceInfo, Driver, LinkLayer, NodeType, Registration};
 pub use gid::GidAttr;
-pub use mr::{Mr, NewMr};
+pub use mr::{DmaTable, Mr, NewMr};
 pub use netdev::PortNetdev;
 pub use pd::Pd;
 pub use qp::{

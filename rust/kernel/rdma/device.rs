@@ -3,11 +3,12 @@
 //! RDMA devices: the driver's operations, allocation and registration.
 
 use super::{
+    ah::{self, Ah},
     cq::{self, CqInitAttr, CqNotify, CqRegistry, NewCq, WcSink},
-    mr::{self, NewMr},
+    mr::{self, Mr, NewMr},
     netdev::PortNetdev,
     pd,
-    qp::{self, NewQp, QpAttr, QpInitAttr, QpRegistry, RecvWrs, SendWrs},
+    qp::{self, NewQp, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs},
     roce, Cq, GidAttr, Pd, Qp,
 };
 use crate::{
@@ -103,6 +104,18 @@ pub trait Driver: Sized + Send + Sync {
     /// `access` (`enum ib_access_flags`).
     fn get_dma_mr(pd: &Pd<Self>, access: u32) -> Result<NewMr<Self::Mr>>;
 
+    /// Creates a fast-registration MR of `pd` for up to `max_num_sg` pages; it is invalid until
+    /// mapped ([`Driver::map_mr_sg_start`], [`Driver::mr_set_page`]) and registered by a REG_MR
+    /// work request.
+    fn alloc_mr(pd: &Pd<Self>, max_num_sg: u32) -> Result<NewMr<Self::Mr>>;
+
+    /// Starts mapping a fast-registration MR (the core then calls [`Driver::mr_set_page`] per
+    /// page, and sets the MR's IOVA and length). Any context: must not sleep.
+    fn map_mr_sg_start(mr: &Mr<Self>) -> Result;
+
+    /// Adds the page at DMA address `addr` to the MR being mapped. Any context.
+    fn mr_set_page(mr: &Mr<Self>, addr: u64) -> Result;
+
     /// Deregisters an MR. The core frees it whatever happens: a device that fails to
     /// deregister it can only be reported.
     fn dereg_mr(dev: &Device<Self>, mr: Self::Mr);
@@ -165,6 +178,13 @@ pub trait Driver: Sized + Send + Sync {
 
     /// Posts receive work requests, as [`Driver::post_send`] does send ones.
     fn post_recv(qp: &Qp<Self>, wrs: &mut RecvWrs<'_>) -> Result;
+
+    /// The driver's part of an address handle ([`Ah`](super::Ah)).
+    type Ah: Send + Sync;
+
+    /// Creates the driver's part of an address handle of `pd` for `av`. Unless `sleepable`,
+    /// this runs in atomic context: it must not sleep.
+    fn create_ah(pd: &Pd<Self>, av: &RoceAv, sleepable: bool) -> Result<Self::Ah>;
 }
 
 /// An RDMA device of driver `T`: C `struct ib_device` followed by the driver's data.
@@ -201,7 +221,7 @@ impl<T: Driver> Device<T> {
         unsafe { &*ib.cast::<Self>() }
     }
 
-    fn as_raw(&self) -> *mut bindings::ib_device {
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_device {
         self.ib.get()
     }
 
@@ -505,6 +525,8 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
         size_ib_pd: pd::Pd::<T>::SIZE,
         get_dma_mr: Some(mr::get_dma_mr_callback::<T>),
         dereg_mr: Some(mr::dereg_mr_callback::<T>),
+        alloc_mr: Some(mr::alloc_mr_callback::<T>),
+        map_mr_sg: Some(mr::map_mr_sg_callback::<T>),
         create_cq: Some(cq::create_cq_callback::<T>),
         destroy_cq: Some(cq::destroy_cq_callback::<T>),
         poll_cq: Some(cq::poll_cq_callback::<T>),
@@ -517,6 +539,9 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
         post_send: Some(qp::post_send_callback::<T>),
         post_recv: Some(qp::post_recv_callback::<T>),
         size_ib_qp: Qp::<T>::SIZE,
+        create_ah: Some(ah::create_ah_callback::<T>),
+        destroy_ah: Some(ah::destroy_ah_callback::<T>),
+        size_ib_ah: Ah::<T>::SIZE,
         ..Default::default()
     };
     if T::HAS_GET_LINK_LAYER {

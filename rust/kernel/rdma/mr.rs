@@ -5,7 +5,7 @@
 
 use super::{Device, Driver, Pd};
 use crate::{bindings, prelude::*, types::Opaque};
-use core::ops::Deref;
+use core::{mem::MaybeUninit, ops::Deref, ptr::NonNull};
 
 /// An MR the driver created: its part of the MR and the keys the device gave it.
 pub struct NewMr<D> {
@@ -30,11 +30,36 @@ pub struct Mr<T: Driver> {
 }
 
 impl<T: Driver> Mr<T> {
+    fn raw(&self) -> &bindings::ib_mr {
+        // SAFETY: By the type invariant `ib` is a valid MR. Its fields change only while the
+        // consumer owns it exclusively (mapping, key updates), not during a driver operation
+        // on it.
+        unsafe { &*self.ib.get() }
+    }
+
     /// The local key.
     pub fn lkey(&self) -> u32 {
-        // SAFETY: By the type invariant `ib` is a valid MR; `lkey` changes only in the driver's
-        // own fast-registration path.
-        unsafe { (*self.ib.get()).lkey }
+        self.raw().lkey
+    }
+
+    /// The remote key.
+    pub fn rkey(&self) -> u32 {
+        self.raw().rkey
+    }
+
+    /// The address the MR's first byte has (set by mapping a fast-registration MR).
+    pub fn iova(&self) -> u64 {
+        self.raw().iova
+    }
+
+    /// The MR's length in bytes (set by mapping a fast-registration MR).
+    pub fn length(&self) -> u64 {
+        self.raw().length
+    }
+
+    /// The size of the pages the MR is mapped with.
+    pub fn page_size(&self) -> u32 {
+        self.raw().page_size
     }
 }
 
@@ -69,6 +94,11 @@ pub(crate) unsafe extern "C" fn get_dma_mr_callback<T: Driver>(
         Ok(new) => new,
         Err(e) => return e.to_ptr(),
     };
+    box_mr::<T>(slot, new)
+}
+
+/// Boxes a new MR and returns its `ib_mr` for the core.
+fn box_mr<T: Driver>(slot: KBox<MaybeUninit<Mr<T>>>, new: NewMr<T::Mr>) -> *mut bindings::ib_mr {
     let ib = Opaque::<bindings::ib_mr>::zeroed();
     // SAFETY: `ib` is a zeroed, valid `struct ib_mr`; the core fills in the rest.
     unsafe {
@@ -79,6 +109,167 @@ pub(crate) unsafe extern "C" fn get_dma_mr_callback<T: Driver>(
     // `device` and `pd` after this returns).
     let mr = KBox::write(slot, Mr { ib, data: new.data });
     KBox::into_raw(mr).cast()
+}
+
+/// `alloc_mr` of the device's operations: fast-registration MRs only.
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a live PD of a device of driver `T`.
+pub(crate) unsafe extern "C" fn alloc_mr_callback<T: Driver>(
+    pd: *mut bindings::ib_pd,
+    mr_type: bindings::ib_mr_type,
+    max_num_sg: u32,
+) -> *mut bindings::ib_mr {
+    if mr_type != bindings::ib_mr_type_IB_MR_TYPE_MEM_REG {
+        return EINVAL.to_ptr();
+    }
+    // SAFETY: `pd` is a live `Pd<T>` (function safety requirement).
+    let pd = unsafe { &*pd.cast::<Pd<T>>() };
+    let slot = match KBox::<Mr<T>>::new_uninit(GFP_KERNEL) {
+        Ok(slot) => slot,
+        Err(e) => return Error::from(e).to_ptr(),
+    };
+    match T::alloc_mr(pd, max_num_sg) {
+        Ok(new) => box_mr::<T>(slot, new),
+        Err(e) => e.to_ptr(),
+    }
+}
+
+/// `map_mr_sg` of the device's operations: the core's `ib_sg_to_pages` walks the list and
+/// hands each page to [`Driver::mr_set_page`].
+///
+/// # Safety
+///
+/// Called by the RDMA core only, with a fast-registration MR of driver `T` and a valid
+/// scatterlist.
+pub(crate) unsafe extern "C" fn map_mr_sg_callback<T: Driver>(
+    mr: *mut bindings::ib_mr,
+    sg: *mut bindings::scatterlist,
+    nents: c_int,
+    offset: *mut c_uint,
+) -> c_int {
+    // SAFETY: `mr` is a live `Mr<T>` (function safety requirement).
+    let obj = unsafe { &*mr.cast::<Mr<T>>() };
+    if let Err(e) = T::map_mr_sg_start(obj) {
+        return e.to_errno();
+    }
+    // SAFETY: The arguments are valid (function safety requirement); `set_page_callback`
+    // matches the callback type.
+    unsafe { bindings::ib_sg_to_pages(mr, sg, nents, offset, Some(set_page_callback::<T>)) }
+}
+
+/// The page callback of `ib_sg_to_pages`.
+///
+/// # Safety
+///
+/// Called by `ib_sg_to_pages` only, from [`map_mr_sg_callback`] of a live `Mr<T>`.
+unsafe extern "C" fn set_page_callback<T: Driver>(mr: *mut bindings::ib_mr, addr: u64) -> c_int {
+    // SAFETY: `mr` is a live `Mr<T>` (function safety requirement).
+    let obj = unsafe { &*mr.cast::<Mr<T>>() };
+    match T::mr_set_page(obj, addr) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// A table of 64-bit little-endian words in kernel memory that the device reads by DMA address
+/// (the page table of a fast-registration MR).
+///
+/// # Invariants
+///
+/// `words` points to `len` words of kmalloc memory owned by the table, mapped for the device
+/// (to-device) at `dma` on `ib`'s DMA device, which outlives the table.
+pub struct DmaTable {
+    words: NonNull<u64>,
+    len: usize,
+    cap: usize,
+    dma: u64,
+    ib: *mut bindings::ib_device,
+}
+
+// SAFETY: The table owns its memory; the device pointer is only used to unmap it.
+unsafe impl Send for DmaTable {}
+// SAFETY: Shared access reads nothing but the address and length.
+unsafe impl Sync for DmaTable {}
+
+impl DmaTable {
+    const DIR: bindings::dma_data_direction = bindings::dma_data_direction::DMA_TO_DEVICE;
+
+    /// A zeroed table of `len` words for `dev`'s device to read.
+    pub fn new<T: Driver>(dev: &Device<T>, len: usize) -> Result<Self> {
+        let bytes = len.checked_mul(8).ok_or(EINVAL)?;
+        if bytes == 0 {
+            return Err(EINVAL);
+        }
+        let mut words = KVec::<u64>::from_elem(0, len, GFP_KERNEL)?;
+        let ptr = words.as_mut_ptr();
+        let ib = dev.as_raw();
+        // SAFETY: `ib` is a registered-or-registering device; `ptr` is `bytes` of kmalloc memory.
+        let dma = unsafe { bindings::ib_dma_map_single(ib, ptr.cast(), bytes, Self::DIR) };
+        // SAFETY: `ib` is valid.
+        if unsafe { bindings::ib_dma_mapping_error(ib, dma) } != 0 {
+            return Err(ENOMEM);
+        }
+        let (raw, _, cap) = words.into_raw_parts();
+        // INVARIANT: The memory is leaked from `words` (freed in `drop`) and mapped at `dma`.
+        Ok(Self {
+            // A `KVec` pointer is never null.
+            words: NonNull::new(raw).ok_or(ENOMEM)?,
+            len,
+            cap,
+            dma,
+            ib,
+        })
+    }
+
+    /// The table's DMA address.
+    pub fn dma_addr(&self) -> u64 {
+        self.dma
+    }
+
+    /// The number of words.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the table has no words (never: tables have at least one).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Sets word `i` (little-endian, as devices read it); [`EINVAL`] out of range.
+    pub fn set(&mut self, i: usize, value: u64) -> Result {
+        if i >= self.len {
+            return Err(EINVAL);
+        }
+        // SAFETY: By the type invariant `words` has `len > i` words; `&mut self` is exclusive.
+        unsafe { self.words.as_ptr().add(i).write(value.to_le()) };
+        Ok(())
+    }
+
+    /// Makes the CPU's writes visible to the device.
+    pub fn sync_for_device(&self) {
+        // SAFETY: By the type invariant the table is mapped at `dma` on `ib`'s DMA device.
+        unsafe {
+            bindings::ib_dma_sync_single_for_device(self.ib, self.dma, self.len * 8, Self::DIR)
+        };
+    }
+}
+
+impl Drop for DmaTable {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant the table is mapped at `dma` and its memory was leaked
+        // from a `KVec<u64>` of length `len` and capacity `cap`.
+        unsafe {
+            bindings::ib_dma_unmap_single(self.ib, self.dma, self.len * 8, Self::DIR);
+            drop(KVec::from_raw_parts(
+                self.words.as_ptr(),
+                self.len,
+                self.cap,
+            ));
+        }
+    }
 }
 
 /// `dereg_mr` of the device's operations.

@@ -3,7 +3,7 @@
 //! Queue pairs, allocated by the RDMA core with room for the driver's part; their attributes;
 //! and the work requests posted to them.
 
-use super::{Cq, Device, Driver, Pd};
+use super::{Ah, Cq, Device, Driver, Mr, Pd};
 use crate::{
     bindings,
     error::from_result,
@@ -207,7 +207,7 @@ pub struct RoceAv {
 }
 
 impl RoceAv {
-    fn from_attr(ah: &bindings::rdma_ah_attr) -> Option<Self> {
+    pub(crate) fn from_attr(ah: &bindings::rdma_ah_attr) -> Option<Self> {
         if ah.type_ != bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE {
             return None;
         }
@@ -253,6 +253,10 @@ pub enum SendOp {
         /// Remote key.
         rkey: u32,
     },
+    /// A local invalidation of the rkey in [`SendWr::ex`].
+    LocalInv,
+    /// A fast registration (see [`SendWr::reg`]).
+    Reg,
     /// An opcode this abstraction does not describe (yet): the driver refuses it.
     Other,
 }
@@ -264,6 +268,8 @@ pub enum SendOp {
 /// `wr` is a valid work request, part of the structure its opcode implies, valid for `'a`.
 pub struct SendWr<'a> {
     wr: &'a bindings::ib_send_wr,
+    /// The type of the QP the request is posted to (which decides the request's structure).
+    qp_type: u32,
 }
 
 impl<'a> SendWr<'a> {
@@ -331,8 +337,57 @@ impl<'a> SendWr<'a> {
                     rkey: atomic.rkey,
                 }
             }
+            bindings::ib_wr_opcode_IB_WR_LOCAL_INV => SendOp::LocalInv,
+            bindings::ib_wr_opcode_IB_WR_REG_MR => SendOp::Reg,
             _ => SendOp::Other,
         }
+    }
+
+    /// The MR, key and access rights (`enum ib_access_flags`) of a REG_MR request; `None` for
+    /// other opcodes.
+    pub fn reg<T: Driver>(&self) -> Option<(&'a Mr<T>, u32, u32)> {
+        if self.opcode() != bindings::ib_wr_opcode_IB_WR_REG_MR {
+            return None;
+        }
+        let wr: *const bindings::ib_send_wr = self.wr;
+        // SAFETY: By the type invariant a REG_MR request is the `wr` of an `ib_reg_wr` (first
+        // member).
+        let reg = unsafe { &*wr.cast::<bindings::ib_reg_wr>() };
+        if reg.mr.is_null() {
+            return None;
+        }
+        // SAFETY: By the verbs contract the MR is a live fast-registration MR of the QP's
+        // device (driver `T`), valid for the call.
+        Some((
+            unsafe { &*reg.mr.cast::<Mr<T>>() },
+            reg.key,
+            reg.access as u32,
+        ))
+    }
+
+    /// The destination of a request posted to a UD or GSI QP: its address handle, QP number
+    /// and Q_Key. `None` on other QPs.
+    pub fn ud<T: Driver>(&self) -> Option<(&'a Ah<T>, u32, u32)> {
+        if !matches!(
+            self.qp_type,
+            bindings::ib_qp_type_IB_QPT_UD | bindings::ib_qp_type_IB_QPT_GSI
+        ) {
+            return None;
+        }
+        let wr: *const bindings::ib_send_wr = self.wr;
+        // SAFETY: By the type invariant a request posted to a UD/GSI QP is the `wr` of an
+        // `ib_ud_wr` (first member).
+        let ud = unsafe { &*wr.cast::<bindings::ib_ud_wr>() };
+        if ud.ah.is_null() {
+            return None;
+        }
+        // SAFETY: By the verbs contract the AH is a live AH of the QP's device (driver `T`),
+        // valid for the call.
+        Some((
+            unsafe { &*ud.ah.cast::<Ah<T>>() },
+            ud.remote_qpn,
+            ud.remote_qkey,
+        ))
     }
 
     /// Copies the data of an inline request (`IB_SEND_INLINE`, whose entries are kernel
@@ -362,6 +417,7 @@ impl<'a> SendWr<'a> {
 pub struct SendWrs<'a> {
     next: *const bindings::ib_send_wr,
     current: *const bindings::ib_send_wr,
+    qp_type: u32,
     _wr: PhantomData<&'a bindings::ib_send_wr>,
 }
 
@@ -378,7 +434,10 @@ impl<'a> Iterator for SendWrs<'a> {
         let wr = unsafe { &*self.current };
         self.next = wr.next;
         // INVARIANT: See above.
-        Some(SendWr { wr })
+        Some(SendWr {
+            wr,
+            qp_type: self.qp_type,
+        })
     }
 }
 
@@ -577,6 +636,8 @@ pub(crate) unsafe extern "C" fn post_send_callback<T: Driver>(
     let mut wrs = SendWrs {
         next: wr,
         current: wr,
+        // SAFETY: `qp` is valid; `qp_type` is set before the QP is created.
+        qp_type: unsafe { (*qp).qp_type },
         _wr: PhantomData,
     };
     match T::post_send(obj, &mut wrs) {

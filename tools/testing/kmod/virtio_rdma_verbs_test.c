@@ -11,6 +11,7 @@
 #include <linux/delay.h>
 #include <linux/device.h>
 #include <linux/module.h>
+#include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 
@@ -179,12 +180,19 @@ struct qp_pair {
 	struct ib_pd *pd;
 	struct ib_cq *cq[2];
 	struct ib_qp *qp[2];
+	struct ib_ah *ah;
+	struct ib_mr *mr;
+	struct page *pages[2];
+	struct scatterlist sgl[2];
+	bool sg_mapped;
+	union ib_gid gid;
 	u8 *buf[2];
 	u64 dma[2];
 	struct completion armed_done;
 };
 
 #define BUF_LEN 4096
+#define UD_QKEY 0x11111111
 #define POLL_MS 3000
 
 static void pair_comp_handler(struct ib_cq *cq, void *ctx)
@@ -199,6 +207,16 @@ static void pair_release(void *data)
 	struct qp_pair *p = data;
 	int i;
 
+	if (!IS_ERR_OR_NULL(p->ah))
+		rdma_destroy_ah(p->ah, RDMA_DESTROY_AH_SLEEPABLE);
+	if (!IS_ERR_OR_NULL(p->mr))
+		ib_dereg_mr(p->mr);
+	if (p->sg_mapped)
+		ib_dma_unmap_sg(p->dev, p->sgl, 2, DMA_BIDIRECTIONAL);
+	for (i = 0; i < 2; i++) {
+		if (p->pages[i])
+			__free_page(p->pages[i]);
+	}
 	for (i = 0; i < 2; i++) {
 		if (!IS_ERR_OR_NULL(p->qp[i]))
 			ib_destroy_qp(p->qp[i]);
@@ -279,12 +297,35 @@ static int connect_qp(struct ib_qp *qp, u32 dest_qpn, union ib_gid *gid,
 			  IB_QP_MAX_QP_RD_ATOMIC);
 }
 
-static struct qp_pair *pair_setup(struct kunit *test, u8 rnr_retry)
+/* RESET -> INIT -> RTR -> RTS for a UD QP. */
+static int ready_ud_qp(struct ib_qp *qp)
+{
+	struct ib_qp_attr attr = {};
+	int ret;
+
+	attr.qp_state = IB_QPS_INIT;
+	attr.pkey_index = 0;
+	attr.port_num = 1;
+	attr.qkey = UD_QKEY;
+	ret = modify(qp, &attr, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
+			  IB_QP_QKEY);
+	if (ret)
+		return ret;
+	attr.qp_state = IB_QPS_RTR;
+	ret = modify(qp, &attr, IB_QP_STATE);
+	if (ret)
+		return ret;
+	attr.qp_state = IB_QPS_RTS;
+	attr.sq_psn = 0;
+	return modify(qp, &attr, IB_QP_STATE | IB_QP_SQ_PSN);
+}
+
+static struct qp_pair *pair_setup(struct kunit *test, enum ib_qp_type type,
+				  u8 rnr_retry)
 {
 	struct ib_device *dev = get_dev(test);
 	struct ib_qp_init_attr init = {};
 	struct qp_pair *p;
-	union ib_gid gid;
 	int i;
 
 	p = kunit_kzalloc(test, sizeof(*p), GFP_KERNEL);
@@ -292,7 +333,7 @@ static struct qp_pair *pair_setup(struct kunit *test, u8 rnr_retry)
 	p->dev = dev;
 	init_completion(&p->armed_done);
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, pair_release, p), 0);
-	KUNIT_ASSERT_EQ_MSG(test, wait_gid(dev, &gid), 0, "no GID on port 1");
+	KUNIT_ASSERT_EQ_MSG(test, wait_gid(dev, &p->gid), 0, "no GID on port 1");
 
 	p->pd = ib_alloc_pd(dev, IB_PD_UNSAFE_GLOBAL_RKEY);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(p->pd));
@@ -311,7 +352,7 @@ static struct qp_pair *pair_setup(struct kunit *test, u8 rnr_retry)
 	for (i = 0; i < 2; i++) {
 		init.send_cq = p->cq[i];
 		init.recv_cq = p->cq[i];
-		init.qp_type = IB_QPT_RC;
+		init.qp_type = type;
 		init.sq_sig_type = IB_SIGNAL_REQ_WR;
 		init.cap.max_send_wr = 32;
 		init.cap.max_recv_wr = 32;
@@ -323,9 +364,13 @@ static struct qp_pair *pair_setup(struct kunit *test, u8 rnr_retry)
 				       PTR_ERR(p->qp[i]));
 		KUNIT_EXPECT_GE(test, p->qp[i]->qp_num, 2);
 	}
-	for (i = 0; i < 2; i++)
-		KUNIT_ASSERT_EQ(test, connect_qp(p->qp[i], p->qp[!i]->qp_num,
-						 &gid, rnr_retry), 0);
+	for (i = 0; i < 2; i++) {
+		if (type == IB_QPT_UD)
+			KUNIT_ASSERT_EQ(test, ready_ud_qp(p->qp[i]), 0);
+		else
+			KUNIT_ASSERT_EQ(test, connect_qp(p->qp[i], p->qp[!i]->qp_num,
+							 &p->gid, rnr_retry), 0);
+	}
 	return p;
 }
 
@@ -369,7 +414,7 @@ static void sync_for_device(struct qp_pair *p, int side)
 
 static void rc_send_recv(struct kunit *test)
 {
-	struct qp_pair *p = pair_setup(test, 7);
+	struct qp_pair *p = pair_setup(test, IB_QPT_RC, 7);
 	struct ib_sge sge = { .addr = p->dma[0], .length = 1000,
 			      .lkey = p->pd->local_dma_lkey };
 	struct ib_send_wr wr = { .wr_id = 0x5e4d, .sg_list = &sge,
@@ -402,7 +447,7 @@ static void rc_send_recv(struct kunit *test)
 
 static void rc_send_inline_imm_and_event(struct kunit *test)
 {
-	struct qp_pair *p = pair_setup(test, 7);
+	struct qp_pair *p = pair_setup(test, IB_QPT_RC, 7);
 	static const char msg[] = "inline data, 33 bytes long.....";
 	struct ib_sge sge = { .addr = (uintptr_t)msg, .length = sizeof(msg) };
 	struct ib_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
@@ -431,7 +476,7 @@ static void rc_send_inline_imm_and_event(struct kunit *test)
 
 static void rc_write_read(struct kunit *test)
 {
-	struct qp_pair *p = pair_setup(test, 7);
+	struct qp_pair *p = pair_setup(test, IB_QPT_RC, 7);
 	struct ib_sge sge = { .lkey = p->pd->local_dma_lkey };
 	struct ib_rdma_wr wr = {
 		.wr = { .sg_list = &sge, .num_sge = 1,
@@ -492,7 +537,7 @@ static void rc_write_read(struct kunit *test)
 
 static void rc_bad_lkey_and_flush(struct kunit *test)
 {
-	struct qp_pair *p = pair_setup(test, 7);
+	struct qp_pair *p = pair_setup(test, IB_QPT_RC, 7);
 	struct ib_sge sge = { .addr = p->dma[0], .length = 64,
 			      .lkey = 0xdead00 };
 	struct ib_send_wr wr = { .wr_id = 20, .sg_list = &sge, .num_sge = 1,
@@ -520,7 +565,7 @@ static void rc_bad_lkey_and_flush(struct kunit *test)
 
 static void rc_remote_access_error(struct kunit *test)
 {
-	struct qp_pair *p = pair_setup(test, 7);
+	struct qp_pair *p = pair_setup(test, IB_QPT_RC, 7);
 	struct ib_sge sge = { .addr = p->dma[0], .length = 64,
 			      .lkey = p->pd->local_dma_lkey };
 	struct ib_rdma_wr wr = {
@@ -540,7 +585,7 @@ static void rc_remote_access_error(struct kunit *test)
 
 static void rc_rnr_retry_exceeded(struct kunit *test)
 {
-	struct qp_pair *p = pair_setup(test, 0);
+	struct qp_pair *p = pair_setup(test, IB_QPT_RC, 0);
 	struct ib_sge sge = { .addr = p->dma[0], .length = 64,
 			      .lkey = p->pd->local_dma_lkey };
 	struct ib_send_wr wr = { .wr_id = 50, .sg_list = &sge, .num_sge = 1,
@@ -557,7 +602,7 @@ static void rc_rnr_retry_exceeded(struct kunit *test)
 /* The request that fails is the one reported as bad; those before it run. */
 static void post_reports_bad_wr(struct kunit *test)
 {
-	struct qp_pair *p = pair_setup(test, 7);
+	struct qp_pair *p = pair_setup(test, IB_QPT_RC, 7);
 	struct ib_sge sge[3] = {};
 	struct ib_rdma_wr wr[2] = {};
 	const struct ib_send_wr *bad = NULL;
@@ -588,6 +633,159 @@ static void post_reports_bad_wr(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, ib_poll_cq(p->cq[0], 1, &wc), 0);
 }
 
+/* UD: a datagram to the other QP through an address handle, GRH first. */
+static void ud_send_recv(struct kunit *test)
+{
+	struct qp_pair *p = pair_setup(test, IB_QPT_UD, 0);
+	struct rdma_ah_attr ah_attr = {};
+	struct ib_sge sge = { .addr = p->dma[0], .length = 300,
+			      .lkey = p->pd->local_dma_lkey };
+	struct ib_ud_wr wr = {
+		.wr = { .wr_id = 70, .sg_list = &sge, .num_sge = 1,
+			.opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED },
+		.remote_qkey = UD_QKEY,
+	};
+	struct ib_wc wc;
+	int i;
+
+	ah_attr.type = rdma_ah_find_type(p->dev, 1);
+	rdma_ah_set_port_num(&ah_attr, 1);
+	rdma_ah_set_grh(&ah_attr, &p->gid, 0, 0, 64, 0);
+	rdma_get_ll_mac((struct in6_addr *)p->gid.raw, ah_attr.roce.dmac);
+	p->ah = rdma_create_ah(p->pd, &ah_attr, RDMA_CREATE_AH_SLEEPABLE);
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(p->ah), "%ld", PTR_ERR(p->ah));
+
+	for (i = 0; i < 300; i++)
+		p->buf[0][i] = 255 - i;
+	sync_for_device(p, 0);
+	KUNIT_ASSERT_EQ(test, post_recv(p, 1, 71, 0, 40 + 1024), 0);
+	wr.ah = p->ah;
+	wr.remote_qpn = p->qp[1]->qp_num;
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
+
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 70);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[1], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.opcode, IB_WC_RECV);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 71);
+	KUNIT_EXPECT_EQ(test, wc.byte_len, 40 + 300);
+	KUNIT_EXPECT_TRUE(test, wc.wc_flags & IB_WC_GRH);
+	KUNIT_EXPECT_EQ(test, wc.src_qp, p->qp[0]->qp_num);
+	sync_for_cpu(p, 1);
+	KUNIT_EXPECT_EQ(test, memcmp(p->buf[1] + 40, p->buf[0], 300), 0);
+
+	/* A send without an address handle is refused, not sent anywhere. */
+	wr.ah = NULL;
+	KUNIT_EXPECT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), -EINVAL);
+}
+
+/* Posts a REG_MR of p->mr on B with a new key; waits for its completion. */
+static void register_mr(struct kunit *test, struct qp_pair *p, u64 wr_id)
+{
+	struct ib_reg_wr reg = {
+		.wr = { .wr_id = wr_id, .opcode = IB_WR_REG_MR,
+			.send_flags = IB_SEND_SIGNALED },
+		.mr = p->mr,
+		.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE,
+	};
+	struct ib_wc wc;
+
+	ib_update_fast_reg_key(p->mr, ib_inc_rkey(p->mr->rkey));
+	reg.key = p->mr->rkey;
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[1], &reg.wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[1], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.opcode, IB_WC_REG_MR);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, wr_id);
+}
+
+/* A writes buf[0] at offset 2048 of B's fast-registered MR (across its pages). */
+static enum ib_wc_status write_to_mr(struct kunit *test, struct qp_pair *p)
+{
+	struct ib_sge sge = { .addr = p->dma[0], .length = BUF_LEN,
+			      .lkey = p->pd->local_dma_lkey };
+	struct ib_rdma_wr wr = {
+		.wr = { .wr_id = 81, .sg_list = &sge, .num_sge = 1,
+			.opcode = IB_WR_RDMA_WRITE,
+			.send_flags = IB_SEND_SIGNALED },
+		.remote_addr = p->mr->iova + 2048,
+		.rkey = p->mr->rkey,
+	};
+	struct ib_wc wc = {};
+
+	KUNIT_EXPECT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
+	KUNIT_EXPECT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	return wc.status;
+}
+
+/*
+ * Fast registration: an MR over two separate pages, registered by a REG_MR
+ * work request, written through its rkey, invalidated by SEND_WITH_INV and,
+ * once registered again, by LOCAL_INV.
+ */
+static void rc_fast_reg_and_invalidate(struct kunit *test)
+{
+	struct qp_pair *p = pair_setup(test, IB_QPT_RC, 7);
+	struct ib_send_wr inv = { .wr_id = 82, .opcode = IB_WR_SEND_WITH_INV,
+				  .send_flags = IB_SEND_SIGNALED };
+	struct ib_wc wc;
+	u8 *page0, *page1;
+	int i;
+
+	KUNIT_EXPECT_TRUE(test, p->dev->attrs.device_cap_flags &
+				IB_DEVICE_MEM_MGT_EXTENSIONS);
+	for (i = 0; i < 2; i++) {
+		p->pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		KUNIT_ASSERT_NOT_NULL(test, p->pages[i]);
+	}
+	sg_init_table(p->sgl, 2);
+	sg_set_page(&p->sgl[0], p->pages[0], PAGE_SIZE, 0);
+	sg_set_page(&p->sgl[1], p->pages[1], PAGE_SIZE, 0);
+	KUNIT_ASSERT_EQ(test, ib_dma_map_sg(p->dev, p->sgl, 2, DMA_BIDIRECTIONAL), 2);
+	p->sg_mapped = true;
+
+	p->mr = ib_alloc_mr(p->pd, IB_MR_TYPE_MEM_REG, 4);
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(p->mr), "%ld", PTR_ERR(p->mr));
+	KUNIT_ASSERT_EQ(test, ib_map_mr_sg(p->mr, p->sgl, 2, NULL, PAGE_SIZE), 2);
+	KUNIT_EXPECT_EQ(test, p->mr->length, 2 * PAGE_SIZE);
+	register_mr(test, p, 80);
+
+	for (i = 0; i < BUF_LEN; i++)
+		p->buf[0][i] = i * 13;
+	sync_for_device(p, 0);
+	KUNIT_EXPECT_EQ(test, write_to_mr(test, p), IB_WC_SUCCESS);
+	dma_sync_sg_for_cpu(p->dev->dma_device, p->sgl, 2, DMA_BIDIRECTIONAL);
+	page0 = page_address(p->pages[0]);
+	page1 = page_address(p->pages[1]);
+	KUNIT_EXPECT_EQ(test, memcmp(page0 + 2048, p->buf[0], 2048), 0);
+	KUNIT_EXPECT_EQ(test, memcmp(page1, p->buf[0] + 2048, 2048), 0);
+	KUNIT_EXPECT_EQ(test, page0[2047], 0);
+
+	/* SEND_WITH_INV invalidates the rkey at B; B's completion says which. */
+	KUNIT_ASSERT_EQ(test, post_recv(p, 1, 83, 0, BUF_LEN), 0);
+	inv.ex.invalidate_rkey = p->mr->rkey;
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &inv, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[1], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_TRUE(test, wc.wc_flags & IB_WC_WITH_INVALIDATE);
+	KUNIT_EXPECT_EQ(test, wc.ex.invalidate_rkey, p->mr->rkey);
+
+	/* Registered again, then invalidated locally: the rkey no longer works. */
+	register_mr(test, p, 84);
+	inv.wr_id = 85;
+	inv.opcode = IB_WR_LOCAL_INV;
+	inv.ex.invalidate_rkey = p->mr->rkey;
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[1], &inv, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[1], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.opcode, IB_WC_LOCAL_INV);
+	KUNIT_EXPECT_EQ(test, write_to_mr(test, p), IB_WC_REM_ACCESS_ERR);
+}
+
 static struct kunit_case vrdma_verbs_cases[] = {
 	KUNIT_CASE(device_attributes),
 	KUNIT_CASE(pd_alloc_dealloc),
@@ -602,6 +800,8 @@ static struct kunit_case vrdma_verbs_cases[] = {
 	KUNIT_CASE(rc_remote_access_error),
 	KUNIT_CASE(rc_rnr_retry_exceeded),
 	KUNIT_CASE(post_reports_bad_wr),
+	KUNIT_CASE(ud_send_recv),
+	KUNIT_CASE(rc_fast_reg_and_invalidate),
 	{}
 };
 

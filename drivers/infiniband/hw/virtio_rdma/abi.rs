@@ -131,6 +131,7 @@ pub(crate) mod cmd {
     pub(crate) const DESTROY_PD: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DESTROY_PD;
     pub(crate) const CREATE_CQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_CQ;
     pub(crate) const DESTROY_CQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DESTROY_CQ;
+    pub(crate) const CREATE_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_MR;
     pub(crate) const GET_DMA_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_GET_DMA_MR;
     pub(crate) const DEREG_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEREG_MR;
     pub(crate) const CREATE_QP: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_QP;
@@ -726,4 +727,51 @@ same_layout!(
     RqReq,
     bindings::virtio_rdma_rq_req,
     [wr_id, num_sge, reserved]
+);
+
+/// `struct virtio_rdma_sq_ud`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct SqUd {
+    pub(crate) remote_qpn: U32,
+    pub(crate) remote_qkey: U32,
+    pub(crate) av: Av,
+}
+same_layout!(
+    SqUd,
+    bindings::virtio_rdma_sq_ud,
+    [remote_qpn, remote_qkey, av]
+);
+
+/// `struct virtio_rdma_cmd_create_mr`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdCreateMr {
+    pub(crate) pdn: U32,
+    pub(crate) access_flags: U32,
+    pub(crate) max_num_sg: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdCreateMr,
+    bindings::virtio_rdma_cmd_create_mr,
+    [pdn, access_flags, max_num_sg, reserved]
+);
+
+/// `struct virtio_rdma_sq_reg`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct SqReg {
+    pub(crate) mrn: U32,
+    pub(crate) key: U32,
+    pub(crate) access: U32,
+    pub(crate) npages: U32,
+    pub(crate) iova: U64,
+    pub(crate) length: U64,
+    pub(crate) pages: U64,
+}
+same_layout!(
+    SqReg,
+    bindings::virtio_rdma_sq_reg,
+    [mrn, key, access, npages, iova, length, pages]
 );

@@ -19,7 +19,7 @@ use kernel::{
 use zerocopy::FromZeros;
 
 use crate::{
-    abi,
+    abi, ah, mr,
     verbs::RdmaDev,
     wqe::{self, RqBuf, SendDesc, SqBuf},
 };
@@ -262,18 +262,7 @@ pub(crate) fn modify(qp: &Qp<'_>, attr: &QpAttr, mask: u32) -> Result {
     wire.retry_cnt = a.retry_cnt;
     wire.rnr_retry = a.rnr_retry;
     if mask & bindings::ib_qp_attr_mask_IB_QP_AV != 0 {
-        let av = attr.ah().ok_or(EINVAL)?;
-        wire.ah_attr = abi::Av {
-            dgid: av.dgid,
-            flow_label: av.flow_label.into(),
-            sgid_index: av.sgid_index,
-            hop_limit: av.hop_limit,
-            traffic_class: av.traffic_class,
-            sl: av.sl,
-            dmac: av.dmac,
-            static_rate: av.static_rate,
-            port_num: u8::try_from(av.port_num).map_err(|_| EINVAL)?,
-        };
+        wire.ah_attr = ah::wire_av(&attr.ah().ok_or(EINVAL)?)?;
     }
     let dev = qp.device();
     dev.ctrl.exec::<_, ()>(
@@ -335,13 +324,10 @@ pub(crate) fn query(
 
 /// Posts send requests.
 pub(crate) fn post_send(qp: &Qp<'_>, wrs: &mut SendWrs<'_>) -> Result {
-    if matches!(
+    let ud_qp = matches!(
         qp.qp_type,
         bindings::ib_qp_type_IB_QPT_UD | bindings::ib_qp_type_IB_QPT_GSI
-    ) {
-        // UD sends carry an address handle, which the driver does not support yet.
-        return Err(EOPNOTSUPP);
-    }
+    );
     let dev = qp.device();
     let vq = queue(dev, qp.sq_vq)?;
     let mut free = qp.sq.lock();
@@ -354,12 +340,37 @@ pub(crate) fn post_send(qp: &Qp<'_>, wrs: &mut SendWrs<'_>) -> Result {
             result = Err(ENOMEM);
             break;
         };
+        let ud = if ud_qp {
+            match wr.ud::<RdmaDev<'_>>() {
+                Some((ah, remote_qpn, remote_qkey)) => Some((remote_qpn, remote_qkey, ah.av)),
+                None => {
+                    give_back(&mut free, buf);
+                    result = Err(EINVAL);
+                    break;
+                }
+            }
+        } else {
+            None
+        };
+        let reg = match wr.reg::<RdmaDev<'_>>() {
+            Some((mr, key, access)) => match mr::reg_element(mr, key, access) {
+                Ok(reg) => Some(reg),
+                Err(e) => {
+                    give_back(&mut free, buf);
+                    result = Err(e);
+                    break;
+                }
+            },
+            None => None,
+        };
         let desc = SendDesc {
             wr_id: wr.wr_id(),
             opcode: wr.opcode(),
             send_flags: wr.send_flags(),
             ex: wr.ex(),
             op: wr.op(),
+            ud,
+            reg,
         };
         let len = if wr.send_flags() & bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0 {
             wqe::encode_send_inline(&mut buf, &desc, qp.cap.max_inline_data, |room| {

@@ -11,12 +11,13 @@ use kernel::{
     prelude::*,
     rdma::{
         self, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, NewCq, NewMr, NewQp,
-        PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, SendWrs, WcSink,
+        PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs, WcSink,
     },
 };
 
 use crate::{
     abi,
+    ah::{self, DevAh},
     config::DeviceConfig,
     cq::{self, Cq},
     ctrl::Ctrl,
@@ -26,8 +27,10 @@ use crate::{
 };
 
 /// The `ib_device_cap_flags` the driver implements (and so passes on when the device offers
-/// them). None yet: QPs, and with them fast registration, are still to come.
-const DEVICE_CAP_FLAGS: u64 = 0;
+/// them): fast registration, RNR NAKs, the system image GUID.
+const DEVICE_CAP_FLAGS: u64 = (bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS
+    | bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
+    | bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID) as u64;
 
 /// The driver's data of one RDMA device.
 pub(crate) struct RdmaDev<'a> {
@@ -78,6 +81,7 @@ impl rdma::Driver for RdmaDev<'_> {
     type Cq = Cq;
     type Mr = Mr;
     type Qp = DevQp;
+    type Ah = DevAh;
 
     fn query_device(dev: &Device<Self>, attr: &mut bindings::ib_device_attr) -> Result {
         let c = &dev.config.raw;
@@ -262,5 +266,21 @@ impl rdma::Driver for RdmaDev<'_> {
 
     fn post_recv(qp: &rdma::Qp<Self>, wrs: &mut RecvWrs<'_>) -> Result {
         qp::post_recv(qp, wrs)
+    }
+
+    fn create_ah(_pd: &rdma::Pd<Self>, av: &RoceAv, _sleepable: bool) -> Result<DevAh> {
+        ah::create(av)
+    }
+
+    fn alloc_mr(pd: &rdma::Pd<Self>, max_num_sg: u32) -> Result<NewMr<Mr>> {
+        mr::alloc(pd.device(), pd.pdn, max_num_sg)
+    }
+
+    fn map_mr_sg_start(mr: &rdma::Mr<Self>) -> Result {
+        mr::map_start(mr)
+    }
+
+    fn mr_set_page(mr: &rdma::Mr<Self>, addr: u64) -> Result {
+        mr::set_page(mr, addr)
     }
 }

@@ -20,6 +20,7 @@ use kernel::{
 };
 
 mod abi;
+mod ah;
 mod config;
 mod cq;
 mod ctrl;

@@ -42,7 +42,7 @@ pub(crate) struct RqBuf {
 }
 
 /// A send request, apart from its data.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub(crate) struct SendDesc {
     pub(crate) wr_id: u64,
     /// `enum ib_wr_opcode`.
@@ -52,6 +52,10 @@ pub(crate) struct SendDesc {
     /// Immediate data or the rkey to invalidate.
     pub(crate) ex: u32,
     pub(crate) op: SendOp,
+    /// The destination of a UD/GSI send: remote QP number, Q_Key, address vector.
+    pub(crate) ud: Option<(u32, u32, abi::Av)>,
+    /// The registration a REG_MR request makes.
+    pub(crate) reg: Option<abi::SqReg>,
 }
 
 /// Writes the request header of `desc` into `buf`.
@@ -65,7 +69,16 @@ fn header(buf: &mut [u8], desc: &SendDesc, num_sge: usize, inline_len: usize) ->
     req.inline_len
         .set(u32::try_from(inline_len).map_err(|_| EINVAL)?);
     match desc.op {
-        SendOp::Send => {}
+        SendOp::Send => {
+            if let Some((remote_qpn, remote_qkey, av)) = desc.ud {
+                let ud = abi::SqUd {
+                    remote_qpn: remote_qpn.into(),
+                    remote_qkey: remote_qkey.into(),
+                    av,
+                };
+                req.wr[..core::mem::size_of::<abi::SqUd>()].copy_from_slice(ud.as_bytes());
+            }
+        }
         SendOp::Rdma { remote_addr, rkey } => {
             let rdma = abi::SqRdma {
                 remote_addr: remote_addr.into(),
@@ -88,6 +101,12 @@ fn header(buf: &mut [u8], desc: &SendDesc, num_sge: usize, inline_len: usize) ->
                 reserved: 0.into(),
             };
             req.wr[..core::mem::size_of::<abi::SqAtomic>()].copy_from_slice(atomic.as_bytes());
+        }
+        // The rkey to invalidate is in `ex`.
+        SendOp::LocalInv => {}
+        SendOp::Reg => {
+            let reg = desc.reg.ok_or(EINVAL)?;
+            req.wr[..core::mem::size_of::<abi::SqReg>()].copy_from_slice(reg.as_bytes());
         }
         SendOp::Other => return Err(EOPNOTSUPP),
     }
@@ -182,7 +201,26 @@ mod tests {
             send_flags: bindings::ib_send_flags_IB_SEND_SIGNALED as u32,
             ex: 0xdead_beef,
             op,
+            ud: None,
+            reg: None,
         }
+    }
+
+    #[test]
+    fn ud_send_carries_its_destination() {
+        let mut buf = SqBuf::new_zeroed();
+        let av = abi::Av {
+            dgid: [7; 16],
+            ..Default::default()
+        };
+        let d = SendDesc {
+            ud: Some((0x1234, 0x8001_0000, av)),
+            ..desc(bindings::ib_wr_opcode_IB_WR_SEND, SendOp::Send)
+        };
+        assert_eq!(encode_send(&mut buf, &d, &[sge(1, 2, 3)], 1), Ok(80));
+        assert_eq!(&buf.bytes[24..28], &0x1234u32.to_le_bytes());
+        assert_eq!(&buf.bytes[28..32], &0x8001_0000u32.to_le_bytes());
+        assert_eq!(&buf.bytes[32..48], &[7; 16]);
     }
 
     #[test]
@@ -232,8 +270,28 @@ mod tests {
         assert_eq!(&buf.bytes[40..48], &9u64.to_le_bytes());
         assert_eq!(&buf.bytes[48..52], &0x77u32.to_le_bytes());
         // An opcode the driver does not describe is refused, not sent half-encoded.
-        let d = desc(bindings::ib_wr_opcode_IB_WR_REG_MR, SendOp::Other);
+        let d = desc(bindings::ib_wr_opcode_IB_WR_BIND_MW, SendOp::Other);
         assert_eq!(encode_send(&mut buf, &d, &[], 1), Err(EOPNOTSUPP));
+        // A REG_MR without its registration too.
+        let d = desc(bindings::ib_wr_opcode_IB_WR_REG_MR, SendOp::Reg);
+        assert_eq!(encode_send(&mut buf, &d, &[], 1), Err(EINVAL));
+        let reg = abi::SqReg {
+            mrn: 9.into(),
+            key: 0x42.into(),
+            access: 6.into(),
+            npages: 2.into(),
+            iova: 0x1_0000.into(),
+            length: 8192.into(),
+            pages: 0xabc000.into(),
+        };
+        let d = SendDesc {
+            reg: Some(reg),
+            ..d
+        };
+        assert_eq!(encode_send(&mut buf, &d, &[], 1), Ok(64));
+        assert_eq!(&buf.bytes[24..28], &9u32.to_le_bytes());
+        assert_eq!(&buf.bytes[36..40], &2u32.to_le_bytes());
+        assert_eq!(&buf.bytes[56..64], &0xabc000u64.to_le_bytes());
     }
 
     #[test]
