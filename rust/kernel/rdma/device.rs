@@ -311,10 +311,10 @@ impl<T: Driver> Registration<T> {
         info: &DeviceInfo<'_>,
         data: impl PinInit<T, Error>,
     ) -> Result<Self> {
-        // SAFETY: `Device::<T>::SIZE` covers the `ib_device` at its start; `init_net` is the
+        let size = Device::<T>::SIZE;
+        // SAFETY: `size` covers the `ib_device` at the start of a `Device<T>`; `init_net` is the
         // initial network namespace, which lives forever.
-        let raw =
-            unsafe { bindings::_ib_alloc_device(Device::<T>::SIZE, &raw mut bindings::init_net) };
+        let raw = unsafe { bindings::_ib_alloc_device(size, &raw mut bindings::init_net) };
         let dev = NonNull::new(raw).ok_or(ENOMEM)?.cast::<Device<T>>();
 
         // SAFETY: `raw` has room for a `Device<T>`; `data` is not initialised. On failure
@@ -348,10 +348,8 @@ impl<T: Driver> Registration<T> {
         if let Some(mac) = info.roce_mac {
             // SAFETY: `raw` is valid and outlives the binding, which `Drop` stops and drops
             // before freeing the device.
-            let binding = KBox::pin_init(
-                unsafe { roce::Binding::new(raw, super::FIRST_PORT, mac) },
-                GFP_KERNEL,
-            )?;
+            let init = unsafe { roce::Binding::new(raw, super::FIRST_PORT, mac) };
+            let binding = KBox::pin_init(init, GFP_KERNEL)?;
             binding.as_ref().start()?;
             this.roce = Some(binding);
         }

@@ -358,11 +358,8 @@ impl<'a> SendWr<'a> {
         }
         // SAFETY: By the verbs contract the MR is a live fast-registration MR of the QP's
         // device (driver `T`), valid for the call.
-        Some((
-            unsafe { &*reg.mr.cast::<Mr<T>>() },
-            reg.key,
-            reg.access as u32,
-        ))
+        let mr = unsafe { &*reg.mr.cast::<Mr<T>>() };
+        Some((mr, reg.key, reg.access as u32))
     }
 
     /// The destination of a request posted to a UD or GSI QP: its address handle, QP number
@@ -383,11 +380,8 @@ impl<'a> SendWr<'a> {
         }
         // SAFETY: By the verbs contract the AH is a live AH of the QP's device (driver `T`),
         // valid for the call.
-        Some((
-            unsafe { &*ud.ah.cast::<Ah<T>>() },
-            ud.remote_qpn,
-            ud.remote_qkey,
-        ))
+        let ah = unsafe { &*ud.ah.cast::<Ah<T>>() };
+        Some((ah, ud.remote_qpn, ud.remote_qkey))
     }
 
     /// Copies the data of an inline request (`IB_SEND_INLINE`, whose entries are kernel
