@@ -52,7 +52,8 @@ while read -r spec suite; do
 	name=${spec%%=*}
 	if [ "$spec" != "$name" ]; then
 		want=${spec#*=}
-		if ! run apt-cache madison "$name" | awk -v v="$want" '$3 == v {f=1} END {exit !f}'; then
+		if ! run apt-cache madison "$name" | awk -F'|' -v v="$want" \
+			'{gsub(/ /, "", $2)} $2 == v && $3 ~ /Packages$/ {f=1} END {exit !f}'; then
 			missing+=("$name=$want ($suite)")
 		fi
 	fi
