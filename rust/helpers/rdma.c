@@ -10,6 +10,7 @@
 #include <rdma/ib_addr.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/iter.h>
 
 #ifdef CONFIG_RUST_INFINIBAND_ABSTRACTIONS
 
@@ -22,6 +23,33 @@ __rust_helper size_t rust_helper_ib_umem_num_dma_blocks(struct ib_umem *umem,
 							 unsigned long pgsz)
 {
 	return ib_umem_num_dma_blocks(umem, pgsz);
+}
+
+__rust_helper struct ib_umem *rust_helper_ib_umem_get_va(struct ib_device *device,
+							unsigned long addr,
+							size_t size, int access)
+{
+	return ib_umem_get_va(device, addr, size, access);
+}
+
+__rust_helper void
+rust_helper___rdma_umem_block_iter_start(struct ib_block_iter *biter,
+					 struct ib_umem *umem,
+					 unsigned long pgsz)
+{
+	__rdma_umem_block_iter_start(biter, umem, pgsz);
+}
+
+__rust_helper bool
+rust_helper___rdma_umem_block_iter_next(struct ib_block_iter *biter)
+{
+	return __rdma_umem_block_iter_next(biter);
+}
+
+__rust_helper u64
+rust_helper_rdma_block_iter_dma_address(struct ib_block_iter *biter)
+{
+	return rdma_block_iter_dma_address(biter);
 }
 
 __rust_helper u64 rust_helper_ib_dma_map_single(struct ib_device *dev,

@@ -10,8 +10,10 @@
 //! behind it ([`Device`]), the `ib_device_ops` table is built from the [`Driver`] implementation
 //! (only the operations the driver implements are set), and the device is registered. Objects
 //! that the core allocates for the driver (protection domains [`Pd`], completion queues [`Cq`])
-//! embed their C structure the same way; a [`CqRegistry`] finds the CQ a device signals. A RoCE port can be bound to its Ethernet interface by MAC address
-//! ([`DeviceInfo::roce_mac`]); the binding follows the interface as it comes and goes.
+//! embed their C structure the same way; a [`CqRegistry`] finds the CQ a device signals. User
+//! memory regions pin their pages as a [`Umem`]. A RoCE port can be bound to its Ethernet
+//! interface by MAC address ([`DeviceInfo::roce_mac`]); the binding follows the interface as it
+//! comes and goes.
 
 mod ah;
 mod cq;
@@ -22,6 +24,7 @@ mod netdev;
 mod pd;
 mod qp;
 mod roce;
+mod umem;
 
 pub use ah::Ah;
 pub use cq::{Cq, CqInitAttr, CqNotify, CqRegistry, NewCq, Wc, WcSink};
@@ -30,6 +33,7 @@ pub use gid::GidAttr;
 pub use mr::{DmaTable, Mr, NewMr};
 pub use netdev::PortNetdev;
 pub use pd::Pd;
+pub use umem::Umem;
 pub use qp::{
     NewQp, Qp, QpAttr, QpCap, QpInitAttr, QpRegistry, RecvWr, RecvWrs, RoceAv, SendOp, SendWr,
     SendWrs, Sge,

@@ -109,6 +109,20 @@ pub trait Driver: Sized + Send + Sync {
     /// work request.
     fn alloc_mr(pd: &Pd<Self>, max_num_sg: u32) -> Result<NewMr<Self::Mr>>;
 
+    /// Registers user memory `[start, start + length)` of the calling process as an MR of
+    /// `pd` that work requests address as `[virt_addr, virt_addr + length)`, with access
+    /// rights `access` (`enum ib_access_flags`). Runs in the process's context (a user verb):
+    /// pin the pages with [`Umem::get`](super::Umem::get).
+    fn reg_user_mr(
+        _pd: &Pd<Self>,
+        _start: u64,
+        _length: u64,
+        _virt_addr: u64,
+        _access: u32,
+    ) -> Result<NewMr<Self::Mr>> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Starts mapping a fast-registration MR (the core then calls [`Driver::mr_set_page`] per
     /// page, and sets the MR's IOVA and length). Any context: must not sleep.
     fn map_mr_sg_start(mr: &Mr<Self>) -> Result;
@@ -542,6 +556,9 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
         size_ib_ah: Ah::<T>::SIZE,
         ..Default::default()
     };
+    if T::HAS_REG_USER_MR {
+        ops.reg_user_mr = Some(mr::reg_user_mr_callback::<T>);
+    }
     if T::HAS_GET_LINK_LAYER {
         ops.get_link_layer = Some(get_link_layer_callback::<T>);
     }

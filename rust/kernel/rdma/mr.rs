@@ -97,6 +97,40 @@ pub(crate) unsafe extern "C" fn get_dma_mr_callback<T: Driver>(
     box_mr::<T>(slot, new)
 }
 
+/// `reg_user_mr` of the device's operations.
+///
+/// # Safety
+///
+/// Called by the RDMA core only (a user verb, in the calling process's context), with a live
+/// PD of a device of driver `T`.
+pub(crate) unsafe extern "C" fn reg_user_mr_callback<T: Driver>(
+    pd: *mut bindings::ib_pd,
+    start: u64,
+    length: u64,
+    virt_addr: u64,
+    access: c_int,
+    dmah: *mut bindings::ib_dmah,
+    _udata: *mut bindings::ib_udata,
+) -> *mut bindings::ib_mr {
+    // DMA handles (TPH steering hints) are not supported.
+    if !dmah.is_null() {
+        return EOPNOTSUPP.to_ptr();
+    }
+    let Ok(access) = u32::try_from(access) else {
+        return EINVAL.to_ptr();
+    };
+    // SAFETY: `pd` is a live `Pd<T>` (function safety requirement).
+    let pd = unsafe { &*pd.cast::<Pd<T>>() };
+    let slot = match KBox::<Mr<T>>::new_uninit(GFP_KERNEL) {
+        Ok(slot) => slot,
+        Err(e) => return Error::from(e).to_ptr(),
+    };
+    match T::reg_user_mr(pd, start, length, virt_addr, access) {
+        Ok(new) => box_mr::<T>(slot, new),
+        Err(e) => e.to_ptr(),
+    }
+}
+
 /// Boxes a new MR and returns its `ib_mr` for the core.
 fn box_mr<T: Driver>(slot: KBox<MaybeUninit<Mr<T>>>, new: NewMr<T::Mr>) -> *mut bindings::ib_mr {
     let ib = Opaque::<bindings::ib_mr>::zeroed();
@@ -281,8 +315,8 @@ pub(crate) unsafe extern "C" fn dereg_mr_callback<T: Driver>(
     mr: *mut bindings::ib_mr,
     _udata: *mut bindings::ib_udata,
 ) -> c_int {
-    // SAFETY: `mr` is a `KBox<Mr<T>>` leaked by `get_dma_mr_callback` (type invariant), given
-    // back exactly once.
+    // SAFETY: `mr` is a `KBox<Mr<T>>` leaked by `box_mr` (type invariant), given back exactly
+    // once.
     let mr = unsafe { KBox::from_raw(mr.cast::<Mr<T>>()) };
     // SAFETY: The core set `device` to the MR's device, of driver `T`, which outlives it.
     let dev = unsafe { Device::<T>::from_raw((*mr.ib.get()).device) };

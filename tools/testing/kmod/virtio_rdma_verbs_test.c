@@ -11,9 +11,12 @@
 #include <linux/delay.h>
 #include <linux/device.h>
 #include <linux/module.h>
+#include <linux/netdevice.h>
+#include <linux/rtnetlink.h>
 #include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/restrack.h>
 
 static struct ib_device *vrdma_dev;
 
@@ -37,8 +40,11 @@ static struct ib_client vrdma_test_client = {
 	.name = "virtio_rdma_verbs_test",
 	.add = vrdma_test_add,
 	.remove = vrdma_test_remove,
-	/* The device is tested before every verb a ULP needs is there. */
-	.no_kverbs_req = 1,
+	/*
+	 * A kverbs client: the core adds it only to devices with every verb a
+	 * kernel ULP needs (ib_device_check_mandatory), so a device missing
+	 * one fails every case with "no virtio_rdma device".
+	 */
 };
 
 static int vrdma_suite_init(struct kunit_suite *suite)
@@ -138,9 +144,12 @@ static void cq_bad_sizes(struct kunit *test)
 static void cq_exhaustion_and_reuse(struct kunit *test)
 {
 	struct ib_device *dev = get_dev(test);
-	int n = dev->attrs.max_cq, i, round;
+	/* Kernel ULPs (ib_mad's GSI CQ) hold some of the device's CQs. */
+	int n = dev->attrs.max_cq - rdma_restrack_count(dev, RDMA_RESTRACK_CQ, false);
 	struct ib_cq **cqs, *extra;
+	int i, round;
 
+	KUNIT_ASSERT_GT(test, n, 0);
 	cqs = kunit_kcalloc(test, n, sizeof(*cqs), GFP_KERNEL);
 	KUNIT_ASSERT_NOT_NULL(test, cqs);
 	for (round = 0; round < 3; round++) {
@@ -535,6 +544,146 @@ static void rc_write_read(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, memcmp(p->buf[0] + 2048, p->buf[1] + 1000, 2000), 0);
 }
 
+struct port_events {
+	struct ib_event_handler handler;
+	struct completion down, up;
+};
+
+static void port_event(struct ib_event_handler *handler, struct ib_event *event)
+{
+	struct port_events *ev = container_of(handler, struct port_events, handler);
+
+	if (event->element.port_num != 1)
+		return;
+	if (event->event == IB_EVENT_PORT_ERR)
+		complete(&ev->down);
+	else if (event->event == IB_EVENT_PORT_ACTIVE)
+		complete(&ev->up);
+}
+
+static int set_link(struct net_device *ndev, bool up)
+{
+	unsigned int flags;
+	int ret;
+
+	rtnl_lock();
+	flags = netif_get_flags(ndev);
+	ret = dev_change_flags(ndev, up ? flags | IFF_UP : flags & ~IFF_UP, NULL);
+	rtnl_unlock();
+	return ret;
+}
+
+/* The paired netdev going down and up reaches consumers as port events. */
+static void port_events_follow_link(struct kunit *test)
+{
+	struct ib_device *dev = get_dev(test);
+	struct net_device *ndev = ib_device_get_netdev(dev, 1);
+	struct port_events *ev;
+	struct ib_port_attr attr;
+
+	KUNIT_ASSERT_NOT_NULL_MSG(test, ndev, "port 1 has no netdev");
+	ev = kunit_kzalloc(test, sizeof(*ev), GFP_KERNEL);
+	if (!ev)
+		dev_put(ndev);
+	KUNIT_ASSERT_NOT_NULL(test, ev);
+	init_completion(&ev->down);
+	init_completion(&ev->up);
+	INIT_IB_EVENT_HANDLER(&ev->handler, dev, port_event);
+	ib_register_event_handler(&ev->handler);
+
+	KUNIT_EXPECT_EQ(test, set_link(ndev, false), 0);
+	KUNIT_EXPECT_NE(test, wait_for_completion_timeout(&ev->down, 5 * HZ), 0);
+	KUNIT_EXPECT_EQ(test, ib_query_port(dev, 1, &attr), 0);
+	KUNIT_EXPECT_EQ(test, attr.state, IB_PORT_DOWN);
+	KUNIT_EXPECT_EQ(test, set_link(ndev, true), 0);
+	KUNIT_EXPECT_NE(test, wait_for_completion_timeout(&ev->up, 5 * HZ), 0);
+	KUNIT_EXPECT_EQ(test, ib_query_port(dev, 1, &attr), 0);
+	KUNIT_EXPECT_EQ(test, attr.state, IB_PORT_ACTIVE);
+
+	ib_unregister_event_handler(&ev->handler);
+	dev_put(ndev);
+}
+
+/* ib_mad attached: the port's GSI QP (QP1) is a real QP of the device. */
+static void gsi_qp_attached(struct kunit *test)
+{
+	struct ib_device *dev = get_dev(test);
+
+	KUNIT_EXPECT_TRUE(test, dev->kverbs_provider);
+	KUNIT_EXPECT_GE(test, rdma_restrack_count(dev, RDMA_RESTRACK_QP, false), 1);
+	KUNIT_EXPECT_TRUE(test, rdma_cap_ib_mad(dev, 1));
+	KUNIT_EXPECT_TRUE(test, rdma_cap_ib_cm(dev, 1));
+}
+
+/* CMP_AND_SWP and FETCH_AND_ADD on B's memory, old values returned to A. */
+static void rc_atomics(struct kunit *test)
+{
+	struct qp_pair *p = pair_setup(test, IB_QPT_RC, 7);
+	struct ib_sge sge = { .addr = p->dma[0] + 64, .length = 8,
+			      .lkey = p->pd->local_dma_lkey };
+	struct ib_atomic_wr wr = {
+		.wr = { .sg_list = &sge, .num_sge = 1,
+			.send_flags = IB_SEND_SIGNALED },
+		.remote_addr = p->dma[1] + 256,
+		.rkey = p->pd->unsafe_global_rkey,
+	};
+	u64 *remote = (u64 *)(p->buf[1] + 256), *local = (u64 *)(p->buf[0] + 64);
+	struct ib_wc wc;
+
+	if (p->dev->attrs.atomic_cap == IB_ATOMIC_NONE)
+		kunit_skip(test, "the device offers no atomics");
+	*remote = 1000;
+	sync_for_device(p, 1);
+
+	/* Compare matches: swapped, old value back. */
+	wr.wr.wr_id = 21;
+	wr.wr.opcode = IB_WR_ATOMIC_CMP_AND_SWP;
+	wr.compare_add = 1000;
+	wr.swap = 0x1122334455667788ULL;
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.opcode, IB_WC_COMP_SWAP);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 21);
+	sync_for_cpu(p, 0);
+	sync_for_cpu(p, 1);
+	KUNIT_EXPECT_EQ(test, *local, 1000);
+	KUNIT_EXPECT_EQ(test, *remote, 0x1122334455667788ULL);
+
+	/* Compare does not match: memory unchanged, current value back. */
+	wr.wr.wr_id = 22;
+	wr.compare_add = 5;
+	wr.swap = 6;
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	sync_for_cpu(p, 0);
+	sync_for_cpu(p, 1);
+	KUNIT_EXPECT_EQ(test, *local, 0x1122334455667788ULL);
+	KUNIT_EXPECT_EQ(test, *remote, 0x1122334455667788ULL);
+
+	/* FETCH_AND_ADD: the sum stays, the old value comes back. */
+	wr.wr.wr_id = 23;
+	wr.wr.opcode = IB_WR_ATOMIC_FETCH_AND_ADD;
+	wr.compare_add = 0x10;
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.opcode, IB_WC_FETCH_ADD);
+	sync_for_cpu(p, 0);
+	sync_for_cpu(p, 1);
+	KUNIT_EXPECT_EQ(test, *local, 0x1122334455667788ULL);
+	KUNIT_EXPECT_EQ(test, *remote, 0x1122334455667798ULL);
+
+	/* Misaligned target: a remote error, the QP goes to error. */
+	wr.wr.wr_id = 24;
+	wr.remote_addr = p->dma[1] + 257;
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_NE(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 24);
+}
+
 static void rc_bad_lkey_and_flush(struct kunit *test)
 {
 	struct qp_pair *p = pair_setup(test, IB_QPT_RC, 7);
@@ -795,13 +944,17 @@ static struct kunit_case vrdma_verbs_cases[] = {
 	KUNIT_CASE(cq_churn),
 	KUNIT_CASE(rc_send_recv),
 	KUNIT_CASE(rc_send_inline_imm_and_event),
+	KUNIT_CASE(gsi_qp_attached),
 	KUNIT_CASE(rc_write_read),
+	KUNIT_CASE(rc_atomics),
 	KUNIT_CASE(rc_bad_lkey_and_flush),
 	KUNIT_CASE(rc_remote_access_error),
 	KUNIT_CASE(rc_rnr_retry_exceeded),
 	KUNIT_CASE(post_reports_bad_wr),
 	KUNIT_CASE(ud_send_recv),
 	KUNIT_CASE(rc_fast_reg_and_invalidate),
+	/* Last: it takes eth0 down and up, which renews the port's GIDs. */
+	KUNIT_CASE(port_events_follow_link),
 	{}
 };
 

@@ -133,6 +133,8 @@ pub(crate) mod cmd {
     pub(crate) const DESTROY_CQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DESTROY_CQ;
     pub(crate) const CREATE_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_MR;
     pub(crate) const GET_DMA_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_GET_DMA_MR;
+    pub(crate) const REG_USER_MR: u32 =
+        bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_REG_USER_MR;
     pub(crate) const DEREG_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEREG_MR;
     pub(crate) const CREATE_QP: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_QP;
     pub(crate) const MODIFY_QP: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_MODIFY_QP;
@@ -756,6 +758,24 @@ same_layout!(
     CmdCreateMr,
     bindings::virtio_rdma_cmd_create_mr,
     [pdn, access_flags, max_num_sg, reserved]
+);
+
+/// `struct virtio_rdma_cmd_reg_user_mr`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdRegUserMr {
+    pub(crate) pdn: U32,
+    pub(crate) access_flags: U32,
+    pub(crate) length: U64,
+    pub(crate) iova: U64,
+    pub(crate) pages: U64,
+    pub(crate) npages: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdRegUserMr,
+    bindings::virtio_rdma_cmd_reg_user_mr,
+    [pdn, access_flags, length, iova, pages, npages, reserved]
 );
 
 /// `struct virtio_rdma_sq_reg`.

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Memory regions: each is a device MR named by its MR number; its keys are
-//! `(mrn << 8) | key` (`include/uapi/linux/virtio_rdma.h`).
+//! `(mrn << 8) | key` (`include/uapi/linux/virtio_rdma.h`). The device learns the pages of an
+//! MR from a page table of DMA addresses: user MRs hand it one at registration (the pages stay
+//! pinned until deregistration), fast-registration MRs with each REG_MR work request.
 
 use kernel::{
     new_spinlock_irq,
     prelude::*,
-    rdma::{self, DmaTable, NewMr},
+    bindings,
+    rdma::{self, DmaTable, NewMr, Umem},
     sync::SpinLockIrq,
 };
 
@@ -14,6 +17,19 @@ use crate::{abi, verbs::RdmaDev};
 
 /// The page size of MR page tables (`VIRTIO_RDMA_PAGE_SIZE`).
 const PAGE_SIZE: u32 = 1 << 12;
+
+/// Pages a user MR's page table may have: the table is one kmalloc allocation (4 MiB).
+const MAX_TABLE_PAGES: u64 = (4 << 20) / 8;
+
+/// The largest MR the driver registers (the device may allow more): one page less than a full
+/// table, as an MR that does not start on a page boundary spans one page more.
+pub(crate) fn max_mr_size(dev: &Device<'_>) -> u64 {
+    dev.config
+        .raw
+        .max_mr_size
+        .get()
+        .min((MAX_TABLE_PAGES - 1) * u64::from(PAGE_SIZE))
+}
 
 /// The page table of a fast-registration MR, which REG_MR work requests point the device at.
 pub(crate) struct PageTable {
@@ -27,6 +43,19 @@ pub(crate) struct Mr {
     pub(crate) mrn: u32,
     /// The page table of a fast-registration MR.
     pub(crate) pages: Option<Pin<KBox<SpinLockIrq<PageTable>>>>,
+    /// The pinned pages of a user MR (released after the device has deregistered it).
+    pub(crate) umem: Option<Umem>,
+}
+
+impl Mr {
+    /// An MR the device knows by `mrn` and nothing else yet.
+    fn bare(mrn: u32) -> Self {
+        Self {
+            mrn,
+            pages: None,
+            umem: None,
+        }
+    }
 }
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
@@ -38,7 +67,7 @@ pub(crate) fn check_keys(rsp: &abi::RspCreateMr) -> Result<NewMr<Mr>> {
         return Err(EPROTO);
     }
     Ok(NewMr {
-        data: Mr { mrn, pages: None },
+        data: Mr::bare(mrn),
         lkey,
         rkey,
     })
@@ -70,13 +99,7 @@ pub(crate) fn alloc(dev: &Device<'_>, pdn: u32, max_num_sg: u32) -> Result<NewMr
             "CREATE_MR: keys do not name MR {}\n",
             rsp.mrn.get()
         );
-        dereg(
-            dev,
-            Mr {
-                mrn: rsp.mrn.get(),
-                pages: None,
-            },
-        );
+        dereg(dev, Mr::bare(rsp.mrn.get()));
     })?;
     new.data.pages = Some(pages);
     Ok(new)
@@ -136,14 +159,67 @@ pub(crate) fn get_dma(dev: &Device<'_>, pdn: u32, access: u32) -> Result<NewMr<M
             rsp.rkey.get(),
             rsp.mrn.get()
         );
-        dereg(
-            dev,
-            Mr {
-                mrn: rsp.mrn.get(),
-                pages: None,
-            },
-        );
+        dereg(dev, Mr::bare(rsp.mrn.get()));
     })
+}
+
+/// Registers user memory `[start, start + length)` of the calling process as an MR of PD
+/// `pdn` at `iova`: pins it and hands the device a page table of its DMA addresses, which the
+/// device copies during the command.
+pub(crate) fn reg_user(
+    dev: &Device<'_>,
+    pdn: u32,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: u32,
+) -> Result<NewMr<Mr>> {
+    if length == 0 || length > max_mr_size(dev) {
+        return Err(EINVAL);
+    }
+    if access & bindings::ib_access_flags_IB_ACCESS_ON_DEMAND as u32 != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    let mut umem = Umem::get(dev, start, length, access)?;
+    let page = PAGE_SIZE as usize;
+    umem.set_iova(page, iova)?;
+    let npages = umem.num_dma_blocks(page);
+    if npages as u64 > MAX_TABLE_PAGES {
+        return Err(EINVAL);
+    }
+    let mut table = DmaTable::new(dev, npages)?;
+    let mut n = 0;
+    umem.for_each_dma_block(page, |addr| {
+        table.set(n, addr)?;
+        n += 1;
+        Ok(())
+    })?;
+    if n != npages {
+        return Err(EINVAL);
+    }
+    table.sync_for_device();
+    let rsp: abi::RspCreateMr = dev.ctrl.exec(
+        abi::cmd::REG_USER_MR,
+        &abi::CmdRegUserMr {
+            pdn: pdn.into(),
+            access_flags: access.into(),
+            length: length.into(),
+            iova: iova.into(),
+            pages: table.dma_addr().into(),
+            npages: u32::try_from(npages).map_err(|_| EINVAL)?.into(),
+            reserved: 0.into(),
+        },
+    )?;
+    let mut new = check_keys(&rsp).inspect_err(|_| {
+        dev_err!(
+            dev.as_ref(),
+            "REG_USER_MR: keys do not name MR {}\n",
+            rsp.mrn.get()
+        );
+        dereg(dev, Mr::bare(rsp.mrn.get()));
+    })?;
+    new.data.umem = Some(umem);
+    Ok(new)
 }
 
 /// Deregisters an MR on the device.

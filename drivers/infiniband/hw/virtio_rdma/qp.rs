@@ -239,33 +239,77 @@ pub(crate) fn destroy(qp: &Qp<'_>) {
     }
 }
 
+/// The device's form of the attributes of `attr` that `mask` names; the others are zero
+/// (consumers need not initialise them: ib_mad, for one, passes unzeroed memory).
+fn wire_attr(attr: &QpAttr, mask: u32) -> Result<abi::QpAttr> {
+    let a = attr.raw();
+    let has = |bit: u32| mask & bit != 0;
+    let mut w = abi::QpAttr::new_zeroed();
+    if has(bindings::ib_qp_attr_mask_IB_QP_STATE) {
+        w.qp_state = u8::try_from(a.qp_state).map_err(|_| EINVAL)?;
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_CUR_STATE) {
+        w.cur_qp_state = u8::try_from(a.cur_qp_state).map_err(|_| EINVAL)?;
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_PATH_MTU) {
+        w.path_mtu = u8::try_from(a.path_mtu).map_err(|_| EINVAL)?;
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_PATH_MIG_STATE) {
+        w.path_mig_state = u8::try_from(a.path_mig_state).map_err(|_| EINVAL)?;
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_QKEY) {
+        w.qkey.set(a.qkey);
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_RQ_PSN) {
+        w.rq_psn.set(a.rq_psn);
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_SQ_PSN) {
+        w.sq_psn.set(a.sq_psn);
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_DEST_QPN) {
+        w.dest_qp_num.set(a.dest_qp_num);
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS) {
+        w.qp_access_flags
+            .set(u32::try_from(a.qp_access_flags).map_err(|_| EINVAL)?);
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX) {
+        w.pkey_index.set(a.pkey_index);
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_EN_SQD_ASYNC_NOTIFY) {
+        w.en_sqd_async_notify = a.en_sqd_async_notify;
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC) {
+        w.max_rd_atomic = a.max_rd_atomic;
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC) {
+        w.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER) {
+        w.min_rnr_timer = a.min_rnr_timer;
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_PORT) {
+        w.port_num = u8::try_from(a.port_num).map_err(|_| EINVAL)?;
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_TIMEOUT) {
+        w.timeout = a.timeout;
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_RETRY_CNT) {
+        w.retry_cnt = a.retry_cnt;
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_RNR_RETRY) {
+        w.rnr_retry = a.rnr_retry;
+    }
+    if has(bindings::ib_qp_attr_mask_IB_QP_AV) {
+        w.ah_attr = ah::wire_av(&attr.ah().ok_or(EINVAL)?)?;
+    }
+    Ok(w)
+}
+
 /// Modifies a QP.
 pub(crate) fn modify(qp: &Qp<'_>, attr: &QpAttr, mask: u32) -> Result {
-    let a = attr.raw();
-    let mut wire = abi::QpAttr::new_zeroed();
-    wire.qp_state = a.qp_state as u8;
-    wire.cur_qp_state = a.cur_qp_state as u8;
-    wire.path_mtu = a.path_mtu as u8;
-    wire.path_mig_state = a.path_mig_state as u8;
-    wire.qkey.set(a.qkey);
-    wire.rq_psn.set(a.rq_psn);
-    wire.sq_psn.set(a.sq_psn);
-    wire.dest_qp_num.set(a.dest_qp_num);
-    wire.qp_access_flags.set(a.qp_access_flags as u32);
-    wire.pkey_index.set(a.pkey_index);
-    wire.en_sqd_async_notify = a.en_sqd_async_notify;
-    wire.max_rd_atomic = a.max_rd_atomic;
-    wire.max_dest_rd_atomic = a.max_dest_rd_atomic;
-    wire.min_rnr_timer = a.min_rnr_timer;
-    wire.port_num = u8::try_from(a.port_num).map_err(|_| EINVAL)?;
-    wire.timeout = a.timeout;
-    wire.retry_cnt = a.retry_cnt;
-    wire.rnr_retry = a.rnr_retry;
-    if mask & bindings::ib_qp_attr_mask_IB_QP_AV != 0 {
-        wire.ah_attr = ah::wire_av(&attr.ah().ok_or(EINVAL)?)?;
-    }
-    let dev = qp.device();
-    dev.ctrl.exec::<_, ()>(
+    let wire = wire_attr(attr, mask)?;
+    qp.device().ctrl.exec::<_, ()>(
         abi::cmd::MODIFY_QP,
         &abi::CmdModifyQp {
             qpn: qp.qpn.into(),

@@ -24,6 +24,7 @@ use crate::{
     mr::{self, Mr},
     port::{self, Link, Port},
     qp::{self, DevQp},
+    wqe,
 };
 
 /// The `ib_device_cap_flags` the driver implements (and so passes on when the device offers
@@ -86,7 +87,7 @@ impl rdma::Driver for RdmaDev<'_> {
     fn query_device(dev: &Device<Self>, attr: &mut bindings::ib_device_attr) -> Result {
         let c = &dev.config.raw;
         attr.sys_image_guid = u64::from_ne_bytes(c.sys_image_guid.to_bytes());
-        attr.max_mr_size = c.max_mr_size.get();
+        attr.max_mr_size = mr::max_mr_size(dev);
         attr.page_size_cap = c.page_size_cap.get();
         attr.vendor_id = c.vendor_id.get();
         attr.vendor_part_id = c.vendor_part_id.get();
@@ -95,9 +96,10 @@ impl rdma::Driver for RdmaDev<'_> {
         attr.max_qp_wr = c.max_qp_wr.get();
         // Only the capabilities the driver implements too; the device may offer more.
         attr.device_cap_flags = c.device_cap_flags.get() & DEVICE_CAP_FLAGS;
-        attr.max_send_sge = c.max_send_sge.get();
-        attr.max_recv_sge = c.max_recv_sge.get();
-        attr.max_sge_rd = c.max_sge_rd.get();
+        // What a QP takes (`qp::limits`): the device's limits, within what an element holds.
+        attr.max_send_sge = c.max_send_sge.get().min(wqe::MAX_SGE);
+        attr.max_recv_sge = c.max_recv_sge.get().min(wqe::MAX_SGE);
+        attr.max_sge_rd = c.max_sge_rd.get().min(wqe::MAX_SGE);
         attr.max_cq = c.max_cq.get();
         attr.max_cqe = c.max_cqe.get();
         attr.max_mr = c.max_mr.get();
@@ -225,6 +227,16 @@ impl rdma::Driver for RdmaDev<'_> {
 
     fn get_dma_mr(pd: &rdma::Pd<Self>, access: u32) -> Result<NewMr<Mr>> {
         mr::get_dma(pd.device(), pd.pdn, access)
+    }
+
+    fn reg_user_mr(
+        pd: &rdma::Pd<Self>,
+        start: u64,
+        length: u64,
+        virt_addr: u64,
+        access: u32,
+    ) -> Result<NewMr<Mr>> {
+        mr::reg_user(pd.device(), pd.pdn, start, length, virt_addr, access)
     }
 
     fn dereg_mr(dev: &Device<Self>, mr: Mr) {

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Pinned user memory (`struct ib_umem`): the pages behind a user memory region.
+//!
+//! C header: [`include/rdma/ib_umem.h`](srctree/include/rdma/ib_umem.h).
+
+use super::{Device, Driver};
+use crate::{bindings, error::from_err_ptr, prelude::*};
+use core::{mem::MaybeUninit, ptr::NonNull};
+
+/// User memory of the calling process, pinned and mapped for a device's DMA.
+///
+/// The pages stay pinned and mapped until the object is dropped.
+///
+/// # Invariants
+///
+/// `raw` is a umem returned by `ib_umem_get_va`, owned by this object and not released yet.
+pub struct Umem {
+    raw: NonNull<bindings::ib_umem>,
+}
+
+// SAFETY: A umem is plain pinned memory and a scatter list; it may be released from any task
+// (the core takes its own reference on the owning mm).
+unsafe impl Send for Umem {}
+// SAFETY: Shared access only reads the scatter list, which does not change once pinned.
+unsafe impl Sync for Umem {}
+
+impl Umem {
+    /// Pins `[addr, addr + len)` of the calling process's memory with access rights `access`
+    /// (`enum ib_access_flags`) and maps it for `dev`'s DMA. Must be called in the process
+    /// whose memory it is (a user verb's context); may sleep.
+    pub fn get<T: Driver>(dev: &Device<T>, addr: u64, len: u64, access: u32) -> Result<Self> {
+        let addr = usize::try_from(addr).map_err(|_| EINVAL)?;
+        let len = usize::try_from(len).map_err(|_| EINVAL)?;
+        let access = c_int::try_from(access).map_err(|_| EINVAL)?;
+        // SAFETY: `dev.as_raw()` is a valid device; the core checks the range against the
+        // calling process's address space itself.
+        let raw = from_err_ptr(unsafe {
+            bindings::ib_umem_get_va(dev.as_raw(), addr as c_ulong, len, access)
+        })?;
+        // INVARIANT: A successful `ib_umem_get_va` returns an owned, non-null umem.
+        Ok(Self {
+            raw: NonNull::new(raw).ok_or(ENOMEM)?,
+        })
+    }
+
+    fn as_raw(&self) -> *mut bindings::ib_umem {
+        self.raw.as_ptr()
+    }
+
+    /// Makes `iova` the address of the memory's first byte, as seen by work requests, and
+    /// checks that the memory can be described in blocks of `pgsz` bytes (a power of two)
+    /// with `iova` at the same offset in its block as the memory's first byte. [`EINVAL`]
+    /// otherwise.
+    pub fn set_iova(&mut self, pgsz: usize, iova: u64) -> Result {
+        if !pgsz.is_power_of_two() {
+            return Err(EINVAL);
+        }
+        // SAFETY: By the type invariant `raw` is a live umem; `&mut self` is exclusive.
+        let best = unsafe { bindings::ib_umem_find_best_pgsz(self.as_raw(), pgsz as c_ulong, iova) };
+        if best as usize != pgsz {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
+    /// The number of blocks of `pgsz` bytes that cover the memory (at its IOVA).
+    pub fn num_dma_blocks(&self, pgsz: usize) -> usize {
+        // SAFETY: By the type invariant `raw` is a live umem.
+        unsafe { bindings::ib_umem_num_dma_blocks(self.as_raw(), pgsz as c_ulong) }
+    }
+
+    /// Calls `f` with the DMA address of each block of `pgsz` bytes, in order (`pgsz` as
+    /// given to [`Umem::set_iova`]). Stops at the first error `f` returns.
+    pub fn for_each_dma_block(&self, pgsz: usize, mut f: impl FnMut(u64) -> Result) -> Result {
+        let mut iter = MaybeUninit::<bindings::ib_block_iter>::zeroed();
+        let iter = iter.as_mut_ptr();
+        // SAFETY: By the type invariant `raw` is a live umem whose scatter list is mapped;
+        // `iter` is valid for writes and lives for the whole walk.
+        unsafe { bindings::__rdma_umem_block_iter_start(iter, self.as_raw(), pgsz as c_ulong) };
+        // SAFETY: `iter` was started above on this umem, which outlives the walk.
+        while unsafe { bindings::__rdma_umem_block_iter_next(iter) } {
+            // SAFETY: `iter` holds a current block (`next` returned true).
+            f(unsafe { bindings::rdma_block_iter_dma_address(iter) })?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Umem {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant `raw` is owned and released only here.
+        unsafe { bindings::ib_umem_release(self.as_raw()) };
+    }
+}
