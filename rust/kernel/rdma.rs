@@ -33,11 +33,11 @@ pub use gid::GidAttr;
 pub use mr::{DmaTable, Mr, NewMr};
 pub use netdev::PortNetdev;
 pub use pd::Pd;
-pub use umem::Umem;
 pub use qp::{
     NewQp, Qp, QpAttr, QpCap, QpInitAttr, QpRegistry, RecvWr, RecvWrs, RoceAv, SendOp, SendWr,
     SendWrs, Sge,
 };
+pub use umem::Umem;
 
 /// Port numbers of RDMA devices start at 1.
 pub const FIRST_PORT: u32 = 1;

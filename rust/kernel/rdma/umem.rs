@@ -57,7 +57,8 @@ impl Umem {
             return Err(EINVAL);
         }
         // SAFETY: By the type invariant `raw` is a live umem; `&mut self` is exclusive.
-        let best = unsafe { bindings::ib_umem_find_best_pgsz(self.as_raw(), pgsz as c_ulong, iova) };
+        let best =
+            unsafe { bindings::ib_umem_find_best_pgsz(self.as_raw(), pgsz as c_ulong, iova) };
         if best as usize != pgsz {
             return Err(EINVAL);
         }

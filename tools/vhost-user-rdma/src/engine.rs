@@ -284,26 +284,45 @@ pub fn flush(_fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
                 ),
             );
         }
-        while let Some((head, bytes)) = pop(ctrl, sq, SQ_HDR_LEN) {
-            give_back(ctrl, sq, head);
-            let wr_id = wr_id_of(&bytes);
-            let op = bytes
-                .get(8)
-                .copied()
-                .map(wqe::wc_opcode)
-                .unwrap_or(IB_WC_SEND);
-            post(send_cqn, cqe(wr_id, IB_WC_WR_FLUSH_ERR, op, qpn));
+        loop {
+            while let Some((head, bytes)) = pop(ctrl, sq, SQ_HDR_LEN) {
+                give_back(ctrl, sq, head);
+                let wr_id = wr_id_of(&bytes);
+                let op = bytes
+                    .get(8)
+                    .copied()
+                    .map(wqe::wc_opcode)
+                    .unwrap_or(IB_WC_SEND);
+                post(send_cqn, cqe(wr_id, IB_WC_WR_FLUSH_ERR, op, qpn));
+            }
+            if !kicks_again(sq) {
+                break;
+            }
         }
     }
     if let Some(rq) = ctrl.rq_vring(qpn) {
-        while let Some((head, bytes)) = pop(ctrl, rq, 8) {
-            give_back(ctrl, rq, head);
-            post(
-                recv_cqn,
-                cqe(wr_id_of(&bytes), IB_WC_WR_FLUSH_ERR, IB_WC_RECV, qpn),
-            );
+        loop {
+            while let Some((head, bytes)) = pop(ctrl, rq, 8) {
+                give_back(ctrl, rq, head);
+                post(
+                    recv_cqn,
+                    cqe(wr_id_of(&bytes), IB_WC_WR_FLUSH_ERR, IB_WC_RECV, qpn),
+                );
+            }
+            if !kicks_again(rq) {
+                break;
+            }
         }
     }
+}
+
+/// Makes the driver's next post to `vring` kick (with EVENT_IDX, avail_event
+/// must be current: elements taken without a kick, such as receives consumed
+/// by incoming messages, leave it behind). Returns whether elements arrived
+/// meanwhile, which the caller must then take itself. Requests posted to a
+/// QP in error (ib_drain_qp's marker receive) are only flushed if they kick.
+fn kicks_again(vring: &RdmaVring) -> bool {
+    vring.enable_notification().unwrap_or(false)
 }
 
 /// Returns every outstanding element of QP `qpn` without completions

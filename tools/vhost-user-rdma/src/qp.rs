@@ -8,7 +8,6 @@ use std::time::Instant;
 use crate::abi::{VirtioRdmaQpAttr, VIRTIO_RDMA_S_BAD_STATE, VIRTIO_RDMA_S_INVALID};
 use crate::ib::*;
 use crate::limits;
-use crate::mr::access_ok;
 use crate::wqe::SendWqe;
 
 /// What CREATE_QP fixed.
@@ -197,7 +196,7 @@ pub fn modify(
     // Values.
     let bad = (mask & IB_QP_PORT != 0 && u32::from(a.port_num) != limits::PHYS_PORT_CNT)
         || (mask & IB_QP_PKEY_INDEX != 0 && a.pkey_index.get() >= limits::PKEY_TBL_LEN)
-        || (mask & IB_QP_ACCESS_FLAGS != 0 && !access_ok(a.qp_access_flags.get()))
+        || (mask & IB_QP_ACCESS_FLAGS != 0 && a.qp_access_flags.get() & !ACCESS_SUPPORTED != 0)
         || (mask & IB_QP_PATH_MTU != 0 && !(1..=limits::IB_MTU_1024).contains(&a.path_mtu))
         || (mask & IB_QP_DEST_QPN != 0 && a.dest_qp_num.get() >= 1 << 24)
         || (mask & IB_QP_RQ_PSN != 0 && a.rq_psn.get() >= 1 << 24)
@@ -304,6 +303,27 @@ mod tests {
             path_mtu: 3,
             ..Default::default()
         }
+    }
+
+    /// A QP's access flags say what remote peers may do; unlike an MR's,
+    /// remote write without local write is fine (rdma_cm's passive side
+    /// asks for exactly that).
+    #[test]
+    fn qp_access_flags_are_not_mr_access_flags() {
+        let init = |access: u32| {
+            let mut a = to(IB_QPS_INIT);
+            a.qp_access_flags = U32::new(access);
+            modify(
+                &mut qp(IB_QPT_RC),
+                IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_ACCESS_FLAGS,
+                &a,
+                |_| true,
+            )
+        };
+        let remote = IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC;
+        assert_eq!(init(remote), Ok((IB_QPS_RESET, IB_QPS_INIT)));
+        assert_eq!(init(0), Ok((IB_QPS_RESET, IB_QPS_INIT)));
+        assert_eq!(init(1 << 30), Err(VIRTIO_RDMA_S_INVALID));
     }
 
     #[test]

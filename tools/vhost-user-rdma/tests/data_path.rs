@@ -455,6 +455,15 @@ fn rnr_and_flush() {
             (41, IB_WC_WR_FLUSH_ERR, IB_WC_RECV)
         ]
     );
+    // A receive posted to the QP in error (ib_drain_rq's marker) is flushed
+    // too: the driver kicks only as avail_event asks (EVENT_IDX), and 41 was
+    // posted without a kick, so the flush must have made avail_event current.
+    d.recv(b, 42, &[(DATA, 8, key)]);
+    let wc = d.wait(cq, 1)[0];
+    assert_eq!(
+        (wc.wr_id(), wc.status(), wc.opcode()),
+        (42, IB_WC_WR_FLUSH_ERR, IB_WC_RECV)
+    );
     d.finish();
 
     // rnr_retry 7: the send waits for a receive.

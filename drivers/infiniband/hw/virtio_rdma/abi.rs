@@ -133,8 +133,7 @@ pub(crate) mod cmd {
     pub(crate) const DESTROY_CQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DESTROY_CQ;
     pub(crate) const CREATE_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_MR;
     pub(crate) const GET_DMA_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_GET_DMA_MR;
-    pub(crate) const REG_USER_MR: u32 =
-        bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_REG_USER_MR;
+    pub(crate) const REG_USER_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_REG_USER_MR;
     pub(crate) const DEREG_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEREG_MR;
     pub(crate) const CREATE_QP: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_QP;
     pub(crate) const MODIFY_QP: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_MODIFY_QP;

@@ -6,9 +6,8 @@
 //! pinned until deregistration), fast-registration MRs with each REG_MR work request.
 
 use kernel::{
-    new_spinlock_irq,
+    bindings, new_spinlock_irq,
     prelude::*,
-    bindings,
     rdma::{self, DmaTable, NewMr, Umem},
     sync::SpinLockIrq,
 };

@@ -224,10 +224,19 @@ impl Dev {
         self.mem
             .write_obj(vq.used_seen, GuestAddress(ue))
             .expect("used_event");
+        let old = vq.next_avail.wrapping_sub(1);
         self.mem
             .write_obj(vq.next_avail, GuestAddress(vq.avail() + 2))
             .expect("avail idx");
-        vq.kick.write(1).expect("kick");
+        // Kick as Linux does with VIRTIO_RING_F_EVENT_IDX: only when the
+        // device's avail_event (after the used ring) asks for this index.
+        let ae: u16 = self
+            .mem
+            .read_obj(GuestAddress(vq.used() + 4 + 8 * u64::from(QSIZE)))
+            .expect("avail_event");
+        if vq.next_avail.wrapping_sub(ae).wrapping_sub(1) < vq.next_avail.wrapping_sub(old) {
+            vq.kick.write(1).expect("kick");
+        }
     }
 
     /// Posts one single-descriptor element to queue `q`.
