@@ -615,6 +615,9 @@ static void gsi_qp_attached(struct kunit *test)
 	KUNIT_EXPECT_TRUE(test, rdma_cap_ib_cm(dev, 1));
 }
 
+static void register_mr_access(struct kunit *test, struct qp_pair *p,
+			       u64 wr_id, int access);
+
 /* CMP_AND_SWP and FETCH_AND_ADD on B's memory, old values returned to A. */
 static void rc_atomics(struct kunit *test)
 {
@@ -625,15 +628,46 @@ static void rc_atomics(struct kunit *test)
 		.wr = { .sg_list = &sge, .num_sge = 1,
 			.send_flags = IB_SEND_SIGNALED },
 		.remote_addr = p->dma[1] + 256,
+		/* The core's global rkey grants remote read and write only. */
 		.rkey = p->pd->unsafe_global_rkey,
 	};
 	u64 *remote = (u64 *)(p->buf[1] + 256), *local = (u64 *)(p->buf[0] + 64);
+	struct scatterlist sg;
 	struct ib_wc wc;
 
 	if (p->dev->attrs.atomic_cap == IB_ATOMIC_NONE)
 		kunit_skip(test, "the device offers no atomics");
 	*remote = 1000;
 	sync_for_device(p, 1);
+
+	/* Without remote atomic access: refused, and the QP is lost. */
+	wr.wr.wr_id = 20;
+	wr.wr.opcode = IB_WR_ATOMIC_FETCH_AND_ADD;
+	wr.compare_add = 1;
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_REM_ACCESS_ERR);
+	sync_for_cpu(p, 1);
+	KUNIT_EXPECT_EQ(test, *remote, 1000);
+
+	/* A fresh pair; B's buffer fast-registered with remote atomic access. */
+	p = pair_setup(test, IB_QPT_RC, 7);
+	remote = (u64 *)(p->buf[1] + 256);
+	local = (u64 *)(p->buf[0] + 64);
+	sge.addr = p->dma[0] + 64;
+	sge.lkey = p->pd->local_dma_lkey;
+	*remote = 1000;
+	sync_for_device(p, 1);
+	sg_init_table(&sg, 1);
+	sg_dma_address(&sg) = p->dma[1];
+	sg_dma_len(&sg) = BUF_LEN;
+	p->mr = ib_alloc_mr(p->pd, IB_MR_TYPE_MEM_REG, 1);
+	KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(p->mr), "%ld", PTR_ERR(p->mr));
+	KUNIT_ASSERT_EQ(test, ib_map_mr_sg(p->mr, &sg, 1, NULL, PAGE_SIZE), 1);
+	register_mr_access(test, p, 19, IB_ACCESS_LOCAL_WRITE |
+			   IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC);
+	wr.rkey = p->mr->rkey;
+	wr.remote_addr = p->mr->iova + 256;
 
 	/* Compare matches: swapped, old value back. */
 	wr.wr.wr_id = 21;
@@ -677,7 +711,7 @@ static void rc_atomics(struct kunit *test)
 
 	/* Misaligned target: a remote error, the QP goes to error. */
 	wr.wr.wr_id = 24;
-	wr.remote_addr = p->dma[1] + 257;
+	wr.remote_addr = p->mr->iova + 257;
 	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
 	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
 	KUNIT_EXPECT_NE(test, wc.status, IB_WC_SUCCESS);
@@ -831,13 +865,14 @@ static void ud_send_recv(struct kunit *test)
 }
 
 /* Posts a REG_MR of p->mr on B with a new key; waits for its completion. */
-static void register_mr(struct kunit *test, struct qp_pair *p, u64 wr_id)
+static void register_mr_access(struct kunit *test, struct qp_pair *p,
+			       u64 wr_id, int access)
 {
 	struct ib_reg_wr reg = {
 		.wr = { .wr_id = wr_id, .opcode = IB_WR_REG_MR,
 			.send_flags = IB_SEND_SIGNALED },
 		.mr = p->mr,
-		.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE,
+		.access = access,
 	};
 	struct ib_wc wc;
 
@@ -848,6 +883,12 @@ static void register_mr(struct kunit *test, struct qp_pair *p, u64 wr_id)
 	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
 	KUNIT_EXPECT_EQ(test, wc.opcode, IB_WC_REG_MR);
 	KUNIT_EXPECT_EQ(test, wc.wr_id, wr_id);
+}
+
+static void register_mr(struct kunit *test, struct qp_pair *p, u64 wr_id)
+{
+	register_mr_access(test, p, wr_id,
+			   IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE);
 }
 
 /* A writes buf[0] at offset 2048 of B's fast-registered MR (across its pages). */

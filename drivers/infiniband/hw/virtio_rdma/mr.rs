@@ -72,6 +72,22 @@ pub(crate) fn check_keys(rsp: &abi::RspCreateMr) -> Result<NewMr<Mr>> {
     })
 }
 
+/// The MR the device created with `cmd`, if its keys name it; else the device's MR is
+/// deregistered again and the command fails.
+fn accept(dev: &Device<'_>, cmd: &str, rsp: &abi::RspCreateMr) -> Result<NewMr<Mr>> {
+    check_keys(rsp).inspect_err(|_| {
+        dev_err!(
+            dev.as_ref(),
+            "{}: keys {:#x}/{:#x} do not name MR {}\n",
+            cmd,
+            rsp.lkey.get(),
+            rsp.rkey.get(),
+            rsp.mrn.get()
+        );
+        dereg(dev, Mr::bare(rsp.mrn.get()));
+    })
+}
+
 /// Creates a fast-registration MR of PD `pdn` for up to `max_num_sg` pages.
 pub(crate) fn alloc(dev: &Device<'_>, pdn: u32, max_num_sg: u32) -> Result<NewMr<Mr>> {
     let max = dev.config.raw.max_fast_reg_page_list_len.get();
@@ -92,14 +108,7 @@ pub(crate) fn alloc(dev: &Device<'_>, pdn: u32, max_num_sg: u32) -> Result<NewMr
             reserved: 0.into(),
         },
     )?;
-    let mut new = check_keys(&rsp).inspect_err(|_| {
-        dev_err!(
-            dev.as_ref(),
-            "CREATE_MR: keys do not name MR {}\n",
-            rsp.mrn.get()
-        );
-        dereg(dev, Mr::bare(rsp.mrn.get()));
-    })?;
+    let mut new = accept(dev, "CREATE_MR", &rsp)?;
     new.data.pages = Some(pages);
     Ok(new)
 }
@@ -150,16 +159,7 @@ pub(crate) fn get_dma(dev: &Device<'_>, pdn: u32, access: u32) -> Result<NewMr<M
             access_flags: access.into(),
         },
     )?;
-    check_keys(&rsp).inspect_err(|_| {
-        dev_err!(
-            dev.as_ref(),
-            "GET_DMA_MR: keys {:#x}/{:#x} do not name MR {}\n",
-            rsp.lkey.get(),
-            rsp.rkey.get(),
-            rsp.mrn.get()
-        );
-        dereg(dev, Mr::bare(rsp.mrn.get()));
-    })
+    accept(dev, "GET_DMA_MR", &rsp)
 }
 
 /// Registers user memory `[start, start + length)` of the calling process as an MR of PD
@@ -209,14 +209,7 @@ pub(crate) fn reg_user(
             reserved: 0.into(),
         },
     )?;
-    let mut new = check_keys(&rsp).inspect_err(|_| {
-        dev_err!(
-            dev.as_ref(),
-            "REG_USER_MR: keys do not name MR {}\n",
-            rsp.mrn.get()
-        );
-        dereg(dev, Mr::bare(rsp.mrn.get()));
-    })?;
+    let mut new = accept(dev, "REG_USER_MR", &rsp)?;
     new.data.umem = Some(umem);
     Ok(new)
 }
