@@ -56,9 +56,9 @@ impl Umem {
         if !pgsz.is_power_of_two() {
             return Err(EINVAL);
         }
+        let raw = self.as_raw();
         // SAFETY: By the type invariant `raw` is a live umem; `&mut self` is exclusive.
-        let best =
-            unsafe { bindings::ib_umem_find_best_pgsz(self.as_raw(), pgsz as c_ulong, iova) };
+        let best = unsafe { bindings::ib_umem_find_best_pgsz(raw, pgsz as c_ulong, iova) };
         if best as usize != pgsz {
             return Err(EINVAL);
         }

@@ -85,8 +85,8 @@ pub(crate) fn check_init(attr: &QpInitAttr, limits: &QpCap) -> Result<QpCap> {
     })
 }
 
-/// What a QP of this device may have at most.
-fn limits(dev: &Device<'_>) -> QpCap {
+/// What a QP of this device may have at most (also what `query_device` reports).
+pub(crate) fn limits(dev: &Device<'_>) -> QpCap {
     let c = &dev.config.raw;
     QpCap {
         max_send_wr: c.max_qp_wr.get(),

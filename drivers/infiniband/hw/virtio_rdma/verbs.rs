@@ -96,9 +96,10 @@ impl rdma::Driver for RdmaDev<'_> {
         attr.max_qp_wr = c.max_qp_wr.get();
         // Only the capabilities the driver implements too; the device may offer more.
         attr.device_cap_flags = c.device_cap_flags.get() & DEVICE_CAP_FLAGS;
-        // What a QP takes (`qp::limits`): the device's limits, within what an element holds.
-        attr.max_send_sge = c.max_send_sge.get().min(wqe::MAX_SGE);
-        attr.max_recv_sge = c.max_recv_sge.get().min(wqe::MAX_SGE);
+        // What a QP takes: the device's limits, within what an element holds.
+        let qp_limits = qp::limits(dev);
+        attr.max_send_sge = qp_limits.max_send_sge;
+        attr.max_recv_sge = qp_limits.max_recv_sge;
         attr.max_sge_rd = c.max_sge_rd.get().min(wqe::MAX_SGE);
         attr.max_cq = c.max_cq.get();
         attr.max_cqe = c.max_cqe.get();
