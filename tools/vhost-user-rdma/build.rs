@@ -57,6 +57,7 @@ const CHECKED_STRUCTS: &[&str] = &[
     "virtio_rdma_sge",
     "virtio_rdma_rq_req",
     "virtio_rdma_cq_req",
+    "virtio_rdma_event",
 ];
 
 /// Header constants (enumerators and macros) that `src/abi.rs` defines too.
@@ -98,7 +99,27 @@ const CHECKED_CONSTS: &[&str] = &[
     "VIRTIO_RDMA_PAGE_SIZE",
     "VIRTIO_RDMA_NOTIFY_SOLICITED",
     "VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION",
+    "VIRTIO_RDMA_EVENT_CQ_ERR",
+    "VIRTIO_RDMA_EVENT_QP_FATAL",
+    "VIRTIO_RDMA_EVENT_QP_REQ_ERR",
+    "VIRTIO_RDMA_EVENT_QP_ACCESS_ERR",
 ];
+
+/// The arguments a queue index macro takes from a (max_cq, max_qp, n) point.
+type MacroArgs = fn(u32, u32, u32) -> String;
+
+/// The header's virtqueue index macros, with the arguments each takes;
+/// `src/abi.rs` has a function of the same name in lower case computing the
+/// same.
+const CHECKED_QUEUE_MACROS: &[(&str, MacroArgs)] = &[
+    ("VIRTIO_RDMA_CQ_VQ", |_, _, n| format!("{n}")),
+    ("VIRTIO_RDMA_SQ_VQ", |c, _, n| format!("{c}, {n}")),
+    ("VIRTIO_RDMA_RQ_VQ", |c, _, n| format!("{c}, {n}")),
+    ("VIRTIO_RDMA_EVENT_VQ", |c, q, _| format!("{c}, {q}")),
+];
+
+/// Points at which the queue index macros are compared.
+const QUEUE_MACRO_POINTS: &[(u32, u32, u32)] = &[(1, 1, 0), (32, 16, 5), (253, 1, 0), (7, 100, 99)];
 
 /// Minimal stand-in for <linux/types.h> when the host has no kernel headers.
 const TYPES_SHIM: &str = "#ifndef _LINUX_TYPES_H\n#define _LINUX_TYPES_H\n\
@@ -228,6 +249,17 @@ fn probe_source(header: &Path, structs: &[(String, Vec<String>)]) -> String {
             "  printf(\"const _: () = assert!(crate::abi::{k} as u64 == %lluu64, \
              \\\"value of {k}\\\");\\n\", (unsigned long long)({k}));"
         );
+    }
+    for &(max_cq, max_qp, n) in QUEUE_MACRO_POINTS {
+        for (name, args) in CHECKED_QUEUE_MACROS {
+            let call = format!("{name}({})", args(max_cq, max_qp, n));
+            let rust = format!("crate::abi::{}", call.to_lowercase());
+            let _ = writeln!(
+                c,
+                "  printf(\"const _: () = assert!({rust} as u64 == %lluu64, \
+                 \\\"value of {call}\\\");\\n\", (unsigned long long)({call}));"
+            );
+        }
     }
     let _ = writeln!(c, "  return 0;\n}}");
     c

@@ -71,12 +71,13 @@ enum virtio_rdma_atomic_cap {
 
 /*
  * Virtqueues: the control queue, then one queue per CQ, then an (SQ, RQ)
- * pair per QP.
+ * pair per QP, then the event queue: 2 + max_cq + 2 * max_qp in all.
  */
 #define VIRTIO_RDMA_CTRL_VQ		0
 #define VIRTIO_RDMA_CQ_VQ(cqn)		(1 + (cqn))
 #define VIRTIO_RDMA_SQ_VQ(max_cq, qpn)	(1 + (max_cq) + 2 * (qpn))
 #define VIRTIO_RDMA_RQ_VQ(max_cq, qpn)	(2 + (max_cq) + 2 * (qpn))
+#define VIRTIO_RDMA_EVENT_VQ(max_cq, max_qp) (1 + (max_cq) + 2 * (max_qp))
 
 /*
  * Control queue. Each request is a device-readable part (header, then the
@@ -518,6 +519,27 @@ struct virtio_rdma_cq_req {
 	__u8 network_hdr_type;		/* enum rdma_network_type */
 	__u8 smac[6];
 	__le16 vlan_id;
+};
+
+/*
+ * Asynchronous events: what the device cannot report in a completion. The
+ * driver keeps the event queue filled with device-writable buffers of at
+ * least this size; the device writes one event into the next buffer and
+ * returns it in the used ring with its length. With no buffer available the
+ * event is lost.
+ */
+enum virtio_rdma_event_type {
+	/* element is a cqn: a completion was lost (CQ overrun) */
+	VIRTIO_RDMA_EVENT_CQ_ERR = 0,		/* IB_EVENT_CQ_ERR */
+	/* element is a qpn: the QP moved to ERR without a completion saying why */
+	VIRTIO_RDMA_EVENT_QP_FATAL = 1,		/* IB_EVENT_QP_FATAL */
+	VIRTIO_RDMA_EVENT_QP_REQ_ERR = 2,	/* IB_EVENT_QP_REQ_ERR */
+	VIRTIO_RDMA_EVENT_QP_ACCESS_ERR = 3,	/* IB_EVENT_QP_ACCESS_ERR */
+};
+
+struct virtio_rdma_event {
+	__le32 event_type;		/* enum virtio_rdma_event_type */
+	__le32 element;			/* cqn or qpn, as the type says */
 };
 
 #endif /* _UAPI_LINUX_VIRTIO_RDMA_H */

@@ -13,7 +13,7 @@ use crate::limits::{ConfigOverride, Limits, LimitsError, Mac};
 /// Each --socket is one independent device; one process serves them all.
 /// Start QEMU with `-device vhost-user-rdma-pci,chardev=...,num-queues=N`
 /// where N is what --print-num-queues prints for the same limits
-/// (1 + max_cq + 2 * max_qp). The process exits when every frontend has
+/// (2 + max_cq + 2 * max_qp). The process exits when every frontend has
 /// disconnected, or on SIGTERM/SIGINT; socket files are removed.
 #[derive(Debug, Parser)]
 #[command(name = "vhost-user-rdma", version)]
@@ -89,7 +89,7 @@ mod tests {
         .expect("runner command line parses");
         assert_eq!(cli.sockets, vec![PathBuf::from("/tmp/a.sock")]);
         let limits = cli.limits().expect("valid limits");
-        assert_eq!(limits.num_queues(), 65);
+        assert_eq!(limits.num_queues(), 66);
         assert_eq!(limits.queue_size(), 1024);
         assert_eq!(cli.log_level, LevelFilter::Info);
     }

@@ -9,11 +9,7 @@
 //! one-shot interrupt on the next (SOLICITED: next solicited or failed)
 //! completion even while the driver suppresses interrupts.
 
-use std::io::Write;
-
-use log::warn;
 use vhost_user_backend::VringT;
-use virtio_queue::QueueT;
 use vm_memory::GuestAddressSpace;
 use zerocopy::IntoBytes;
 
@@ -21,9 +17,7 @@ use crate::abi::{
     VirtioRdmaCqReq, VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION, VIRTIO_RDMA_NOTIFY_SOLICITED,
 };
 use crate::ctrl::Ctrl;
-
-/// Size of a completion.
-pub const CQE_LEN: usize = core::mem::size_of::<VirtioRdmaCqReq>();
+use crate::vring::RecordError;
 
 /// One completion queue.
 #[derive(Clone, Copy, Debug, Default)]
@@ -60,39 +54,13 @@ pub fn post(ctrl: &Ctrl, cqn: u32, cqe: &VirtioRdmaCqReq, solicited: bool) -> Re
         return Err(CqError::NoCq(cqn));
     };
     let guard = ctrl.mem().memory();
-    let mem = &*guard;
-    loop {
-        let chain = vring.get_mut().get_queue_mut().pop_descriptor_chain(mem);
-        let Some(chain) = chain else {
-            return Err(CqError::Overrun(cqn));
-        };
-        let head = chain.head_index();
-        let written = match chain.writer(mem) {
-            Ok(mut w) if w.available_bytes() >= CQE_LEN => {
-                w.write_all(cqe.as_bytes()).map(|_| CQE_LEN)
-            }
-            Ok(w) => Err(std::io::Error::other(format!(
-                "CQE buffer of {} bytes, need {CQE_LEN}",
-                w.available_bytes()
-            ))),
-            Err(e) => Err(std::io::Error::other(e.to_string())),
-        };
-        match written {
-            Ok(n) => {
-                vring
-                    .add_used(head, n as u32)
-                    .map_err(|e| CqError::Ring(cqn, e.to_string()))?;
-                break;
-            }
-            Err(e) => {
-                // Give the bad buffer back empty and try the next one.
-                warn!("{}: CQ {cqn}: bad CQE buffer {head}: {e}", ctrl.name());
-                vring
-                    .add_used(head, 0)
-                    .map_err(|e| CqError::Ring(cqn, e.to_string()))?;
-            }
-        }
-    }
+    let what = format_args!("{}: CQ {cqn}", ctrl.name());
+    vring
+        .put_record(&guard, cqe.as_bytes(), &what)
+        .map_err(|e| match e {
+            RecordError::NoBuffer => CqError::Overrun(cqn),
+            RecordError::Ring(e) => CqError::Ring(cqn, e),
+        })?;
     let force = ctrl.lock().cq_fire(cqn, |armed| {
         armed & VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION != 0
             || (armed & VIRTIO_RDMA_NOTIFY_SOLICITED != 0 && (solicited || cqe.status != 0))

@@ -172,19 +172,24 @@ impl Ctrl {
     /// The virtqueue of CQ `cqn`.
     pub fn cq_vring(&self, cqn: u32) -> Option<&RdmaVring> {
         (cqn < self.limits.max_cq()).then_some(())?;
-        self.vring(1 + cqn as usize)
+        self.vring(virtio_rdma_cq_vq(cqn) as usize)
     }
 
     /// The SQ virtqueue of QP `qpn`.
     pub fn sq_vring(&self, qpn: u32) -> Option<&RdmaVring> {
         (qpn < self.limits.max_qp()).then_some(())?;
-        self.vring(1 + self.limits.max_cq() as usize + 2 * qpn as usize)
+        self.vring(virtio_rdma_sq_vq(self.limits.max_cq(), qpn) as usize)
     }
 
     /// The RQ virtqueue of QP `qpn`.
     pub fn rq_vring(&self, qpn: u32) -> Option<&RdmaVring> {
         (qpn < self.limits.max_qp()).then_some(())?;
-        self.vring(2 + self.limits.max_cq() as usize + 2 * qpn as usize)
+        self.vring(virtio_rdma_rq_vq(self.limits.max_cq(), qpn) as usize)
+    }
+
+    /// The event virtqueue.
+    pub fn event_vring(&self) -> Option<&RdmaVring> {
+        self.vring(self.limits.event_vq())
     }
 
     /// Whether port 1's GID table holds `gid`.

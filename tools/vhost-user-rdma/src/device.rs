@@ -96,6 +96,11 @@ impl RdmaDevice {
             debug!("{}: CQ vring {index} kicked", self.name);
             return Ok(());
         }
+        if index >= self.limits.event_vq() {
+            // Event buffers are taken when events come.
+            debug!("{}: event vring kicked", self.name);
+            return Ok(());
+        }
         let slot = index - 1 - max_cq;
         let qpn = (slot / 2) as u32;
         if slot.is_multiple_of(2) {
@@ -239,7 +244,7 @@ pub fn serve_with(
     fabric::register(&dev);
     let worker = Worker::spawn(dev.clone(), hub).map_err(setup)?;
     info!(
-        "{name}: serving {} on {} ({} virtqueues: 1 control, {} CQ, {} QP; queue size {}; mac {})",
+        "{name}: serving {} on {} ({} virtqueues: control, {} CQ, {} QP, event; queue size {}; mac {})",
         "virtio-rdma",
         socket.display(),
         limits.num_queues(),

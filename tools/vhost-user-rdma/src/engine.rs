@@ -33,6 +33,7 @@ use crate::abi::VirtioRdmaCqReq;
 use crate::cq;
 use crate::ctrl::{Ctrl, State};
 use crate::device::RdmaDevice;
+use crate::event::{self, Event};
 use crate::fabric::{self, Fabric};
 use crate::ib::*;
 use crate::limits;
@@ -237,12 +238,24 @@ fn complete(
             "{}: QP {qpn}: completion lost: {e}; QP moves to error",
             ctrl.name()
         );
-        to_error(fabric, ctrl, qpn);
+        if matches!(e, cq::CqError::Overrun(_)) {
+            event::post(ctrl, Event::CqErr(cqn));
+        }
+        to_error_event(fabric, ctrl, qpn, Event::QpFatal(qpn));
     }
 }
 
-/// Moves QP `qpn` to error and flushes it.
-pub fn to_error(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
+/// Moves QP `qpn` to error like [`to_error`] and, if it was not in error
+/// yet, reports `event` (a responder error no completion of its own shows).
+fn to_error_event(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, event: Event) {
+    if to_error(fabric, ctrl, qpn) {
+        event::post(ctrl, event);
+    }
+}
+
+/// Moves QP `qpn` to error and flushes it; `false` if it was in error
+/// already (or does not exist).
+pub fn to_error(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) -> bool {
     let changed = match ctrl.lock().qp_mut(qpn) {
         Some(q) if q.attr.qp_state != IB_QPS_ERR => {
             q.attr.qp_state = IB_QPS_ERR;
@@ -254,6 +267,7 @@ pub fn to_error(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
         debug!("{}: QP {qpn} moves to error", ctrl.name());
         flush(fabric, ctrl, qpn);
     }
+    changed
 }
 
 /// Completes every outstanding SQ and RQ element of QP `qpn` with
@@ -963,7 +977,7 @@ fn rdma_write(
             );
             return lost(ctrl, qpn, w, len, why);
         }
-        to_error(fabric, pc, peer.qpn);
+        to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
         return Exec::Done(IB_WC_REM_ACCESS_ERR, 0);
     };
     let imm = w.opcode == IB_WR_RDMA_WRITE_WITH_IMM;
@@ -1030,7 +1044,7 @@ fn rdma_read(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe)
     .ok()
     .and_then(|ranges| slices(&pguard, &ranges));
     let Some(src) = src else {
-        to_error(fabric, pc, peer.qpn);
+        to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
         return IB_WC_REM_ACCESS_ERR;
     };
     copy(&src, &dst);
@@ -1056,7 +1070,7 @@ fn atomic(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) ->
     let pc = peer.ctrl();
     let addr = a.remote_addr.get();
     if !addr.is_multiple_of(8) {
-        to_error(fabric, pc, peer.qpn);
+        to_error_event(fabric, pc, peer.qpn, Event::QpReqErr(peer.qpn));
         return IB_WC_REM_INV_REQ_ERR;
     }
     let pguard = pc.mem().memory();
@@ -1064,7 +1078,7 @@ fn atomic(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) ->
         .ok()
         .and_then(|ranges| slices(&pguard, &ranges));
     let Some([t]) = target.as_deref() else {
-        to_error(fabric, pc, peer.qpn);
+        to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
         return IB_WC_REM_ACCESS_ERR;
     };
     // Aligned 8 bytes never cross a page, so `t` is one slice of 8 bytes.

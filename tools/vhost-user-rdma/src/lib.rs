@@ -18,6 +18,7 @@ pub mod ctrl;
 pub mod ctrlq;
 pub mod device;
 pub mod engine;
+pub mod event;
 pub mod fabric;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;

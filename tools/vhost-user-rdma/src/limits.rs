@@ -126,7 +126,7 @@ pub enum LimitsError {
     NoCq,
     /// Too many virtqueues for vhost-user.
     #[error(
-        "1 + max_cq ({max_cq}) + 2 * max_qp ({max_qp}) = {total} virtqueues, but vhost-user \
+        "2 + max_cq ({max_cq}) + 2 * max_qp ({max_qp}) = {total} virtqueues, but vhost-user \
          addresses at most {MAX_VRINGS} virtqueues per device"
     )]
     TooManyQueues {
@@ -252,7 +252,8 @@ impl Limits {
         if max_cq == 0 {
             return Err(LimitsError::NoCq);
         }
-        let total = 1 + u64::from(max_cq) + 2 * u64::from(max_qp);
+        // Control, CQs, SQ/RQ pairs, event queue.
+        let total = 2 + u64::from(max_cq) + 2 * u64::from(max_qp);
         if total > u64::from(MAX_VRINGS) {
             return Err(LimitsError::TooManyQueues {
                 max_cq,
@@ -305,10 +306,15 @@ impl Limits {
         self.mac
     }
 
-    /// Virtqueues: control, one per CQ, an (SQ, RQ) pair per QP.
+    /// Virtqueues: control, one per CQ, an (SQ, RQ) pair per QP, events.
     pub fn num_queues(&self) -> usize {
         // At most 256 by construction.
-        1 + self.max_cq as usize + 2 * self.max_qp as usize
+        1 + abi::virtio_rdma_event_vq(self.max_cq, self.max_qp) as usize
+    }
+
+    /// Index of the event queue.
+    pub fn event_vq(&self) -> usize {
+        abi::virtio_rdma_event_vq(self.max_cq, self.max_qp) as usize
     }
 
     /// System image GUID: the MAC's modified EUI-64, in network byte order.
@@ -380,16 +386,16 @@ mod tests {
     fn queue_count_bound() {
         assert_eq!(
             Limits::new(16, 32, 1024, MAC).map(|l| l.num_queues()),
-            Ok(65)
+            Ok(66)
         );
         assert_eq!(
-            Limits::new(1, 253, 1024, MAC).map(|l| l.num_queues()),
+            Limits::new(1, 252, 1024, MAC).map(|l| l.num_queues()),
             Ok(256)
         );
         assert_eq!(
-            Limits::new(1, 254, 1024, MAC),
+            Limits::new(1, 253, 1024, MAC),
             Err(LimitsError::TooManyQueues {
-                max_cq: 254,
+                max_cq: 253,
                 max_qp: 1,
                 total: 257
             })
@@ -433,7 +439,7 @@ mod tests {
         let max_cq = std::mem::offset_of!(VirtioRdmaConfig, max_cq);
         assert_eq!(&space[max_cq..max_cq + 4], &[0, 0, 0, 0]);
         // The device still serves its real queues.
-        assert_eq!(l.num_queues(), 65);
+        assert_eq!(l.num_queues(), 66);
         assert!("atomic_cap=256".parse::<ConfigOverride>().is_err());
         assert!("nonsense=1".parse::<ConfigOverride>().is_err());
         assert!("max_qp".parse::<ConfigOverride>().is_err());

@@ -16,13 +16,14 @@
 //! a thread-local hub set, so that each new vring registers itself there.
 
 use std::cell::RefCell;
+use std::fmt;
 use std::fs::File;
-use std::io;
+use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 
-use log::error;
+use log::{error, warn};
 use vhost_user_backend::{VringRwLock, VringStateGuard, VringStateMutGuard, VringT};
-use virtio_queue::Error as VirtQueError;
+use virtio_queue::{Error as VirtQueError, QueueT};
 use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
@@ -89,7 +90,59 @@ impl std::fmt::Debug for RdmaVring {
     }
 }
 
+/// Why a record could not be written into a queue of device-writable
+/// buffers (a CQ's or the event queue).
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The driver left no buffer available.
+    #[error("no buffer available")]
+    NoBuffer,
+    /// The used ring could not be updated.
+    #[error("used ring: {0}")]
+    Ring(String),
+}
+
 impl RdmaVring {
+    /// Writes `record` into the next available buffer and returns that
+    /// buffer in the used ring with the record's length. A buffer that is
+    /// too small or not device-writable is returned with length 0 (logged
+    /// as a buffer of `what`) and the next one is tried. Does not signal.
+    pub fn put_record(
+        &self,
+        mem: &GuestMemoryMmap,
+        record: &[u8],
+        what: &dyn fmt::Display,
+    ) -> Result<(), RecordError> {
+        loop {
+            let chain = self.get_mut().get_queue_mut().pop_descriptor_chain(mem);
+            let Some(chain) = chain else {
+                return Err(RecordError::NoBuffer);
+            };
+            let head = chain.head_index();
+            let written = match chain.writer(mem) {
+                Ok(mut w) if w.available_bytes() >= record.len() => w.write_all(record),
+                Ok(w) => Err(io::Error::other(format!(
+                    "{} bytes, need {}",
+                    w.available_bytes(),
+                    record.len()
+                ))),
+                Err(e) => Err(io::Error::other(e.to_string())),
+            };
+            let len = match written {
+                Ok(()) => record.len() as u32,
+                Err(e) => {
+                    warn!("{what}: bad buffer {head}: {e}");
+                    0
+                }
+            };
+            self.add_used(head, len)
+                .map_err(|e| RecordError::Ring(e.to_string()))?;
+            if len > 0 {
+                return Ok(());
+            }
+        }
+    }
+
     fn notify(&self) {
         if let Some(changed) = &self.changed {
             if let Err(e) = changed.write(1) {

@@ -32,9 +32,9 @@ fn print_num_queues() {
         .output()
         .expect("run");
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "65\n");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "66\n");
     let out = Command::new(BIN)
-        .args(["--print-num-queues", "--max-qp", "1", "--max-cq", "253"])
+        .args(["--print-num-queues", "--max-qp", "1", "--max-cq", "252"])
         .output()
         .expect("run");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "256\n");
@@ -56,7 +56,7 @@ fn too_many_queues_is_refused() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("max_cq (32)") && err.contains("max_qp (120)") && err.contains("273"),
+        err.contains("max_cq (32)") && err.contains("max_qp (120)") && err.contains("274"),
         "{err}"
     );
     for bad in [

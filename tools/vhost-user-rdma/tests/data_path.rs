@@ -1309,6 +1309,177 @@ fn cq_overrun_moves_qp_to_error() {
         );
         thread::sleep(Duration::from_millis(1));
     }
+    // No event buffer was lent: the events are lost, nothing else happens.
+    assert_eq!(d.events(), vec![]);
+    d.finish();
+}
+
+/// Waits until `n` events have arrived.
+fn wait_events(d: &mut Dev, n: usize) -> Vec<(u32, u32)> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut out = Vec::new();
+    while out.len() < n {
+        out.extend(d.events());
+        assert!(Instant::now() < deadline, "events so far: {out:?}");
+        thread::sleep(Duration::from_millis(1));
+    }
+    out
+}
+
+#[test]
+fn cq_overrun_reports_cq_and_qp_errors() {
+    let mut d = Dev::start();
+    d.fill_events(4, 8);
+    let pd = d.create_pd();
+    let cq = d.create_cq(0);
+    let key = d.dma_mr(pd, ALL);
+    let a = d.create_qp(pd, IB_QPT_RC, cq, true);
+    let b = d.create_qp(pd, IB_QPT_RC, cq, true);
+    let gid = d.gid;
+    d.rc_up(a, gid, b, ALL, 0);
+    d.rc_up(b, gid, a, ALL, 0);
+    d.send(
+        a,
+        &wqe(
+            1,
+            IB_WR_RDMA_WRITE,
+            0,
+            0,
+            &rdma(DATA + 0x1000, key),
+            &[(DATA, 8, key)],
+        ),
+    );
+    assert_eq!(
+        wait_events(&mut d, 2),
+        vec![
+            (VIRTIO_RDMA_EVENT_CQ_ERR, cq),
+            (VIRTIO_RDMA_EVENT_QP_FATAL, a)
+        ]
+    );
+    assert_eq!(d.qp_state(a), IB_QPS_ERR);
+    // The flush completions found no buffer either, and raised nothing more.
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(d.events(), vec![]);
+    d.finish();
+}
+
+#[test]
+fn responder_errors_raise_async_events() {
+    // (what, work request for key, requester's status, responder's event);
+    // `key + (100 << 8)` names no MR.
+    type Wr = fn(u32) -> Vec<u8>;
+    let cases: [(&str, Wr, u8, u32); 4] = [
+        (
+            "RDMA WRITE with a bad rkey",
+            |key| {
+                wqe(
+                    1,
+                    IB_WR_RDMA_WRITE,
+                    IB_SEND_SIGNALED,
+                    0,
+                    &rdma(DATA + 0x1000, key + (100 << 8)),
+                    &[(DATA, 8, key)],
+                )
+            },
+            IB_WC_REM_ACCESS_ERR,
+            VIRTIO_RDMA_EVENT_QP_ACCESS_ERR,
+        ),
+        (
+            "RDMA READ with a bad rkey",
+            |key| {
+                wqe(
+                    1,
+                    IB_WR_RDMA_READ,
+                    IB_SEND_SIGNALED,
+                    0,
+                    &rdma(DATA + 0x1000, key + (100 << 8)),
+                    &[(DATA, 8, key)],
+                )
+            },
+            IB_WC_REM_ACCESS_ERR,
+            VIRTIO_RDMA_EVENT_QP_ACCESS_ERR,
+        ),
+        (
+            "atomic with a bad rkey",
+            |key| {
+                wqe(
+                    1,
+                    IB_WR_ATOMIC_FETCH_AND_ADD,
+                    IB_SEND_SIGNALED,
+                    0,
+                    &atomic_wr(DATA + 0x1000, 1, 0, key + (100 << 8)),
+                    &[(DATA, 8, key)],
+                )
+            },
+            IB_WC_REM_ACCESS_ERR,
+            VIRTIO_RDMA_EVENT_QP_ACCESS_ERR,
+        ),
+        (
+            "misaligned atomic",
+            |key| {
+                wqe(
+                    1,
+                    IB_WR_ATOMIC_FETCH_AND_ADD,
+                    IB_SEND_SIGNALED,
+                    0,
+                    &atomic_wr(DATA + 0x1004, 1, 0, key),
+                    &[(DATA, 8, key)],
+                )
+            },
+            IB_WC_REM_INV_REQ_ERR,
+            VIRTIO_RDMA_EVENT_QP_REQ_ERR,
+        ),
+    ];
+    for (what, wr, status, event) in cases {
+        let RcPair {
+            mut d,
+            cq,
+            a,
+            b,
+            key,
+        } = rc_pair(ALL, ALL, 0);
+        d.fill_events(4, 8);
+        d.send(a, &wr(key));
+        let wc = d.wait(cq, 1)[0];
+        assert_eq!(wc.status(), status, "{what}: requester's completion");
+        // The responder learns of it only through the event; the requester
+        // through its completion (no event).
+        assert_eq!(wait_events(&mut d, 1), vec![(event, b)], "{what}");
+        assert_eq!(d.qp_state(b), IB_QPS_ERR, "{what}: responder state");
+        thread::sleep(Duration::from_millis(50));
+        assert_eq!(d.events(), vec![], "{what}: a second event");
+        d.finish();
+    }
+}
+
+#[test]
+fn event_buffer_too_small_is_returned_empty() {
+    let RcPair {
+        mut d, cq, a, key, ..
+    } = rc_pair(ALL, ALL, 0);
+    // A 4-byte buffer cannot hold an event: given back with length 0.
+    d.fill_events(1, 4);
+    d.fill_events(1, 8);
+    d.send(
+        a,
+        &wqe(
+            1,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA + 0x1000, key + (100 << 8)),
+            &[(DATA, 8, key)],
+        ),
+    );
+    assert_eq!(d.wait(cq, 1)[0].status(), IB_WC_REM_ACCESS_ERR);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut used = Vec::new();
+    while used.len() < 2 {
+        used.extend(d.take_used(Dev::event_q()));
+        assert!(Instant::now() < deadline, "event queue: {used:?}");
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(used, vec![(0, 0), (1, 8)]);
     d.finish();
 }
 

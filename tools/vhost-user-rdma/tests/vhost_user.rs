@@ -334,7 +334,7 @@ fn handshake_features_and_queue_count() {
     }
     fe.set_protocol_features(proto)
         .expect("set_protocol_features");
-    assert_eq!(fe.get_queue_num().expect("get_queue_num"), 65);
+    assert_eq!(fe.get_queue_num().expect("get_queue_num"), 66);
     h.finish();
 }
 
@@ -657,7 +657,7 @@ fn control_queue_malformed_requests() {
 
 #[test]
 fn high_vring_indices_are_served() {
-    // Vrings 64 and up (here the last RQ, index 64) must not upset the
+    // Vrings 64 and up (here the event queue, index 65, the last) must not upset the
     // library or the event loop; the control queue keeps working.
     let mut h = Harness::start();
     h.handshake();
@@ -665,7 +665,7 @@ fn high_vring_indices_are_served() {
     let kick = EventFd::new(EFD_NONBLOCK).expect("kick");
     let call = EventFd::new(EFD_NONBLOCK).expect("call");
     let fe = h.fe();
-    fe.set_vring_num(64, QSIZE).expect("set_vring_num 64");
+    fe.set_vring_num(65, QSIZE).expect("set_vring_num 65");
     let host = g.mem.get_host_address(GuestAddress(0)).expect("host") as u64;
     let cfg = VringConfigData {
         queue_max_size: QSIZE,
@@ -676,14 +676,14 @@ fn high_vring_indices_are_served() {
         avail_ring_addr: host + 0x5000,
         log_addr: None,
     };
-    fe.set_vring_addr(64, &cfg).expect("set_vring_addr 64");
-    fe.set_vring_call(64, &call).expect("set_vring_call 64");
-    fe.set_vring_kick(64, &kick).expect("set_vring_kick 64");
-    fe.set_vring_enable(64, true).expect("set_vring_enable 64");
-    kick.write(1).expect("kick 64");
+    fe.set_vring_addr(65, &cfg).expect("set_vring_addr 65");
+    fe.set_vring_call(65, &call).expect("set_vring_call 65");
+    fe.set_vring_kick(65, &kick).expect("set_vring_kick 65");
+    fe.set_vring_enable(65, true).expect("set_vring_enable 65");
+    kick.write(1).expect("kick 65");
     let (st, body) = g.command(VIRTIO_RDMA_CMD_CREATE_PD, &[], 8);
     assert_eq!((st, body), (VIRTIO_RDMA_S_OK, u32le(1)));
-    assert!(fe_queue_num(&mut h) == 65);
+    assert!(fe_queue_num(&mut h) == 66);
     h.finish();
 }
 

@@ -7,6 +7,7 @@
 // Each including crate uses a different part.
 #![allow(dead_code)]
 
+use std::mem::size_of;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
@@ -158,7 +159,7 @@ impl Dev {
         )
         .expect("region info");
         fe.set_mem_table(&[region]).expect("mem table");
-        let nq = 1 + MAX_CQ as usize + 2 * MAX_QP as usize;
+        let nq = limits(0).num_queues();
         let mut vqs = Vec::new();
         for index in 0..nq {
             let vq = Vq {
@@ -313,13 +314,43 @@ impl Dev {
     }
 
     pub fn cq_q(cqn: u32) -> usize {
-        1 + cqn as usize
+        virtio_rdma_cq_vq(cqn) as usize
     }
     pub fn sq_q(qpn: u32) -> usize {
-        1 + MAX_CQ as usize + 2 * qpn as usize
+        virtio_rdma_sq_vq(MAX_CQ, qpn) as usize
     }
     pub fn rq_q(qpn: u32) -> usize {
-        2 + MAX_CQ as usize + 2 * qpn as usize
+        virtio_rdma_rq_vq(MAX_CQ, qpn) as usize
+    }
+    pub fn event_q() -> usize {
+        virtio_rdma_event_vq(MAX_CQ, MAX_QP) as usize
+    }
+
+    /// Lends `n` buffers of `len` bytes to the event queue.
+    pub fn fill_events(&mut self, n: u16, len: usize) {
+        for _ in 0..n {
+            self.post(Dev::event_q(), &vec![0u8; len], true);
+        }
+    }
+
+    /// Events written so far, as (type, element); used entries of length 0
+    /// (buffers the device refused) are skipped.
+    pub fn events(&mut self) -> Vec<(u32, u32)> {
+        let q = Dev::event_q();
+        let mut out = Vec::new();
+        for (id, len) in self.take_used(q) {
+            if len == 0 {
+                continue;
+            }
+            assert_eq!(len as usize, size_of::<VirtioRdmaEvent>(), "event length");
+            let mut b = [0u8; size_of::<VirtioRdmaEvent>()];
+            self.mem
+                .read_slice(&mut b, GuestAddress(self.vqs[q].buf(id as u16)))
+                .expect("event");
+            let e = VirtioRdmaEvent::read_from_bytes(&b).expect("event");
+            out.push((e.event_type.get(), e.element.get()));
+        }
+        out
     }
 
     /// CREATE_CQ, and fills its queue with `bufs` CQE buffers.
