@@ -34,8 +34,8 @@ pub use mr::{DmaTable, Mr, NewMr};
 pub use netdev::PortNetdev;
 pub use pd::Pd;
 pub use qp::{
-    NewQp, Qp, QpAttr, QpCap, QpInitAttr, QpRegistry, RecvWr, RecvWrs, RoceAv, SendOp, SendWr,
-    SendWrs, Sge,
+    NewQp, Qp, QpAttr, QpCap, QpEvent, QpInitAttr, QpRegistry, RecvWr, RecvWrs, RoceAv, SendOp,
+    SendWr, SendWrs, Sge,
 };
 pub use umem::Umem;
 

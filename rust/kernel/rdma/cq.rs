@@ -103,6 +103,26 @@ impl<T: Driver> Cq<T> {
     }
 }
 
+impl<T: Driver> Cq<T> {
+    /// Reports `IB_EVENT_CQ_ERR` (completions were lost) to the consumer's event handler, if it
+    /// gave one. Any context, as [`Self::completion_event`].
+    fn error_event(&self) {
+        // SAFETY: By the type invariant `ib` is a valid CQ; the core sets `event_handler`,
+        // `cq_context` and `device` before calling `create_cq` and does not change them
+        // afterwards. The event lives for the handler's call.
+        unsafe {
+            let ib = self.as_raw();
+            if let Some(handler) = (*ib).event_handler {
+                let mut event: bindings::ib_event = pin_init::zeroed();
+                event.device = (*ib).device;
+                event.element.cq = ib;
+                event.event = bindings::ib_event_type_IB_EVENT_CQ_ERR;
+                handler(&mut event, (*ib).cq_context);
+            }
+        }
+    }
+}
+
 impl<T: Driver> Deref for Cq<T> {
     type Target = T::Cq;
 
@@ -160,6 +180,13 @@ impl<T: Driver> CqRegistry<T> {
     /// there. Any context.
     pub fn completion_event(&self, index: u32) -> bool {
         self.with(index, |cq| cq.completion_event()).is_some()
+    }
+
+    /// Reports to the consumer of the CQ at `index` that completions were lost
+    /// (`IB_EVENT_CQ_ERR`); returns `false` if there is no CQ there. Any context; the handler
+    /// runs under the registry's lock, so the CQ cannot be destroyed meanwhile.
+    pub fn error_event(&self, index: u32) -> bool {
+        self.with(index, |cq| cq.error_event()).is_some()
     }
 
     /// Adds `cq` at its index; [`EBUSY`] if the slot is taken, [`EINVAL`] if out of range.

@@ -93,6 +93,52 @@ impl<T: Driver> Qp<T> {
     }
 }
 
+/// An asynchronous error of a QP that no completion reports, for the QP's consumer
+/// (`enum ib_event_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QpEvent {
+    /// The QP moved to error for a reason of its own (`IB_EVENT_QP_FATAL`), e.g. a completion
+    /// of it was lost.
+    Fatal,
+    /// As responder, the QP received an invalid request and moved to error
+    /// (`IB_EVENT_QP_REQ_ERR`).
+    RequestError,
+    /// As responder, the QP saw a remote access violation and moved to error
+    /// (`IB_EVENT_QP_ACCESS_ERR`).
+    AccessError,
+}
+
+impl QpEvent {
+    fn raw(self) -> bindings::ib_event_type {
+        match self {
+            Self::Fatal => bindings::ib_event_type_IB_EVENT_QP_FATAL,
+            Self::RequestError => bindings::ib_event_type_IB_EVENT_QP_REQ_ERR,
+            Self::AccessError => bindings::ib_event_type_IB_EVENT_QP_ACCESS_ERR,
+        }
+    }
+}
+
+impl<T: Driver> Qp<T> {
+    /// Reports `event` to the QP's event handler, if it has one. Any context: consumers' QP
+    /// event handlers may run in hard-IRQ context (as with drivers that dispatch them from
+    /// their event-queue interrupt).
+    fn event(&self, event: QpEvent) {
+        // SAFETY: By the type invariant `ib` is a valid QP; the core sets `event_handler`,
+        // `qp_context` and `device` before calling `create_qp` and does not change them
+        // afterwards. The event lives for the handler's call.
+        unsafe {
+            let ib = self.as_raw();
+            if let Some(handler) = (*ib).event_handler {
+                let mut ev: bindings::ib_event = pin_init::zeroed();
+                ev.device = (*ib).device;
+                ev.element.qp = ib;
+                ev.event = event.raw();
+                handler(&mut ev, (*ib).qp_context);
+            }
+        }
+    }
+}
+
 impl<T: Driver> Deref for Qp<T> {
     type Target = T::Qp;
 
@@ -143,6 +189,13 @@ impl<T: Driver> QpRegistry<T> {
         // SAFETY: A non-null slot points to a live `Qp<T>` (type invariant), which stays alive
         // while the lock is held: it is removed (under the lock) before it is destroyed.
         Some(f(unsafe { &*qp.cast::<Qp<T>>() }))
+    }
+
+    /// Reports `event` to the consumer of QP `qpn`; returns `false` if there is no such QP. Any
+    /// context; the handler runs under the registry's lock, so the QP cannot be destroyed
+    /// meanwhile.
+    pub fn event(&self, qpn: u32, event: QpEvent) -> bool {
+        self.with(qpn, |qp| qp.event(event)).is_some()
     }
 
     fn insert(&self, qp: &Qp<T>) -> Result {

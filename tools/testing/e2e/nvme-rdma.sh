@@ -5,9 +5,10 @@
 # `nvme connect -t rdma` to it (rdma_cm over the device's GSI QP, RC queues,
 # fast registration, SEND_WITH_INV, RDMA READ/WRITE by the target), fio with
 # crc32c verification (random 4 KiB and sequential 128 KiB writes, each read
-# back and checked), disconnect, then the driver unloaded under the still
-# listening target. The runner fails the test on any kernel
-# WARN/lockdep/KASAN report or kmemleak leak.
+# back and checked), `rdma res show` listing the host's QPs, CQs, MRs and
+# PDs, disconnect, then the driver unloaded under the still listening
+# target. The runner fails the test on any kernel WARN/lockdep/KASAN report
+# or kmemleak leak.
 set -euo pipefail
 
 ADDR=10.0.2.15 PORT=4420 NQN=nqn.2026-11.org.virtio-rdma:e2e
@@ -72,6 +73,12 @@ echo "$dev: $(cat "/sys/class/nvme/$dev/address"), queues: $(ls -d /sys/class/nv
 nqp=$(rdma res show qp link virtio_rdma0/1 2>/dev/null | grep -c "type RC" || true)
 echo "RC QPs on virtio_rdma0: $nqp"
 [ "$nqp" -ge 4 ] || fail "expected the NVMe queues as RC QPs on virtio_rdma0, found $nqp"
+# The core's resource tracking sees what the host ULP created on the device.
+for res in qp cq mr pd; do
+	n=$(rdma res show "$res" dev virtio_rdma0 2>/dev/null | grep -c "comm \[nvme_rdma\]" || true)
+	echo "rdma res show $res: $n of nvme_rdma on virtio_rdma0"
+	[ "$n" -ge 1 ] || { rdma res show "$res" dev virtio_rdma0 || true; fail "no $res of nvme_rdma in rdma res show"; }
+done
 
 step "fio: 32 MiB of random 4 KiB writes, verified (crc32c)"
 fio --eta=never --name=rand4k --filename="$ns" --ioengine=libaio --direct=1 --iodepth=16 \

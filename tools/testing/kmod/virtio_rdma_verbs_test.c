@@ -198,6 +198,10 @@ struct qp_pair {
 	u8 *buf[2];
 	u64 dma[2];
 	struct completion armed_done;
+	/* Asynchronous events (hard-IRQ context): the last one of each QP/CQ, or -1. */
+	int qp_event[2];
+	int cq_event[2];
+	struct completion event_done;
 };
 
 #define BUF_LEN 4096
@@ -209,6 +213,22 @@ static void pair_comp_handler(struct ib_cq *cq, void *ctx)
 	struct qp_pair *p = ctx;
 
 	complete(&p->armed_done);
+}
+
+/* The QPs' and CQs' event handler: records the last event of each. */
+static void pair_event(struct ib_event *event, void *ctx)
+{
+	struct qp_pair *p = ctx;
+	bool cq = event->event == IB_EVENT_CQ_ERR;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (cq && event->element.cq == p->cq[i])
+			WRITE_ONCE(p->cq_event[i], event->event);
+		if (!cq && event->element.qp == p->qp[i])
+			WRITE_ONCE(p->qp_event[i], event->event);
+	}
+	complete(&p->event_done);
 }
 
 static void pair_release(void *data)
@@ -329,8 +349,9 @@ static int ready_ud_qp(struct ib_qp *qp)
 	return modify(qp, &attr, IB_QP_STATE | IB_QP_SQ_PSN);
 }
 
-static struct qp_pair *pair_setup(struct kunit *test, enum ib_qp_type type,
-				  u8 rnr_retry)
+/* Two QPs of type on the device, each with its own CQ of cqe entries. */
+static struct qp_pair *pair_setup_cqe(struct kunit *test, enum ib_qp_type type,
+				      u8 rnr_retry, int cqe)
 {
 	struct ib_device *dev = get_dev(test);
 	struct ib_qp_init_attr init = {};
@@ -341,15 +362,20 @@ static struct qp_pair *pair_setup(struct kunit *test, enum ib_qp_type type,
 	KUNIT_ASSERT_NOT_NULL(test, p);
 	p->dev = dev;
 	init_completion(&p->armed_done);
+	init_completion(&p->event_done);
+	for (i = 0; i < 2; i++) {
+		p->qp_event[i] = -1;
+		p->cq_event[i] = -1;
+	}
 	KUNIT_ASSERT_EQ(test, kunit_add_action_or_reset(test, pair_release, p), 0);
 	KUNIT_ASSERT_EQ_MSG(test, wait_gid(dev, &p->gid), 0, "no GID on port 1");
 
 	p->pd = ib_alloc_pd(dev, IB_PD_UNSAFE_GLOBAL_RKEY);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(p->pd));
 	for (i = 0; i < 2; i++) {
-		struct ib_cq_init_attr cq_attr = { .cqe = 64 };
+		struct ib_cq_init_attr cq_attr = { .cqe = cqe };
 
-		p->cq[i] = ib_create_cq(dev, pair_comp_handler, NULL, p,
+		p->cq[i] = ib_create_cq(dev, pair_comp_handler, pair_event, p,
 					&cq_attr);
 		KUNIT_ASSERT_FALSE(test, IS_ERR(p->cq[i]));
 		p->buf[i] = kzalloc(BUF_LEN, GFP_KERNEL);
@@ -368,6 +394,8 @@ static struct qp_pair *pair_setup(struct kunit *test, enum ib_qp_type type,
 		init.cap.max_send_sge = 2;
 		init.cap.max_recv_sge = 2;
 		init.cap.max_inline_data = 64;
+		init.event_handler = pair_event;
+		init.qp_context = p;
 		p->qp[i] = ib_create_qp(p->pd, &init);
 		KUNIT_ASSERT_FALSE_MSG(test, IS_ERR(p->qp[i]), "%ld",
 				       PTR_ERR(p->qp[i]));
@@ -381,6 +409,22 @@ static struct qp_pair *pair_setup(struct kunit *test, enum ib_qp_type type,
 							 &p->gid, rnr_retry), 0);
 	}
 	return p;
+}
+
+static struct qp_pair *pair_setup(struct kunit *test, enum ib_qp_type type,
+				  u8 rnr_retry)
+{
+	return pair_setup_cqe(test, type, rnr_retry, 64);
+}
+
+/* Waits up to POLL_MS for *slot to become an event; returns it, or -1. */
+static int wait_async_event(struct qp_pair *p, int *slot)
+{
+	unsigned long end = jiffies + msecs_to_jiffies(POLL_MS);
+
+	while (READ_ONCE(*slot) < 0 && time_before(jiffies, end))
+		wait_for_completion_timeout(&p->event_done, msecs_to_jiffies(50));
+	return READ_ONCE(*slot);
 }
 
 /* Polls one completion off cq, waiting for it up to POLL_MS. */
@@ -764,6 +808,67 @@ static void rc_remote_access_error(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
 	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_REM_ACCESS_ERR);
 	KUNIT_EXPECT_EQ(test, wc.wr_id, 40);
+
+	/*
+	 * The responder consumed no receive, so only an asynchronous event tells
+	 * its consumer that it moved to error; the requester learnt it from the
+	 * completion and gets no event.
+	 */
+	KUNIT_EXPECT_EQ(test, wait_async_event(p, &p->qp_event[1]),
+			IB_EVENT_QP_ACCESS_ERR);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(p->qp_event[0]), -1);
+}
+
+/* A misaligned atomic is an invalid request for the responder. */
+static void rc_atomic_request_error(struct kunit *test)
+{
+	struct qp_pair *p = pair_setup(test, IB_QPT_RC, 7);
+	struct ib_sge sge = { .addr = p->dma[0], .length = 8,
+			      .lkey = p->pd->local_dma_lkey };
+	struct ib_atomic_wr wr = {
+		.wr = { .wr_id = 45, .sg_list = &sge, .num_sge = 1,
+			.opcode = IB_WR_ATOMIC_FETCH_AND_ADD,
+			.send_flags = IB_SEND_SIGNALED },
+		.remote_addr = p->dma[1] + 4,
+		.compare_add = 1,
+		.rkey = p->pd->unsafe_global_rkey,
+	};
+	struct ib_wc wc;
+
+	KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, poll_one(p->cq[0], &wc), 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_REM_INV_REQ_ERR);
+	KUNIT_EXPECT_EQ(test, wait_async_event(p, &p->qp_event[1]),
+			IB_EVENT_QP_REQ_ERR);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(p->qp_event[0]), -1);
+}
+
+/*
+ * A CQ of one entry that is never polled overruns on the second completion:
+ * the CQ's consumer gets IB_EVENT_CQ_ERR and the QP's IB_EVENT_QP_FATAL.
+ */
+static void cq_overrun_events(struct kunit *test)
+{
+	struct qp_pair *p = pair_setup_cqe(test, IB_QPT_RC, 7, 1);
+	struct ib_sge sge = { .addr = p->dma[0], .length = 8,
+			      .lkey = p->pd->local_dma_lkey };
+	struct ib_rdma_wr wr = {
+		.wr = { .sg_list = &sge, .num_sge = 1,
+			.opcode = IB_WR_RDMA_WRITE,
+			.send_flags = IB_SEND_SIGNALED },
+		.remote_addr = p->dma[1],
+		.rkey = p->pd->unsafe_global_rkey,
+	};
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		wr.wr.wr_id = 60 + i;
+		KUNIT_ASSERT_EQ(test, ib_post_send(p->qp[0], &wr.wr, NULL), 0);
+	}
+	KUNIT_EXPECT_EQ(test, wait_async_event(p, &p->cq_event[0]), IB_EVENT_CQ_ERR);
+	KUNIT_EXPECT_EQ(test, wait_async_event(p, &p->qp_event[0]), IB_EVENT_QP_FATAL);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(p->qp_event[1]), -1);
+	KUNIT_EXPECT_EQ(test, READ_ONCE(p->cq_event[1]), -1);
 }
 
 static void rc_rnr_retry_exceeded(struct kunit *test)
@@ -990,6 +1095,8 @@ static struct kunit_case vrdma_verbs_cases[] = {
 	KUNIT_CASE(rc_atomics),
 	KUNIT_CASE(rc_bad_lkey_and_flush),
 	KUNIT_CASE(rc_remote_access_error),
+	KUNIT_CASE(rc_atomic_request_error),
+	KUNIT_CASE(cq_overrun_events),
 	KUNIT_CASE(rc_rnr_retry_exceeded),
 	KUNIT_CASE(post_reports_bad_wr),
 	KUNIT_CASE(ud_send_recv),

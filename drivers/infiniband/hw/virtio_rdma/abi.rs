@@ -794,3 +794,33 @@ same_layout!(
     bindings::virtio_rdma_sq_reg,
     [mrn, key, access, npages, iova, length, pages]
 );
+
+/// `struct virtio_rdma_event`: one asynchronous event, written by the device into an event
+/// buffer.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct Event {
+    pub(crate) event_type: U32,
+    pub(crate) element: U32,
+}
+same_layout!(Event, bindings::virtio_rdma_event, [event_type, element]);
+
+/// `enum virtio_rdma_event_type`.
+pub(crate) mod event {
+    use kernel::bindings;
+
+    pub(crate) const CQ_ERR: u32 = bindings::virtio_rdma_event_type_VIRTIO_RDMA_EVENT_CQ_ERR;
+    pub(crate) const QP_FATAL: u32 = bindings::virtio_rdma_event_type_VIRTIO_RDMA_EVENT_QP_FATAL;
+    pub(crate) const QP_REQ_ERR: u32 =
+        bindings::virtio_rdma_event_type_VIRTIO_RDMA_EVENT_QP_REQ_ERR;
+    pub(crate) const QP_ACCESS_ERR: u32 =
+        bindings::virtio_rdma_event_type_VIRTIO_RDMA_EVENT_QP_ACCESS_ERR;
+
+    // The protocol's values are the verbs' (`enum ib_event_type`).
+    const _: () = {
+        assert!(CQ_ERR == bindings::ib_event_type_IB_EVENT_CQ_ERR);
+        assert!(QP_FATAL == bindings::ib_event_type_IB_EVENT_QP_FATAL);
+        assert!(QP_REQ_ERR == bindings::ib_event_type_IB_EVENT_QP_REQ_ERR);
+        assert!(QP_ACCESS_ERR == bindings::ib_event_type_IB_EVENT_QP_ACCESS_ERR);
+    };
+}

@@ -53,7 +53,7 @@ impl fmt::Display for ConfigError {
 }
 
 /// The virtqueue layout of a device: the control queue, one queue per CQ, then an (SQ, RQ) pair
-/// per QP.
+/// per QP, then the event queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QueueLayout {
     max_cq: u32,
@@ -81,8 +81,13 @@ impl QueueLayout {
         self.max_qp
     }
 
-    /// Number of virtqueues: `1 + max_cq + 2 * max_qp` (at most 49153, no overflow).
+    /// Number of virtqueues: `2 + max_cq + 2 * max_qp` (at most 49154, no overflow).
     pub(crate) fn num_queues(&self) -> u32 {
+        self.event() + 1
+    }
+
+    /// Index of the event queue (`VIRTIO_RDMA_EVENT_VQ`), the last one.
+    pub(crate) fn event(&self) -> u32 {
         1 + self.max_cq + 2 * self.max_qp
     }
 
@@ -116,7 +121,8 @@ impl QueueLayout {
         match index {
             0 => Some(QueueKind::Ctrl),
             i if i < cq_end => Some(QueueKind::Cq(i - 1)),
-            i if i < self.num_queues() => {
+            i if i == self.event() => Some(QueueKind::Event),
+            i if i < self.event() => {
                 let qpn = (i - cq_end) / 2;
                 Some(if (i - cq_end) % 2 == 0 {
                     QueueKind::Sq(qpn)
@@ -140,6 +146,8 @@ pub(crate) enum QueueKind {
     Sq(u32),
     /// The receive queue of a QP.
     Rq(u32),
+    /// The event queue.
+    Event,
 }
 
 /// A validated config space.
@@ -236,7 +244,7 @@ mod tests {
         let cfg = validate(&good());
         assert!(cfg.is_ok());
         if let Ok(cfg) = cfg {
-            assert_eq!(cfg.layout.num_queues(), 65);
+            assert_eq!(cfg.layout.num_queues(), 66);
         }
     }
 
@@ -324,14 +332,16 @@ mod tests {
         assert_eq!(l.sq(15), Some(63));
         assert_eq!(l.rq(15), Some(64));
         assert_eq!(l.sq(16), None);
-        assert_eq!(l.num_queues(), 65);
+        assert_eq!(l.event(), 65);
+        assert_eq!(l.num_queues(), 66);
         assert_eq!(l.kind(0), Some(QueueKind::Ctrl));
         assert_eq!(l.kind(1), Some(QueueKind::Cq(0)));
         assert_eq!(l.kind(32), Some(QueueKind::Cq(31)));
         assert_eq!(l.kind(33), Some(QueueKind::Sq(0)));
         assert_eq!(l.kind(34), Some(QueueKind::Rq(0)));
         assert_eq!(l.kind(64), Some(QueueKind::Rq(15)));
-        assert_eq!(l.kind(65), None);
+        assert_eq!(l.kind(65), Some(QueueKind::Event));
+        assert_eq!(l.kind(66), None);
     }
 
     #[test]
@@ -340,11 +350,13 @@ mod tests {
         assert!(QueueLayout::new(1, 0).is_none());
         assert!(QueueLayout::new(16385, 1).is_none());
         let l = QueueLayout::new(1, 1);
-        assert_eq!(l.map(|l| l.num_queues()), Some(4));
+        assert_eq!(l.map(|l| l.num_queues()), Some(5));
         assert_eq!(l.and_then(|l| l.kind(3)), Some(QueueKind::Rq(0)));
+        assert_eq!(l.and_then(|l| l.kind(4)), Some(QueueKind::Event));
         let l = QueueLayout::new(16384, 16384);
-        assert_eq!(l.map(|l| l.num_queues()), Some(49153));
+        assert_eq!(l.map(|l| l.num_queues()), Some(49154));
         assert_eq!(l.and_then(|l| l.rq(16383)), Some(49152));
         assert_eq!(l.and_then(|l| l.kind(49152)), Some(QueueKind::Rq(16383)));
+        assert_eq!(l.and_then(|l| l.kind(49153)), Some(QueueKind::Event));
     }
 }

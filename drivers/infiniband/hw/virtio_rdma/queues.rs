@@ -2,7 +2,8 @@
 
 //! The notifications of the device's virtqueues (hard-IRQ context): control commands coming
 //! back wake their caller (`ctrl.rs`); completions arriving on a CQ's queue notify the CQ's
-//! consumer if it armed the CQ (`cq.rs`). Send and receive queues do not notify.
+//! consumer if it armed the CQ (`cq.rs`); asynchronous events reach the consumer of the CQ or
+//! QP they name (`events.rs`). Send and receive queues do not notify.
 
 use kernel::{
     prelude::*,
@@ -14,6 +15,7 @@ use crate::{
     config::{QueueKind, QueueLayout},
     cq,
     ctrl::CtrlDone,
+    events,
     verbs::RdmaDev,
 };
 
@@ -27,7 +29,7 @@ pub(crate) struct Handler<'a> {
     /// The device's CQs, by CQ number.
     #[pin]
     pub(crate) cqs: CqRegistry<RdmaDev<'a>>,
-    /// The device's QPs, by QP number (to find the QP a completion names).
+    /// The device's QPs, by QP number (to find the QP a completion or an event names).
     #[pin]
     pub(crate) qps: QpRegistry<RdmaDev<'a>>,
 }
@@ -49,6 +51,7 @@ impl VqHandler for Handler<'_> {
         match self.layout.kind(vq.index()) {
             Some(QueueKind::Ctrl) => self.ctrl.used(vq),
             Some(QueueKind::Cq(cqn)) => cq::completion_event(&self.cqs, cqn, vq),
+            Some(QueueKind::Event) => events::callback(&self.cqs, &self.qps, vq),
             // Send and receive queues are set up without a callback.
             Some(QueueKind::Sq(_) | QueueKind::Rq(_)) | None => {}
         }

@@ -4,7 +4,8 @@
 //!
 //! The device ABI is `include/uapi/linux/virtio_rdma.h`. At probe the driver reads and checks
 //! the device's config space (`config.rs`), creates its virtqueues (the control queue, one per
-//! CQ, an SQ/RQ pair per QP), sets DRIVER_OK and registers the RDMA device `virtio_rdma%d`:
+//! CQ, an SQ/RQ pair per QP, the event queue), sets DRIVER_OK, fills the event queue
+//! (`events.rs`) and registers the RDMA device `virtio_rdma%d`:
 //! one RoCEv2 port, bound to the Ethernet interface whose MAC the config names. Its verbs
 //! (`verbs.rs`) are control commands (`ctrl.rs`).
 //!
@@ -24,6 +25,7 @@ mod ah;
 mod config;
 mod cq;
 mod ctrl;
+mod events;
 mod mr;
 mod port;
 mod qp;
@@ -53,6 +55,7 @@ fn queue_info(kind: QueueKind) -> VqInfo {
         QueueKind::Cq(_) => VqInfo::new::<cq::CqeBuf>(c"cq", true),
         QueueKind::Sq(_) => VqInfo::new::<wqe::SqBuf>(c"sq", false),
         QueueKind::Rq(_) => VqInfo::new::<wqe::RqBuf>(c"rq", false),
+        QueueKind::Event => VqInfo::new::<events::EventBuf>(c"event", true),
     }
 }
 
@@ -72,7 +75,7 @@ impl<'a> VirtioRdma<'a> {
             .inspect_err(|e| {
                 dev_err!(
                     dev,
-                    "cannot set up {} virtqueues (1 + max_cq {} + 2 * max_qp {}): {:?}\n",
+                    "cannot set up {} virtqueues (2 + max_cq {} + 2 * max_qp {}): {:?}\n",
                     nvqs,
                     config.raw.max_cq.get(),
                     config.raw.max_qp.get(),
@@ -81,6 +84,9 @@ impl<'a> VirtioRdma<'a> {
             })?;
         let ctrl = Ctrl::new(dev, vqs)?;
         dev.device_ready();
+        let events = ctrl.queues().get(layout.event() as usize).ok_or(EINVAL)?;
+        events::fill(events)
+            .inspect_err(|e| dev_err!(dev, "cannot fill the event queue: {:?}\n", e))?;
 
         let c = &config.raw;
         dev_info!(
