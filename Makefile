@@ -9,7 +9,8 @@
 #   make run CMD='...'    run a command in a fresh guest, exit with its status
 #   make run              the demonstration
 #   make shell            an interactive guest
-#   make build            kernel + modules, QEMU and the backend (incremental)
+#   make build            kernel + modules, QEMU, the backend and the rdma-core
+#                         provider (incremental)
 #   make bench            the backend's benchmarks (never fail on timing)
 #
 # Caches live in $(VRDMA_CACHE) (default /var/cache/virtio-rdma), keyed by
@@ -18,7 +19,7 @@
 SHELL := /bin/bash
 B := tools/build
 
-.PHONY: setup deps sysroot qemu kernel backend build run shell check demo bench
+.PHONY: setup deps sysroot qemu kernel backend provider build run shell check demo bench
 
 setup: deps build
 
@@ -39,7 +40,10 @@ kernel: sysroot
 backend: sysroot
 	@$(B)/backend.sh >/dev/null
 
-build: qemu kernel backend
+provider: sysroot
+	@$(B)/provider.sh >/dev/null
+
+build: qemu kernel backend provider
 
 CMD ?=
 run: build

@@ -24,6 +24,7 @@ mod netdev;
 mod pd;
 mod qp;
 mod roce;
+mod ucontext;
 mod umem;
 
 pub use ah::Ah;
@@ -37,6 +38,7 @@ pub use qp::{
     NewQp, Qp, QpAttr, QpCap, QpEvent, QpInitAttr, QpRegistry, RecvWr, RecvWrs, RoceAv, SendOp,
     SendWr, SendWrs, Sge,
 };
+pub use ucontext::{Ucontext, Udata};
 pub use umem::Umem;
 
 /// Port numbers of RDMA devices start at 1.

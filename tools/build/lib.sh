@@ -47,6 +47,13 @@ kernel_key() {
 }
 kernel_dir() { echo "$VRDMA_CACHE/linux-$(kernel_key)"; }
 
+# The rdma-core provider (tools/rdma-core), built in Debian's rdma-core tree.
+provider_key() {
+	key "$BUILD/provider.sh" "$TOP/tools/rdma-core" "$TOP/include/uapi/rdma/virtio_rdma-abi.h" \
+		"=$(sysroot_key)"
+}
+provider_lib() { echo "$VRDMA_CACHE/rdma-core-$(provider_key)/build/lib/libvirtio_rdma-rdmav34.so"; }
+
 # The device backend is a cargo project; cargo keeps its own build correct.
 backend_bin() { echo "$VRDMA_CACHE/cargo-target/release/vhost-user-rdma"; }
 

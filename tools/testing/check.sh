@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # make check: every test layer, each test counted once.
-#   0. style: rustfmt of every Rust file, checkpatch of the C files, clippy
+#   0. style: rustfmt of every Rust file, checkpatch of the C files (kernel
+#      and rdma-core provider), clippy
 #      of tools/ (the kernel's
 #      Rust is linted by building with CLIPPY=1: tools/build/kernel.sh CLIPPY=1)
 #   1. cargo tests of tools/ (the device backend), in the sysroot, and a
@@ -34,8 +35,9 @@ krs=$(cd "$TOP" && find rust drivers samples -name '*.rs' | sort)
 in_sysroot bash -c "cd '$TOP' && rustfmt --edition 2021 --check \
 	--config-path '$(kernel_dir)/src/.rustfmt.toml' $(echo $krs)" >"$logs/rustfmt-kernel.log" 2>&1
 result "rustfmt: kernel Rust ($(echo $krs | wc -w) files)" $?
-# The C files of the overlay and the test modules, with the kernel's checkpatch.
-cfiles=$(cd "$TOP" && find rust drivers samples tools/testing/kmod -name '*.[ch]' | sort)
+# The C files of the overlay, the test modules and the rdma-core provider
+# (rdma-core follows the kernel's style), with the kernel's checkpatch.
+cfiles=$(cd "$TOP" && find rust drivers include samples tools/testing/kmod tools/rdma-core -name '*.[ch]' | sort)
 in_sysroot bash -c "cd '$TOP' && perl '$(kernel_dir)/src/scripts/checkpatch.pl' --no-tree --quiet \
 	-f $(echo $cfiles)" >"$logs/checkpatch.log" 2>&1
 result "checkpatch: C files ($(echo $cfiles | wc -w))" $?

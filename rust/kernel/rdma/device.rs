@@ -9,7 +9,9 @@ use super::{
     netdev::PortNetdev,
     pd,
     qp::{self, NewQp, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs},
-    roce, Cq, GidAttr, Pd, Qp,
+    roce,
+    ucontext::{self, Ucontext, Udata},
+    Cq, GidAttr, Pd, Qp,
 };
 use crate::{
     bindings, device,
@@ -53,6 +55,24 @@ pub enum LinkLayer {
 pub trait Driver: Sized + Send + Sync {
     /// The module that owns the device (the core holds a reference while user contexts exist).
     type OwnerModule: ModuleMetadata;
+
+    /// The version of the driver's user ABI (`ib_device_ops.uverbs_abi_ver`, which providers
+    /// read from sysfs to decide whether they can drive the device).
+    const UVERBS_ABI_VERSION: u32 = 0;
+
+    /// The driver's part of a user context ([`Ucontext`](super::Ucontext)).
+    type Ucontext: Send + Sync;
+
+    /// A process opens the device through uverbs: creates the driver's part of its context.
+    /// `udata` carries the provider's request and room for the driver's answer. Without this
+    /// operation the device has no uverbs interface at all.
+    fn alloc_ucontext(_dev: &Device<Self>, _udata: &mut Udata<'_>) -> Result<Self::Ucontext> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Releases the driver's part of a user context; every object of the context is gone. By
+    /// default the driver's part is just dropped.
+    fn dealloc_ucontext(_dev: &Device<Self>, _ctx: Self::Ucontext) {}
 
     /// The driver's part of a protection domain ([`Pd`](super::Pd)).
     type Pd: Send + Sync;
@@ -556,6 +576,12 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
         size_ib_ah: Ah::<T>::SIZE,
         ..Default::default()
     };
+    if T::HAS_ALLOC_UCONTEXT {
+        ops.uverbs_abi_ver = T::UVERBS_ABI_VERSION;
+        ops.alloc_ucontext = Some(ucontext::alloc_ucontext_callback::<T>);
+        ops.dealloc_ucontext = Some(ucontext::dealloc_ucontext_callback::<T>);
+        ops.size_ib_ucontext = Ucontext::<T>::SIZE;
+    }
     if T::HAS_REG_USER_MR {
         ops.reg_user_mr = Some(mr::reg_user_mr_callback::<T>);
     }

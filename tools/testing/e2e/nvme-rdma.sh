@@ -13,28 +13,14 @@ set -euo pipefail
 
 ADDR=10.0.2.15 PORT=4420 NQN=nqn.2026-11.org.virtio-rdma:e2e
 cfg=/sys/kernel/config/nvmet
-fail() {
-	echo "FAIL: $*"
-	rdma link show || true
-	rdma res show qp 2>/dev/null | head -20 || true
-	dmesg | tail -40
+source "$(dirname "$0")/lib/common.sh"
+diagnose() {
+	rdma res show qp 2>/dev/null | head -20
 	tail -20 /mnt/run/backend.log
-	exit 1
 }
-step() { echo "== $*"; }
-wait_for() {
-	local what=$1; shift
-	for _ in $(seq 100); do "$@" && return 0; sleep 0.2; done
-	fail "timed out waiting for: $what"
-}
-link_active() { rdma link show virtio_rdma0/1 2>/dev/null | grep -q "state ACTIVE"; }
-# The RoCEv2 GID of eth0's IPv4 address is in the port's GID table.
-v4_gid() { grep -qx "0000:0000:0000:0000:0000:ffff:0a00:020f" /sys/class/infiniband/virtio_rdma0/ports/1/gids/* 2>/dev/null; }
 
 step "load the driver and the NVMe-oF modules"
-modprobe virtio_rdma
-wait_for "virtio_rdma0 port ACTIVE" link_active
-wait_for "the RoCEv2 GID of $ADDR" v4_gid
+driver_up
 # ib_mad and rdma_cm attach only to devices with every kernel verb.
 [ -e /sys/class/infiniband_mad/umad0 ] || fail "ib_mad did not attach to virtio_rdma0 (no umad0)"
 grep -q virtio_rdma0 /sys/class/infiniband_mad/umad0/ibdev || fail "umad0 is not virtio_rdma0's"

@@ -29,6 +29,16 @@ ip link set eth0 up 2>/dev/null &&
 	ip addr add 10.0.2.15/24 dev eth0 &&
 	ip route add default via 10.0.2.2
 
+# The project's rdma-core provider (tools/rdma-core), brought by the runner:
+# libibverbs finds providers through /etc/libibverbs.d, so the guest sees
+# Debian's list there plus ours.
+if [ -f /mnt/run/provider/libvirtio_rdma-rdmav34.so ]; then
+	mkdir -p /run/libibverbs.d
+	cp /etc/libibverbs.d/*.driver /run/libibverbs.d/
+	echo "driver /mnt/run/provider/libvirtio_rdma" >/run/libibverbs.d/virtio_rdma.driver
+	mount --bind /run/libibverbs.d /etc/libibverbs.d
+fi
+
 param() { sed -n "s/.*\bvrdma.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
 kmemleak=$(param kmemleak)
 mode=$(param mode)

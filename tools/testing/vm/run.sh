@@ -36,14 +36,18 @@ while [ $# -gt 0 ]; do
 done
 [ $mode = shell ] || [ $# -gt 0 ] || die "no command given (or use --shell)"
 
-kdir=$(kernel_dir) qemu=$(qemu_bin) backend=$(backend_bin)
+kdir=$(kernel_dir) qemu=$(qemu_bin) backend=$(backend_bin) provider=$(provider_lib)
 [ -f "$kdir/build/arch/x86/boot/bzImage" ] || die "no kernel at $kdir: run 'make build'"
 [ -x "$qemu" ] || die "no QEMU at $qemu: run 'make build'"
 [ -x "$backend" ] || die "no backend at $backend: run 'make build'"
+[ -f "$provider" ] || die "no rdma-core provider at $provider: run 'make build'"
 
 share=$(mktemp -d /tmp/vrdma-run.XXXXXX)
 trap 'rm -rf "$share"' EXIT
 printf '%s\n' "$*" >"$share/cmd"
+# The guest's libibverbs loads the project's provider from the share.
+mkdir "$share/provider"
+cp "$provider" "$share/provider/"
 
 rc=0
 # The checkout is also bound at /opt: the guest mounts a tmpfs over /tmp,

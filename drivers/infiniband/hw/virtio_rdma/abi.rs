@@ -824,3 +824,20 @@ pub(crate) mod event {
         assert!(QP_ACCESS_ERR == bindings::ib_event_type_IB_EVENT_QP_ACCESS_ERR);
     };
 }
+
+/// `VIRTIO_RDMA_UVERBS_ABI_VERSION`: the version of the user ABI
+/// (`include/uapi/rdma/virtio_rdma-abi.h`).
+pub(crate) const UVERBS_ABI_VERSION: u32 = bindings::VIRTIO_RDMA_UVERBS_ABI_VERSION;
+
+/// `struct virtio_rdma_alloc_ucontext_resp`: the driver's answer to a process opening the
+/// device.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct AllocUcontextResp {
+    pub(crate) caps: U64,
+}
+same_layout!(
+    AllocUcontextResp,
+    bindings::virtio_rdma_alloc_ucontext_resp,
+    [caps]
+);

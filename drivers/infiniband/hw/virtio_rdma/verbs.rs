@@ -11,7 +11,7 @@ use kernel::{
     prelude::*,
     rdma::{
         self, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, NewCq, NewMr, NewQp,
-        PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs, WcSink,
+        PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs, Udata, WcSink,
     },
 };
 
@@ -24,7 +24,7 @@ use crate::{
     mr::{self, Mr},
     port::{self, Link, Port},
     qp::{self, DevQp},
-    wqe,
+    ucontext, wqe,
 };
 
 /// The `ib_device_cap_flags` the driver implements (and so passes on when the device offers
@@ -78,6 +78,14 @@ fn link_of(ndev: &PortNetdev) -> Link {
 #[vtable]
 impl rdma::Driver for RdmaDev<'_> {
     type OwnerModule = crate::LocalModule;
+
+    const UVERBS_ABI_VERSION: u32 = abi::UVERBS_ABI_VERSION;
+
+    type Ucontext = ucontext::UserContext;
+
+    fn alloc_ucontext(dev: &Device<Self>, udata: &mut Udata<'_>) -> Result<Self::Ucontext> {
+        ucontext::alloc(dev, udata)
+    }
     type Pd = Pd;
     type Cq = Cq;
     type Mr = Mr;

@@ -30,6 +30,7 @@ mod mr;
 mod port;
 mod qp;
 mod queues;
+mod ucontext;
 mod verbs;
 mod wqe;
 

@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! User contexts: what a process gets when it opens the device through uverbs.
+//!
+//! The user ABI is `include/uapi/rdma/virtio_rdma-abi.h`. Opening the device takes no request
+//! data; the answer says which parts of the user data path the driver offers (none yet: the
+//! process can query the device and its port, allocate PDs and register memory, and the driver
+//! refuses user CQs and QPs).
+
+use kernel::{
+    prelude::*,
+    rdma::{Device, Udata},
+};
+use zerocopy::IntoBytes;
+
+use crate::{abi, verbs::RdmaDev};
+
+/// The driver's part of a user context.
+pub(crate) struct UserContext;
+
+/// Opens a user context: checks the (empty) request and answers with the capabilities.
+pub(crate) fn alloc(_dev: &Device<RdmaDev<'_>>, udata: &mut Udata<'_>) -> Result<UserContext> {
+    // No request data is defined: anything non-zero is a request this driver does not know.
+    udata.read_request(&mut [])?;
+    let resp = abi::AllocUcontextResp { caps: 0.into() };
+    udata.write_response(resp.as_bytes())?;
+    Ok(UserContext)
+}

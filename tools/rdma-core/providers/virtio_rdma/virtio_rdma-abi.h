@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
+/*
+ * The driver-specific command and response layouts of virtio_rdma, built
+ * from the kernel's user ABI header, <rdma/virtio_rdma-abi.h>.
+ */
+#ifndef __VIRTIO_RDMA_ABI_H
+#define __VIRTIO_RDMA_ABI_H
+
+#include <infiniband/kern-abi.h>
+#include <rdma/virtio_rdma-abi.h>
+#include <kernel-abi/virtio_rdma-abi.h>
+
+DECLARE_DRV_CMD(uvrdma_alloc_ucontext, IB_USER_VERBS_CMD_GET_CONTEXT,
+		empty, virtio_rdma_alloc_ucontext_resp);
+
+#endif /* __VIRTIO_RDMA_ABI_H */

@@ -1,0 +1,52 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Userspace reaches virtio_rdma0 through uverbs and rdma-core: the device
+# has a uverbs interface of the driver's user ABI version, rdma-core's own
+# tools (ibv_devices, ibv_devinfo -v) list it through the project's provider
+# with the limits the device reported, and a process can open it, allocate
+# a PD and register memory (pyverbs), while the verbs the driver does not
+# offer yet fail cleanly, and garbage in the driver's udata is refused
+# (lib/uverbs_user.py). The runner fails the test on any kernel report or
+# leak once the processes are gone.
+set -euo pipefail
+
+source "$(dirname "$0")/lib/common.sh"
+
+driver_up
+
+uv=/sys/class/infiniband/virtio_rdma0/device/infiniband_verbs
+[ -d "$uv" ] || fail "virtio_rdma0 has no uverbs interface"
+uverbs=$(ls "$uv")
+[ "$(cat "$uv/$uverbs/abi_version")" = 1 ] || fail "uverbs abi_version is $(cat "$uv/$uverbs/abi_version"), expected 1"
+[ -c "/dev/infiniband/$uverbs" ] || fail "no /dev/infiniband/$uverbs"
+echo "virtio_rdma0: $uverbs, user ABI version 1"
+
+# The limits the driver read from the device's config space at probe.
+line=$(dmesg | grep -o "virtio-rdma device: .*" | tail -1)
+lim() { sed -n "s/.* $1 \([0-9]*\).*/\1/p" <<<"$line"; }
+max_qp=$(lim max_qp) max_cq=$(lim max_cq) max_qp_wr=$(lim max_qp_wr) max_cqe=$(lim max_cqe)
+echo "device: max_qp $max_qp max_cq $max_cq max_qp_wr $max_qp_wr max_cqe $max_cqe"
+
+ibv_devices | tee /tmp/devices.txt
+grep -q "virtio_rdma0" /tmp/devices.txt || fail "ibv_devices does not list virtio_rdma0"
+ibv_devinfo -v -d virtio_rdma0 >/tmp/devinfo.txt 2>&1 || { cat /tmp/devinfo.txt; fail "ibv_devinfo -v failed"; }
+grep -E "hca_id|transport|max_qp:|max_cq:|max_qp_wr|max_cqe:|state:|link_layer|GID\[" /tmp/devinfo.txt
+expect() { grep -Eq "$1" /tmp/devinfo.txt || { cat /tmp/devinfo.txt; fail "ibv_devinfo: no '$1'"; }; }
+expect "hca_id:[[:space:]]+virtio_rdma0"
+expect "vendor_part_id:[[:space:]]+42$"
+expect "max_qp:[[:space:]]+$max_qp$"
+expect "max_cq:[[:space:]]+$max_cq$"
+expect "max_qp_wr:[[:space:]]+$max_qp_wr$"
+expect "max_cqe:[[:space:]]+$max_cqe$"
+expect "state:[[:space:]]+PORT_ACTIVE"
+expect "link_layer:[[:space:]]+Ethernet"
+expect "GID\[ *[0-9]+\]:[[:space:]]+::ffff:10.0.2.15, RoCE v2"
+
+python3 tools/testing/e2e/lib/uverbs_user.py "$max_qp" "$max_cq" "$max_qp_wr" "$max_cqe" ||
+	fail "user verbs"
+
+# Every user object went with its process: nothing of them is left.
+left=$(rdma res show pd dev virtio_rdma0 2>/dev/null | grep -vc "comm \[" || true)
+[ "$left" = 0 ] || { rdma res show pd dev virtio_rdma0; fail "$left user PDs left"; }
+modprobe -r virtio_rdma || fail "virtio_rdma does not unload"
+echo "PASS: uverbs and rdma-core on virtio_rdma0: ibv_devinfo -v, PD, user MR, hostile udata"

@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: GPL-2.0
+# Shared by the end-to-end tests (sourced, not run on its own).
+
+# fail MESSAGE: the test fails, leaving the device's state in the log; a test
+# may define diagnose() to add its own.
+fail() {
+	echo "FAIL: $*"
+	rdma link show || true
+	if declare -F diagnose >/dev/null; then diagnose || true; fi
+	dmesg | tail -40
+	exit 1
+}
+step() { echo "== $*"; }
+# wait_for DESCRIPTION COMMAND...: polls COMMAND for up to 20 s.
+wait_for() {
+	local what=$1; shift
+	for _ in $(seq 100); do "$@" && return 0; sleep 0.2; done
+	fail "timed out waiting for: $what"
+}
+link_active() { rdma link show virtio_rdma0/1 2>/dev/null | grep -q "state ACTIVE"; }
+# The RoCEv2 GID of eth0's IPv4 address (10.0.2.15) is in the port's table.
+v4_gid() { grep -qx "0000:0000:0000:0000:0000:ffff:0a00:020f" /sys/class/infiniband/virtio_rdma0/ports/1/gids/* 2>/dev/null; }
+# driver_up: loads virtio_rdma and waits until its port is usable.
+driver_up() {
+	modprobe virtio_rdma
+	wait_for "virtio_rdma0 port ACTIVE" link_active
+	wait_for "the RoCEv2 GID of 10.0.2.15" v4_gid
+}

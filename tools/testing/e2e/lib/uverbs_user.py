@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: GPL-2.0
+"""User verbs on virtio_rdma0 from a real process (used by ibv-devinfo.sh).
+
+Through rdma-core (pyverbs, which loads the project's provider): the device
+and port as the kernel reports them, a PD, a memory registration of user
+pages, and the verbs the kernel does not offer yet failing with EOPNOTSUPP.
+Through raw uverbs commands on /dev/infiniband/uverbs0: GET_CONTEXT with
+the driver's (empty) request, with garbage in it, and with too little room
+for the driver's response. Exits non-zero on the first unmet expectation.
+
+usage: uverbs_user.py MAX_QP MAX_CQ MAX_QP_WR MAX_CQE
+"""
+
+import ctypes
+import errno
+import os
+import struct
+import sys
+
+import pyverbs.enums as e
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsRDMAError
+
+DEV = "virtio_rdma0"
+UVERBS = "/dev/infiniband/uverbs0"
+
+
+def check(cond, what):
+    if not cond:
+        print(f"FAIL: {what}")
+        sys.exit(1)
+    print(f"ok: {what}")
+
+
+def through_rdma_core(max_qp, max_cq, max_qp_wr, max_cqe):
+    with Context(name=DEV) as ctx:
+        attr = ctx.query_device()
+        check(attr.max_qp == max_qp, f"max_qp {attr.max_qp} is the device's {max_qp}")
+        check(attr.max_cq == max_cq, f"max_cq {attr.max_cq} is the device's {max_cq}")
+        check(attr.max_qp_wr == max_qp_wr, f"max_qp_wr {attr.max_qp_wr}")
+        check(attr.max_cqe == max_cqe, f"max_cqe {attr.max_cqe}")
+        check(attr.phys_port_cnt == 1, "one port")
+        port = ctx.query_port(1)
+        check(port.state == e.IBV_PORT_ACTIVE, "port 1 active")
+        check(port.link_layer == e.IBV_LINK_LAYER_ETHERNET, "port 1 is Ethernet (RoCE)")
+        with PD(ctx) as pd:
+            access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+            with MR(pd, 3 * 4096 + 100, access) as mr:
+                check(mr.lkey != 0 and mr.lkey == mr.rkey, f"user MR registered, key {mr.lkey:#x}")
+                mr.write(b"virtio-rdma" * 10, 110)
+                check(mr.read(11, 0) == b"virtio-rdma", "the registered pages hold the data")
+            try:
+                CQ(ctx, 16)
+                check(False, "user CQ refused")
+            except PyverbsRDMAError as ex:
+                check(ex.error_code == errno.EOPNOTSUPP,
+                      f"user CQ refused with EOPNOTSUPP (got {ex.error_code})")
+
+
+# include/uapi/rdma/ib_user_verbs.h: the write() command interface.
+IB_USER_VERBS_CMD_GET_CONTEXT = 0
+CORE_RESP = 8      # struct ib_uverbs_get_context_resp
+DRIVER_RESP = 8    # struct virtio_rdma_alloc_ucontext_resp
+
+
+def get_context(driver_req, out_len):
+    """GET_CONTEXT on a fresh fd; returns (errno or 0, response bytes)."""
+    resp = ctypes.create_string_buffer(b"\xee" * 64, 64)
+    body = struct.pack("<Q", ctypes.addressof(resp)) + driver_req
+    hdr = struct.pack("<IHH", IB_USER_VERBS_CMD_GET_CONTEXT, (8 + len(body)) // 4, out_len // 4)
+    fd = os.open(UVERBS, os.O_RDWR)
+    try:
+        os.write(fd, hdr + body)
+        rc = 0
+    except OSError as ex:
+        rc = ex.errno
+    finally:
+        os.close(fd)
+    return rc, resp.raw
+
+
+def raw_uverbs():
+    rc, r = get_context(b"", CORE_RESP + DRIVER_RESP)
+    check(rc == 0, f"GET_CONTEXT succeeds (errno {rc})")
+    _, ncomp, caps = struct.unpack_from("<IIQ", r)
+    check(ncomp == 1, f"one completion vector ({ncomp})")
+    check(caps == 0, f"no user data path capabilities yet ({caps:#x})")
+    rc, _ = get_context(b"\0" * 16, CORE_RESP + DRIVER_RESP)
+    check(rc == 0, "a longer request of zeroes is accepted (a newer provider)")
+    rc, _ = get_context(b"\0" * 8 + b"\xff" * 8, CORE_RESP + DRIVER_RESP)
+    check(rc == errno.EOPNOTSUPP, f"a request the driver does not know is refused (errno {rc})")
+    rc, r = get_context(b"", CORE_RESP)
+    check(rc == 0, "no room for the driver's response: the core part still comes")
+    check(r[CORE_RESP:CORE_RESP + 8] == b"\xee" * 8, "nothing written past the room given")
+
+
+if __name__ == "__main__":
+    through_rdma_core(*(int(a) for a in sys.argv[1:5]))
+    raw_uverbs()
