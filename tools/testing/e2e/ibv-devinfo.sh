@@ -5,9 +5,10 @@
 # tools (ibv_devices, ibv_devinfo -v) list it through the project's provider
 # with the limits the device reported, and a process can open it, allocate
 # a PD and register memory (pyverbs), while the verbs the driver does not
-# offer yet fail cleanly, and garbage in the driver's udata is refused
-# (lib/uverbs_user.py). The runner fails the test on any kernel report or
-# leak once the processes are gone.
+# offer yet fail cleanly, garbage in the driver's udata and every mmap are
+# refused (lib/uverbs_user.py), and a process killed while it holds a
+# context, a PD and MRs leaves nothing behind. The runner fails the test on
+# any kernel report or leak once the processes are gone.
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"
@@ -45,8 +46,20 @@ expect "GID\[ *[0-9]+\]:[[:space:]]+::ffff:10.0.2.15, RoCE v2"
 python3 tools/testing/e2e/lib/uverbs_user.py "$max_qp" "$max_cq" "$max_qp_wr" "$max_cqe" ||
 	fail "user verbs"
 
-# Every user object went with its process: nothing of them is left.
-left=$(rdma res show pd dev virtio_rdma0 2>/dev/null | grep -vc "comm \[" || true)
-[ "$left" = 0 ] || { rdma res show pd dev virtio_rdma0; fail "$left user PDs left"; }
+# User objects are listed with their process ("comm python3"); kernel ones
+# with the ULP in brackets.
+user_objects() { rdma res show "$1" dev virtio_rdma0 2>/dev/null | grep -c "comm python3" || true; }
+none_left() { [ "$(user_objects pd)" = 0 ] && [ "$(user_objects mr)" = 0 ]; }
+none_left || { rdma res show pd dev virtio_rdma0; rdma res show mr dev virtio_rdma0; fail "user objects left"; }
+
+# A process killed while it holds a context, a PD and MRs leaves nothing.
+python3 tools/testing/e2e/lib/uverbs_user.py hold /tmp/holding &
+holder=$!
+wait_for "the holder's MRs" test -s /tmp/holding
+echo "holder's MR keys: $(cat /tmp/holding); rdma res show: $(user_objects mr) MRs, $(user_objects pd) PD"
+[ "$(user_objects mr)" = 4 ] || { rdma res show mr dev virtio_rdma0; fail "the holder's 4 MRs are not listed"; }
+kill -9 "$holder"
+wait "$holder" 2>/dev/null || true
+wait_for "the killed process's PD and MRs to go" none_left
 modprobe -r virtio_rdma || fail "virtio_rdma does not unload"
 echo "PASS: uverbs and rdma-core on virtio_rdma0: ibv_devinfo -v, PD, user MR, hostile udata"

@@ -59,12 +59,21 @@ echo "$dev: $(cat "/sys/class/nvme/$dev/address"), queues: $(ls -d /sys/class/nv
 nqp=$(rdma res show qp link virtio_rdma0/1 2>/dev/null | grep -c "type RC" || true)
 echo "RC QPs on virtio_rdma0: $nqp"
 [ "$nqp" -ge 4 ] || fail "expected the NVMe queues as RC QPs on virtio_rdma0, found $nqp"
-# The core's resource tracking sees what the host ULP created on the device.
-for res in qp cq mr pd; do
-	n=$(rdma res show "$res" dev virtio_rdma0 2>/dev/null | grep -c "comm \[nvme_rdma\]" || true)
-	echo "rdma res show $res: $n of nvme_rdma on virtio_rdma0"
-	[ "$n" -ge 1 ] || { rdma res show "$res" dev virtio_rdma0 || true; fail "no $res of nvme_rdma in rdma res show"; }
-done
+# The core's resource tracking lists what the NVMe ULPs created on the device:
+# their PDs and the host's fast-registration MRs under the ULPs' names, the
+# RC QPs they made through rdma_cm, and the core's pooled CQs serving them
+# (besides ib_mad's).
+while read -r res filter obj comm min; do
+	n=$(rdma res show "$res" "$filter" "$obj" 2>/dev/null | grep -c "comm \[$comm\]" || true)
+	echo "rdma res show $res: $n of [$comm]"
+	[ "$n" -ge "$min" ] || { rdma res show "$res" "$filter" "$obj" || true; fail "rdma res show $res: fewer than $min of [$comm]"; }
+done <<EOF
+qp link virtio_rdma0/1 rdma_cm 4
+cq dev virtio_rdma0 ib_core 2
+mr dev virtio_rdma0 nvme_rdma 2
+pd dev virtio_rdma0 nvme_rdma 1
+pd dev virtio_rdma0 nvmet_rdma 1
+EOF
 
 step "fio: 32 MiB of random 4 KiB writes, verified (crc32c)"
 fio --eta=never --name=rand4k --filename="$ns" --ioengine=libaio --direct=1 --iodepth=16 \

@@ -6,16 +6,22 @@ and port as the kernel reports them, a PD, a memory registration of user
 pages, and the verbs the kernel does not offer yet failing with EOPNOTSUPP.
 Through raw uverbs commands on /dev/infiniband/uverbs0: GET_CONTEXT with
 the driver's (empty) request, with garbage in it, and with too little room
-for the driver's response. Exits non-zero on the first unmet expectation.
+for the driver's response; mmap of the context (the driver offers no
+mappings yet, so uverbs has no mmap for the device: every mapping fails with
+ENODEV). Exits non-zero on the first unmet expectation.
 
 usage: uverbs_user.py MAX_QP MAX_CQ MAX_QP_WR MAX_CQE
+       uverbs_user.py hold FLAG    (a context, a PD and MRs, held until killed;
+                                    FLAG is created once they exist)
 """
 
 import ctypes
 import errno
+import mmap
 import os
 import struct
 import sys
+import time
 
 import pyverbs.enums as e
 from pyverbs.cq import CQ
@@ -66,8 +72,9 @@ CORE_RESP = 8      # struct ib_uverbs_get_context_resp
 DRIVER_RESP = 8    # struct virtio_rdma_alloc_ucontext_resp
 
 
-def get_context(driver_req, out_len):
-    """GET_CONTEXT on a fresh fd; returns (errno or 0, response bytes)."""
+def get_context(driver_req, out_len, then=None):
+    """GET_CONTEXT on a fresh fd, then then(fd) if given; returns (errno or 0,
+    response bytes)."""
     resp = ctypes.create_string_buffer(b"\xee" * 64, 64)
     body = struct.pack("<Q", ctypes.addressof(resp)) + driver_req
     hdr = struct.pack("<IHH", IB_USER_VERBS_CMD_GET_CONTEXT, (8 + len(body)) // 4, out_len // 4)
@@ -75,11 +82,24 @@ def get_context(driver_req, out_len):
     try:
         os.write(fd, hdr + body)
         rc = 0
+        if then:
+            then(fd)
     except OSError as ex:
         rc = ex.errno
     finally:
         os.close(fd)
     return rc, resp.raw
+
+
+def mmap_refused(fd):
+    for offset, prot in ((0, mmap.PROT_READ | mmap.PROT_WRITE), (0, mmap.PROT_READ),
+                         (7 * 4096, mmap.PROT_READ), (1 << 40, mmap.PROT_READ)):
+        try:
+            m = mmap.mmap(fd, 4096, mmap.MAP_SHARED, prot, offset=offset)
+            m.close()
+            check(False, f"mmap at offset {offset:#x} refused")
+        except OSError as ex:
+            check(ex.errno == errno.ENODEV, f"mmap at offset {offset:#x} refused (errno {ex.errno})")
 
 
 def raw_uverbs():
@@ -95,8 +115,22 @@ def raw_uverbs():
     rc, r = get_context(b"", CORE_RESP)
     check(rc == 0, "no room for the driver's response: the core part still comes")
     check(r[CORE_RESP:CORE_RESP + 8] == b"\xee" * 8, "nothing written past the room given")
+    rc, _ = get_context(b"", CORE_RESP + DRIVER_RESP, mmap_refused)
+    check(rc == 0, "the context stays usable after refused mappings")
+
+
+def hold(flag):
+    ctx = Context(name=DEV)
+    pd = PD(ctx)
+    mrs = [MR(pd, 65536, e.IBV_ACCESS_LOCAL_WRITE) for _ in range(4)]
+    with open(flag, "w") as f:
+        f.write(" ".join(f"{mr.lkey:#x}" for mr in mrs))
+    while True:
+        time.sleep(1)
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "hold":
+        hold(sys.argv[2])
     through_rdma_core(*(int(a) for a in sys.argv[1:5]))
     raw_uverbs()
