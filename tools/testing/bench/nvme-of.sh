@@ -1,0 +1,76 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# NVMe over Fabrics, RDMA on virtio_rdma0 beside TCP on virtio-net (the
+# peer transport), in one guest and one run: one nvmet subsystem (a 256 MiB
+# file on tmpfs) exported on both transports of eth0's address, the same fio
+# jobs against each connection, and a table of both results with their
+# ratio. Numbers vary with the host; only the ratios mean something, and
+# this guest runs the debug kernel (KASAN, lockdep) under TCG, which slows
+# both transports. Host and target share the guest, so TCP to its own
+# address runs over the loopback interface: the peer does not even pay for
+# virtio-net, while RDMA goes through the device (the backend copies between
+# guest buffers). It never fails on a number.
+set -euo pipefail
+source "$(dirname "$0")/../e2e/lib/common.sh"
+
+ADDR=10.0.2.15 NQN=nqn.2026-11.org.virtio-rdma:bench
+RUNTIME=${VRDMA_BENCH_RUNTIME:-15}
+cfg=/sys/kernel/config/nvmet
+
+driver_up
+modprobe -a nvmet nvmet-rdma nvmet-tcp nvme-rdma nvme-tcp
+truncate -s 256M /tmp/bench-ns.img
+mkdir "$cfg/subsystems/$NQN"
+echo 1 >"$cfg/subsystems/$NQN/attr_allow_any_host"
+mkdir "$cfg/subsystems/$NQN/namespaces/1"
+echo /tmp/bench-ns.img >"$cfg/subsystems/$NQN/namespaces/1/device_path"
+echo 1 >"$cfg/subsystems/$NQN/namespaces/1/enable"
+port=0
+for t in rdma tcp; do
+	port=$((port + 1))
+	mkdir "$cfg/ports/$port"
+	echo "$t" >"$cfg/ports/$port/addr_trtype"
+	echo ipv4 >"$cfg/ports/$port/addr_adrfam"
+	echo "$ADDR" >"$cfg/ports/$port/addr_traddr"
+	echo $((4419 + port)) >"$cfg/ports/$port/addr_trsvcid"
+	ln -s "$cfg/subsystems/$NQN" "$cfg/ports/$port/subsystems/$NQN"
+done
+
+# JOB: name rw bs iodepth
+JOBS="rand4k-read randread 4k 16
+rand4k-write randwrite 4k 16
+seq128k-read read 128k 8
+seq128k-write write 128k 8"
+
+# run_jobs TRANSPORT SVCID: connects, runs every job, prints "job iops MiB/s".
+run_jobs() {
+	local t=$1 svcid=$2 dev="" c
+	nvme connect -t "$t" -a "$ADDR" -s "$svcid" -n "$NQN" >/dev/null || fail "nvme connect -t $t"
+	for c in /sys/class/nvme/nvme*; do
+		[ "$(cat "$c/subsysnqn")" = "$NQN" ] && [ "$(cat "$c/transport")" = "$t" ] && dev=$(basename "$c")
+	done
+	[ -n "$dev" ] || fail "no $t controller"
+	wait_for "/dev/${dev}n1" test -b "/dev/${dev}n1"
+	while read -r name rw bs depth; do
+		fio --name="$name" --filename="/dev/${dev}n1" --ioengine=libaio --direct=1 \
+			--rw="$rw" --bs="$bs" --iodepth="$depth" --size=256M --time_based \
+			--runtime="$RUNTIME" --ramp_time=2 --output-format=json --output=/tmp/fio.json ||
+			fail "fio $name over $t"
+		python3 - "$name" <<'PY'
+import json, sys
+job = json.load(open("/tmp/fio.json"))["jobs"][0]
+side = job["read"] if job["read"]["io_bytes"] else job["write"]
+print(sys.argv[1], f'{side["iops"]:.0f}', f'{side["bw_bytes"] / 2**20:.2f}')
+PY
+	done <<<"$JOBS"
+	nvme disconnect -n "$NQN" >/dev/null
+}
+
+run_jobs rdma 4420 >/tmp/bench-rdma.txt
+run_jobs tcp 4421 >/tmp/bench-tcp.txt
+echo "NVMe-oF, fio ${RUNTIME} s per job, same target and guest (debug kernel, TCG)"
+printf '%-15s %12s %10s %12s %10s %8s\n' job "rdma IOPS" "rdma MiB/s" "tcp IOPS" "tcp MiB/s" "rdma/tcp"
+paste -d ' ' /tmp/bench-rdma.txt /tmp/bench-tcp.txt | while read -r name ri rb _ ti tb; do
+	printf '%-15s %12s %10s %12s %10s %8s\n' "$name" "$ri" "$rb" "$ti" "$tb" \
+		"$(python3 -c "print(f'{$rb / $tb:.2f}' if $tb else '-')")"
+done
