@@ -9,7 +9,7 @@
 
 use std::mem::size_of;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -231,6 +231,12 @@ impl Dev {
             .expect("avail idx");
         // Kick as Linux does with VIRTIO_RING_F_EVENT_IDX: only when the
         // device's avail_event (after the used ring) asks for this index.
+        // The new avail index must be visible before avail_event is read
+        // (virtqueue_kick_prepare's virtio_mb): without the full barrier the
+        // store can sit in this CPU's store buffer while the device, having
+        // seen no new element, sets avail_event and sleeps; the stale
+        // avail_event read here then skips the kick, and the queue stalls.
+        fence(Ordering::SeqCst);
         let ae: u16 = self
             .mem
             .read_obj(GuestAddress(vq.used() + 4 + 8 * u64::from(QSIZE)))
