@@ -118,6 +118,12 @@ result "runner: a hung guest is killed with a clear message" $?
 result "runner: a kernel WARN fails the run (98)" "$([ $? = 98 ] && echo 0 || echo 1)"
 "$RUN" --kmemleak --timeout 300 -- 'modprobe kmemleak-test' >"$logs/runner-kmemleak.log" 2>&1
 result "runner: a kmemleak report fails the run (97)" "$([ $? = 97 ] && echo 0 || echo 1)"
+# QEMU refuses a num-queues the backend cannot serve, at start, saying so.
+"$RUN" --timeout 120 --num-queues 70 -- true >"$logs/runner-num-queues.log" 2>&1
+rc=$?
+grep -q "maximum number of queues supported by the backend is 66" "$logs/runner-num-queues.log" &&
+	[ $rc != 0 ]
+result "qemu: num-queues above the backend's is refused at start" $?
 leftover=$(pgrep -f "vrdma-run|vhost-user-rdma --socket" || true)
 result "runner: no process left behind" "$([ -z "$leftover" ] && echo 0 || echo 1)"
 

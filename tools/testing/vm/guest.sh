@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # The inside half of run.sh: PID 1 of the run's namespace, in the sysroot.
 # Starts the device backend, then QEMU, then reports the guest's status.
-# usage: guest.sh MODE TIMEOUT KMEMLEAK SHARE BZIMAGE QEMU BACKEND APPEND [BACKEND-ARGS]
+# usage: guest.sh MODE TIMEOUT KMEMLEAK SHARE BZIMAGE QEMU BACKEND APPEND [BACKEND-ARGS [NUM-QUEUES]]
 set -uo pipefail
 mode=$1 timeout=$2 kmemleak=$3 share=$4 bzimage=$5 qemu=$6 backend=$7 extra=$8
 # Extra backend options, split on spaces (e.g. --config-override FIELD=VALUE).
@@ -15,6 +15,7 @@ rundir=/tmp/vrdma
 mkdir -p "$rundir"
 sock=$rundir/vrdma0.sock
 nq=$("$backend" --print-num-queues "${LIMITS[@]}") || { echo "error: backend rejects its limits" >&2; exit 2; }
+nq=${10:-$nq}
 "$backend" --socket "$sock" "${LIMITS[@]}" "${BACKEND_ARGS[@]}" 2>"$share/backend.log" &
 backend_pid=$!
 for _ in $(seq 100); do

@@ -3,7 +3,8 @@
 # Boots a fresh test guest and runs one command in it.
 #
 #   run.sh [--shell] [--timeout SECONDS] [--kmemleak] [--out DIR]
-#          [--append KERNEL-PARAMS] [--backend-args ARGS] [--] CMD...
+#          [--append KERNEL-PARAMS] [--backend-args ARGS] [--num-queues N]
+#          [--] CMD...
 #
 # The guest is the project's kernel under the project's QEMU (TCG unless a
 # real KVM module is loaded), its root is the build sysroot over virtio-9p,
@@ -16,10 +17,12 @@
 # (status, backend.log, and whatever the command wrote to /mnt/run).
 # --backend-args passes extra options to the backend (split on spaces), e.g.
 # "--config-override phys_port_cnt=2" to present a device with a bad config.
+# --num-queues gives QEMU a queue count other than the backend's (the default
+# is what the backend's --print-num-queues says), to test QEMU's check.
 # The guest sees the run's files at /mnt/run (backend.log among them).
 source "$(dirname "$0")/../../build/lib.sh"
 
-mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append="" backend_args=""
+mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append="" backend_args="" num_queues=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--shell) mode=shell ;;
@@ -28,6 +31,7 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift ;;
 	--append) append=$2; shift ;;
 	--backend-args) backend_args=$2; shift ;;
+	--num-queues) num_queues=$2; shift ;;
 	--) shift; break ;;
 	-*) die "unknown option $1" ;;
 	*) break ;;
@@ -54,7 +58,8 @@ rc=0
 # where a checkout may live, so guest-side paths use /opt.
 in_sysroot --binds "$kdir/modules/lib/modules:/usr/lib/modules $share:$share $TOP:/opt" \
 	"$TOP/tools/testing/vm/guest.sh" "$mode" "$timeout" "$kmemleak" "$share" \
-	"$kdir/build/arch/x86/boot/bzImage" "$qemu" "$backend" "$append" "$backend_args" || rc=$?
+	"$kdir/build/arch/x86/boot/bzImage" "$qemu" "$backend" "$append" "$backend_args" \
+	"$num_queues" || rc=$?
 if [ -n "$out" ]; then
 	mkdir -p "$out"
 	cp -r "$share"/. "$out"/
