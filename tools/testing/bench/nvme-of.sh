@@ -15,26 +15,12 @@ source "$(dirname "$0")/../e2e/lib/common.sh"
 
 ADDR=10.0.2.15 NQN=nqn.2026-11.org.virtio-rdma:bench
 RUNTIME=${VRDMA_BENCH_RUNTIME:-15}
-cfg=/sys/kernel/config/nvmet
 
 driver_up
 modprobe -a nvmet nvmet-rdma nvmet-tcp nvme-rdma nvme-tcp
-truncate -s 256M /tmp/bench-ns.img
-mkdir "$cfg/subsystems/$NQN"
-echo 1 >"$cfg/subsystems/$NQN/attr_allow_any_host"
-mkdir "$cfg/subsystems/$NQN/namespaces/1"
-echo /tmp/bench-ns.img >"$cfg/subsystems/$NQN/namespaces/1/device_path"
-echo 1 >"$cfg/subsystems/$NQN/namespaces/1/enable"
-port=0
-for t in rdma tcp; do
-	port=$((port + 1))
-	mkdir "$cfg/ports/$port"
-	echo "$t" >"$cfg/ports/$port/addr_trtype"
-	echo ipv4 >"$cfg/ports/$port/addr_adrfam"
-	echo "$ADDR" >"$cfg/ports/$port/addr_traddr"
-	echo $((4419 + port)) >"$cfg/ports/$port/addr_trsvcid"
-	ln -s "$cfg/subsystems/$NQN" "$cfg/ports/$port/subsystems/$NQN"
-done
+nvmet_subsystem "$NQN" 256M
+nvmet_port 1 rdma 4420 "$NQN"
+nvmet_port 2 tcp 4421 "$NQN"
 
 # JOB: name rw bs iodepth
 JOBS="rand4k-read randread 4k 16

@@ -12,7 +12,6 @@
 set -euo pipefail
 
 ADDR=10.0.2.15 PORT=4420 NQN=nqn.2026-11.org.virtio-rdma:e2e
-cfg=/sys/kernel/config/nvmet
 source "$(dirname "$0")/lib/common.sh"
 diagnose() {
 	rdma res show qp 2>/dev/null | head -20
@@ -28,18 +27,8 @@ modprobe -a nvmet nvmet-rdma nvme-rdma
 [ ! -d /sys/module/rdma_rxe ] || fail "rdma_rxe is loaded: the test must use virtio_rdma0 alone"
 
 step "nvmet target: file-backed namespace on tmpfs, rdma port $ADDR:$PORT"
-truncate -s 160M /tmp/nvme-ns.img
-mkdir "$cfg/subsystems/$NQN"
-echo 1 >"$cfg/subsystems/$NQN/attr_allow_any_host"
-mkdir "$cfg/subsystems/$NQN/namespaces/1"
-echo /tmp/nvme-ns.img >"$cfg/subsystems/$NQN/namespaces/1/device_path"
-echo 1 >"$cfg/subsystems/$NQN/namespaces/1/enable"
-mkdir "$cfg/ports/1"
-echo rdma >"$cfg/ports/1/addr_trtype"
-echo ipv4 >"$cfg/ports/1/addr_adrfam"
-echo "$ADDR" >"$cfg/ports/1/addr_traddr"
-echo "$PORT" >"$cfg/ports/1/addr_trsvcid"
-ln -s "$cfg/subsystems/$NQN" "$cfg/ports/1/subsystems/$NQN"
+nvmet_subsystem "$NQN" 160M
+nvmet_port 1 rdma "$PORT" "$NQN"
 
 step "nvme connect -t rdma"
 hostid=$(cat /proc/sys/kernel/random/uuid)

@@ -20,6 +20,28 @@ wait_for() {
 link_active() { rdma link show virtio_rdma0/1 2>/dev/null | grep -q "state ACTIVE"; }
 # The RoCEv2 GID of eth0's IPv4 address (10.0.2.15) is in the port's table.
 v4_gid() { grep -qx "0000:0000:0000:0000:0000:ffff:0a00:020f" /sys/class/infiniband/virtio_rdma0/ports/1/gids/* 2>/dev/null; }
+# nvmet_subsystem NQN SIZE: an nvmet subsystem open to any host, with one
+# namespace backed by a SIZE file on tmpfs.
+nvmet_subsystem() {
+	local s=/sys/kernel/config/nvmet/subsystems/$1 img=/tmp/${1##*:}.img
+	truncate -s "$2" "$img"
+	mkdir "$s"
+	echo 1 >"$s/attr_allow_any_host"
+	mkdir "$s/namespaces/1"
+	echo "$img" >"$s/namespaces/1/device_path"
+	echo 1 >"$s/namespaces/1/enable"
+}
+# nvmet_port ID TRTYPE SVCID NQN: exports subsystem NQN on eth0's address
+# (10.0.2.15) over TRTYPE (rdma, tcp) at SVCID.
+nvmet_port() {
+	local p=/sys/kernel/config/nvmet/ports/$1
+	mkdir "$p"
+	echo "$2" >"$p/addr_trtype"
+	echo ipv4 >"$p/addr_adrfam"
+	echo 10.0.2.15 >"$p/addr_traddr"
+	echo "$3" >"$p/addr_trsvcid"
+	ln -s "/sys/kernel/config/nvmet/subsystems/$4" "$p/subsystems/$4"
+}
 # driver_up: loads virtio_rdma and waits until its port is usable.
 driver_up() {
 	modprobe virtio_rdma
