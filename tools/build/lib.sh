@@ -54,6 +54,20 @@ provider_key() {
 }
 provider_lib() { echo "$VRDMA_CACHE/rdma-core-$(provider_key)/build/lib/libvirtio_rdma-rdmav34.so"; }
 
+# debian_source PACKAGE=VERSION FILE: (inside the sysroot) makes sure the
+# download cache holds FILE of Debian's source package PACKAGE=VERSION.
+# The registry may answer 404 for the .dsc yet serve the tarballs, and apt
+# complains about its sandbox: the file itself is what is checked.
+debian_source() {
+	local dl="$VRDMA_CACHE/downloads"
+	mkdir -p "$dl"
+	[ -f "$dl/$2" ] && return 0
+	log "fetching Debian source $1"
+	(cd "$dl" && apt-get source --download-only "$1" >"apt-source-${1%%=*}.log" 2>&1) || true
+	[ -f "$dl/$2" ] ||
+		die "Debian no longer serves $1 source ($dl/apt-source-${1%%=*}.log): update the pinned version in the build script that asked for it"
+}
+
 # The device backend is a cargo project; cargo keeps its own build correct.
 backend_bin() { echo "$VRDMA_CACHE/cargo-target/release/vhost-user-rdma"; }
 

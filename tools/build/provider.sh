@@ -24,17 +24,9 @@ if [ "${1:-}" != --inside ]; then
 fi
 
 # --- from here on we run inside the sysroot ---
+# A new RDMA_CORE_DEB_VERSION goes with the rdma-core pin in sysroot.packages.
+debian_source "rdma-core=$RDMA_CORE_DEB_VERSION" "$RDMA_CORE_ORIG"
 dl="$VRDMA_CACHE/downloads"
-mkdir -p "$dl"
-if [ ! -f "$dl/$RDMA_CORE_ORIG" ]; then
-	log "provider: fetching Debian source rdma-core=$RDMA_CORE_DEB_VERSION"
-	# The registry answers 404 for the .dsc but serves the tarballs: check
-	# the file rather than apt's status.
-	(cd "$dl" && apt-get source --download-only "rdma-core=$RDMA_CORE_DEB_VERSION" \
-		>apt-source-rdma-core.log 2>&1) || true
-	[ -f "$dl/$RDMA_CORE_ORIG" ] ||
-		die "Debian no longer serves rdma-core=$RDMA_CORE_DEB_VERSION source ($dl/apt-source-rdma-core.log); update tools/build/provider.sh and sysroot.packages together"
-fi
 
 rm -rf "$dest"
 mkdir -p "$dest"

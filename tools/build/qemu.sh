@@ -21,15 +21,9 @@ if [ "${1:-}" != --inside ]; then
 fi
 
 # --- from here on we run inside the sysroot ---
+# A new QEMU_DEB_VERSION also needs tools/qemu/patches checked.
+debian_source "qemu=$QEMU_DEB_VERSION" "$QEMU_ORIG"
 dl="$VRDMA_CACHE/downloads"
-mkdir -p "$dl"
-if [ ! -f "$dl/$QEMU_ORIG" ]; then
-	log "qemu: fetching Debian source qemu=$QEMU_DEB_VERSION"
-	(cd "$dl" && apt-get source --download-only "qemu=$QEMU_DEB_VERSION" >apt-source.log 2>&1) ||
-		true # apt may complain about the _apt sandbox; check the file itself
-	[ -f "$dl/$QEMU_ORIG" ] ||
-		die "Debian no longer serves qemu=$QEMU_DEB_VERSION source ($dl/apt-source.log); update QEMU_DEB_VERSION in tools/build/qemu.sh and check tools/qemu/patches still apply"
-fi
 
 rm -rf "$dest"
 mkdir -p "$dest"
