@@ -19,6 +19,7 @@ mod ah;
 mod cq;
 mod device;
 mod gid;
+mod mmap;
 mod mr;
 mod netdev;
 mod pd;
@@ -31,12 +32,13 @@ pub use ah::Ah;
 pub use cq::{Cq, CqInitAttr, CqNotify, CqRegistry, NewCq, Wc, WcSink};
 pub use device::{Device, DeviceInfo, Driver, LinkLayer, NodeType, Registration};
 pub use gid::GidAttr;
+pub use mmap::UserMmap;
 pub use mr::{DmaTable, Mr, NewMr};
 pub use netdev::PortNetdev;
 pub use pd::Pd;
 pub use qp::{
     NewQp, Qp, QpAttr, QpCap, QpEvent, QpInitAttr, QpRegistry, RecvWr, RecvWrs, RoceAv, SendOp,
-    SendWr, SendWrs, Sge,
+    SendWr, SendWrs, Sge, WorkQueue,
 };
 pub use ucontext::{Ucontext, Udata};
 pub use umem::Umem;

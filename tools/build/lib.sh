@@ -50,6 +50,7 @@ kernel_dir() { echo "$VRDMA_CACHE/linux-$(kernel_key)"; }
 # The rdma-core provider (tools/rdma-core), built in Debian's rdma-core tree.
 provider_key() {
 	key "$BUILD/provider.sh" "$TOP/tools/rdma-core" "$TOP/include/uapi/rdma/virtio_rdma-abi.h" \
+		"$TOP/include/uapi/linux/virtio_rdma.h" \
 		"=$(sysroot_key)"
 }
 provider_lib() { echo "$VRDMA_CACHE/rdma-core-$(provider_key)/build/lib/libvirtio_rdma-rdmav34.so"; }

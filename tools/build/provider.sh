@@ -36,10 +36,14 @@ mv "$dest"/rdma-core-* "$dest/src"
 src="$dest/src"
 cp -r "$TOP/tools/rdma-core/providers/virtio_rdma" "$src/providers/"
 cp "$TOP/include/uapi/rdma/virtio_rdma-abi.h" "$src/kernel-headers/rdma/"
-# Register the header and the provider as upstream's lists do.
+# The device's element format, which the provider writes into its rings.
+cp "$TOP/include/uapi/linux/virtio_rdma.h" "$src/kernel-headers/linux/"
+# Register the headers and the provider as upstream's lists do.
 sed -i 's|^  rdma/vmw_pvrdma-abi.h$|&\n  rdma/virtio_rdma-abi.h|' "$src/kernel-headers/CMakeLists.txt"
+sed -i 's|^  linux/vfio.h$|&\n  linux/virtio_rdma.h|' "$src/kernel-headers/CMakeLists.txt"
 sed -i 's|^add_subdirectory(providers/vmw_pvrdma)$|&\nadd_subdirectory(providers/virtio_rdma)|' "$src/CMakeLists.txt"
 [ "$(grep -c 'rdma/virtio_rdma-abi.h' "$src/kernel-headers/CMakeLists.txt")" = 2 ] &&
+	grep -q 'linux/virtio_rdma.h' "$src/kernel-headers/CMakeLists.txt" &&
 	grep -q 'providers/virtio_rdma' "$src/CMakeLists.txt" ||
 	die "cannot add the provider to rdma-core's build lists"
 

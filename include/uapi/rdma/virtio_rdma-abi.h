@@ -9,10 +9,17 @@
  * truncated to the room the provider gives (the verbs ABI's rules for
  * growing structures).
  *
- * No guest-physical or DMA address ever appears in this ABI: user memory is
- * named by user virtual addresses and the keys of MRs the kernel registered
- * (it pins the pages and gives the device their page table), so a process
- * can never aim the device at memory it did not register.
+ * No guest-physical or DMA address ever appears in this ABI or in memory a
+ * process maps: user memory is named by user virtual addresses and the keys
+ * of MRs the kernel registered (it pins the pages and gives the device their
+ * page table), so a process can never aim the device at memory it did not
+ * register. The rings a process maps hold only work requests in the device's
+ * element format (include/uapi/linux/virtio_rdma.h) and two indices; the
+ * virtqueues (whose descriptors hold DMA addresses) are never mapped: at
+ * the doorbell the driver copies each new element out of the ring into
+ * memory of its own, checks it (an opcode a process may post, SGE count and
+ * inline length within the QP's limits) and only then lends the copy to the
+ * device, which checks keys, PDs, access rights and bounds.
  *
  * All structures have explicit padding and sizes that are multiples of 8.
  */
@@ -20,15 +27,62 @@
 #define _UAPI_RDMA_VIRTIO_RDMA_ABI_H
 
 #include <linux/types.h>
+#include <linux/virtio_rdma.h>
 
 #define VIRTIO_RDMA_UVERBS_ABI_VERSION	1
 
-/*
- * GET_CONTEXT: no request data. caps says what the user data path offers;
- * version 1 defines none (user CQs and QPs are not offered yet).
- */
+/* caps: user CQs, QPs (with the rings below) and AHs */
+#define VIRTIO_RDMA_CAP_USER_QP		(1ULL << 0)
+
+/* GET_CONTEXT: no request data. caps says what the user data path offers. */
 struct virtio_rdma_alloc_ucontext_resp {
 	__aligned_u64 caps;
+};
+
+/*
+ * A work queue ring of a user QP. The process maps `length` bytes at
+ * `offset` of the uverbs file (MAP_SHARED, not executable). The mapping
+ * starts with struct virtio_rdma_uring_ctrl; slot i (0 <= i < depth, depth a
+ * power of two) is at slots + i * stride and holds one element exactly as
+ * the device reads it: struct virtio_rdma_sq_req then its SGEs or inline
+ * data (send ring), struct virtio_rdma_rq_req then its SGEs (receive ring).
+ *
+ * To post, the process writes elements into the slots producer, producer+1,
+ * ... (modulo depth), then stores the new producer (a free-running count)
+ * and rings the doorbell: uverbs POST_SEND or POST_RECV with no work
+ * requests. The driver takes every element from its consumer up to the
+ * producer, then stores the new consumer. A slot may be rewritten once the
+ * consumer has passed it. The doorbell fails with EINVAL for a producer more
+ * than depth ahead of the consumer or for an element the driver refuses (the
+ * consumer then stops after it: the element is skipped), and with ENOMEM if
+ * the device still holds as many elements as the QP may have outstanding
+ * (the consumer stops before it).
+ */
+struct virtio_rdma_uring {
+	__aligned_u64 offset;
+	__u32 length;
+	__u32 depth;
+	__u32 stride;
+	__u32 slots;
+};
+
+struct virtio_rdma_uring_ctrl {
+	__u32 producer;			/* written by the process */
+	__u32 consumer;			/* written by the driver */
+};
+
+/* CREATE_QP: no request data. */
+struct virtio_rdma_create_qp_resp {
+	struct virtio_rdma_uring sq;
+	struct virtio_rdma_uring rq;
+};
+
+/*
+ * CREATE_AH: no request data. The answer is the address vector (destination
+ * MAC resolved by the kernel) that UD send elements carry.
+ */
+struct virtio_rdma_create_ah_resp {
+	struct virtio_rdma_av av;
 };
 
 #endif /* _UAPI_RDMA_VIRTIO_RDMA_ABI_H */

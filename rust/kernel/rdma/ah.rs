@@ -2,7 +2,7 @@
 
 //! Address handles, allocated by the RDMA core with room for the driver's part.
 
-use super::{qp::RoceAv, Device, Driver, Pd};
+use super::{qp::RoceAv, Device, Driver, Pd, Udata};
 use crate::{bindings, error::from_result, prelude::*, types::Opaque};
 use core::{ops::Deref, ptr};
 
@@ -46,23 +46,24 @@ impl<T: Driver> Deref for Ah<T> {
 /// # Safety
 ///
 /// Called by the RDMA core only, with a zeroed AH of `Ah::<T>::SIZE` bytes whose `pd` is a PD
-/// of a device of driver `T`, and a valid `init`.
+/// of a device of driver `T`, a valid `init`, and a null `udata` (a kernel AH) or the user
+/// verb's.
 pub(crate) unsafe extern "C" fn create_ah_callback<T: Driver>(
     ah: *mut bindings::ib_ah,
     init: *mut bindings::rdma_ah_init_attr,
     udata: *mut bindings::ib_udata,
 ) -> c_int {
     from_result(|| {
-        if !udata.is_null() {
-            return Err(EOPNOTSUPP);
-        }
         // SAFETY: `ah` and `init` are valid, `init.ah_attr` too, and the AH's PD is a live
         // `Pd<T>` (function safety requirement).
         let (pd, init) = unsafe { (&*(*ah).pd.cast::<Pd<T>>(), &*init) };
         // SAFETY: See above.
         let av = RoceAv::from_attr(unsafe { &*init.ah_attr }).ok_or(EINVAL)?;
         let sleepable = init.flags & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0;
-        let data = T::create_ah(pd, &av, sleepable)?;
+        // SAFETY: `udata` is null (a kernel AH) or the valid udata of the user verb being
+        // executed (function safety requirement).
+        let mut udata = unsafe { Udata::from_raw_opt(udata) };
+        let data = T::create_ah(pd, &av, sleepable, udata.as_mut())?;
         // SAFETY: The core allocated `Ah::<T>::SIZE` bytes for `ah`; `data` is not initialised
         // yet, so nothing that needs dropping is overwritten.
         // INVARIANT: From here `data` is initialised.

@@ -3,7 +3,7 @@
 //! Completion queues, allocated by the RDMA core with room for the driver's part, and the
 //! registry through which a driver finds the CQ a device signals.
 
-use super::{Device, Driver, Qp};
+use super::{Device, Driver, Qp, Udata};
 use crate::{
     bindings,
     error::from_result,
@@ -224,10 +224,6 @@ pub(crate) unsafe extern "C" fn create_cq_callback<T: Driver>(
     attrs: *mut bindings::uverbs_attr_bundle,
 ) -> c_int {
     from_result(|| {
-        if !attrs.is_null() {
-            // User CQs need the mmap path, which this abstraction does not offer yet.
-            return Err(EOPNOTSUPP);
-        }
         // SAFETY: `cq` and `attr` are valid and `cq` belongs to a device of driver `T`
         // (function safety requirement).
         let (dev, attr) = unsafe { (Device::<T>::from_raw((*cq).device), &*attr) };
@@ -236,7 +232,15 @@ pub(crate) unsafe extern "C" fn create_cq_callback<T: Driver>(
             comp_vector: attr.comp_vector,
             flags: attr.flags,
         };
-        let new = T::create_cq(dev, &attr)?;
+        // A user CQ (uverbs passes the verb's attributes) carries the provider's udata.
+        let mut udata = if attrs.is_null() {
+            None
+        } else {
+            // SAFETY: A non-null `attrs` is the valid attribute bundle of the user verb being
+            // executed (function safety requirement).
+            Some(unsafe { Udata::from_raw(&raw mut (*attrs).__bindgen_anon_1.hdr.driver_udata) })
+        };
+        let new = T::create_cq(dev, &attr, udata.as_mut())?;
         let depth = c_int::try_from(new.depth);
         let obj = cq.cast::<Cq<T>>();
         // SAFETY: The core allocated `Cq::<T>::SIZE` bytes for `cq`; `index` and `data` are not

@@ -5,10 +5,11 @@
 use super::{
     ah::{self, Ah},
     cq::{self, CqInitAttr, CqNotify, CqRegistry, NewCq, WcSink},
+    mmap,
     mr::{self, Mr, NewMr},
     netdev::PortNetdev,
     pd,
-    qp::{self, NewQp, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs},
+    qp::{self, NewQp, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs, WorkQueue},
     roce,
     ucontext::{self, Ucontext, Udata},
     Cq, GidAttr, Pd, Qp,
@@ -160,8 +161,13 @@ pub trait Driver: Sized + Send + Sync {
     /// The registry of the device's CQs (see [`CqRegistry`]).
     fn cq_registry(dev: &Device<Self>) -> &CqRegistry<Self>;
 
-    /// Creates the driver's part of a (kernel) completion queue.
-    fn create_cq(dev: &Device<Self>, attr: &CqInitAttr) -> Result<NewCq<Self::Cq>>;
+    /// Creates the driver's part of a completion queue: a kernel one, or with `udata` (the
+    /// provider's request and room for the answer) one a process created through uverbs.
+    fn create_cq(
+        dev: &Device<Self>,
+        attr: &CqInitAttr,
+        udata: Option<&mut Udata<'_>>,
+    ) -> Result<NewCq<Self::Cq>>;
 
     /// Destroys a completion queue: when this returns, the device no longer writes to its
     /// memory. The abstraction has removed it from the registry and drops its data afterwards.
@@ -182,13 +188,16 @@ pub trait Driver: Sized + Send + Sync {
     /// The registry of the device's QPs (see [`QpRegistry`]).
     fn qp_registry(dev: &Device<Self>) -> &QpRegistry<Self>;
 
-    /// Creates the driver's part of a (kernel) queue pair of `pd` whose send and receive
-    /// completions go to `send_cq` and `recv_cq`.
+    /// Creates the driver's part of a queue pair of `pd` whose send and receive completions go
+    /// to `send_cq` and `recv_cq`: a kernel one, or with `udata` a user one (of the user context
+    /// of `pd`), whose work requests the process writes into memory it shares with the driver
+    /// ([`UserMmap`](super::UserMmap)) and then announces with [`Driver::ring_doorbell`].
     fn create_qp(
         pd: &Pd<Self>,
         attr: &QpInitAttr,
         send_cq: &Cq<Self>,
         recv_cq: &Cq<Self>,
+        udata: Option<&mut Udata<'_>>,
     ) -> Result<NewQp<Self::Qp>>;
 
     /// Destroys a queue pair: when this returns the device no longer uses its queues. The
@@ -213,12 +222,26 @@ pub trait Driver: Sized + Send + Sync {
     /// Posts receive work requests, as [`Driver::post_send`] does send ones.
     fn post_recv(qp: &Qp<Self>, wrs: &mut RecvWrs<'_>) -> Result;
 
+    /// The process of a user QP wrote work requests into its send (or receive) ring and asks
+    /// the driver to hand them to the device (uverbs `post_send`/`post_recv` without requests,
+    /// as rxe's provider does). Runs in the process's context; must not sleep (the same
+    /// locks as posting). Everything in the ring is untrusted.
+    fn ring_doorbell(_qp: &Qp<Self>, _queue: WorkQueue) -> Result {
+        Err(EOPNOTSUPP)
+    }
+
     /// The driver's part of an address handle ([`Ah`](super::Ah)).
     type Ah: Send + Sync;
 
     /// Creates the driver's part of an address handle of `pd` for `av`. Unless `sleepable`,
-    /// this runs in atomic context: it must not sleep.
-    fn create_ah(pd: &Pd<Self>, av: &RoceAv, sleepable: bool) -> Result<Self::Ah>;
+    /// this runs in atomic context: it must not sleep. With `udata`, a process created it
+    /// through uverbs (and the driver may answer its provider).
+    fn create_ah(
+        pd: &Pd<Self>,
+        av: &RoceAv,
+        sleepable: bool,
+        udata: Option<&mut Udata<'_>>,
+    ) -> Result<Self::Ah>;
 }
 
 /// An RDMA device of driver `T`: C `struct ib_device` followed by the driver's data.
@@ -377,6 +400,18 @@ impl<T: Driver> Registration<T> {
             (*raw).node_guid = info.node_guid;
             (*raw).__bindgen_anon_1.dev.parent = parent.as_raw();
             bindings::ib_set_device_ops(raw, &ops);
+            if T::HAS_ALLOC_UCONTEXT {
+                // The uverbs write commands a device must opt in to: posting (a user QP's
+                // doorbell, see `Driver::ring_doorbell`), polling and arming CQs.
+                (*raw).uverbs_cmd_mask |= [
+                    bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND,
+                    bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_RECV,
+                    bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POLL_CQ,
+                    bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ,
+                ]
+                .iter()
+                .fold(0u64, |mask, &cmd| mask | 1 << cmd);
+            }
         }
 
         if let Some(mac) = info.roce_mac {
@@ -581,6 +616,8 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
         ops.alloc_ucontext = Some(ucontext::alloc_ucontext_callback::<T>);
         ops.dealloc_ucontext = Some(ucontext::dealloc_ucontext_callback::<T>);
         ops.size_ib_ucontext = Ucontext::<T>::SIZE;
+        ops.mmap = Some(mmap::mmap_callback);
+        ops.mmap_free = Some(mmap::mmap_free_callback);
     }
     if T::HAS_REG_USER_MR {
         ops.reg_user_mr = Some(mr::reg_user_mr_callback::<T>);

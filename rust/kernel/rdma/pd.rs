@@ -2,7 +2,7 @@
 
 //! Protection domains, allocated by the RDMA core with room for the driver's part.
 
-use super::{Device, Driver};
+use super::{Device, Driver, Ucontext};
 use crate::{bindings, error::from_result, prelude::*, types::Opaque};
 use core::ops::Deref;
 
@@ -34,6 +34,20 @@ impl<T: Driver> Pd<T> {
         // SAFETY: By the type invariant `ib` is a PD of a device whose driver is `T`; the
         // device outlives its PDs.
         unsafe { Device::from_raw((*self.ib.get()).device) }
+    }
+
+    /// Returns the user context of a PD a process allocated; `None` for a kernel PD.
+    pub fn ucontext(&self) -> Option<&Ucontext<T>> {
+        // SAFETY: By the type invariant `ib` is a valid PD. uverbs sets `uobject` (and the
+        // object's `context`) before `alloc_pd` and never changes them; kernel PDs have none.
+        // The context outlives every object created in it.
+        unsafe {
+            let uobj = (*self.ib.get()).uobject;
+            if uobj.is_null() || (*uobj).context.is_null() {
+                return None;
+            }
+            Some(Ucontext::from_raw((*uobj).context))
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! Queue pairs, allocated by the RDMA core with room for the driver's part; their attributes;
 //! and the work requests posted to them.
 
-use super::{Ah, Cq, Device, Driver, Mr, Pd};
+use super::{Ah, Cq, Device, Driver, Mr, Pd, Udata};
 use crate::{
     bindings,
     error::from_result,
@@ -91,6 +91,22 @@ impl<T: Driver> Qp<T> {
         // SAFETY: By the type invariant `ib` is valid; `qp_num` is set at creation.
         unsafe { (*self.as_raw()).qp_num }
     }
+
+    /// Whether a process created the QP (through uverbs).
+    pub fn is_user(&self) -> bool {
+        // SAFETY: By the type invariant `ib` is valid; the core sets `uobject` before creating
+        // a user QP and never changes it.
+        !unsafe { (*self.as_raw()).uobject }.is_null()
+    }
+}
+
+/// One of the two work queues of a QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkQueue {
+    /// The send queue.
+    Send,
+    /// The receive queue.
+    Recv,
 }
 
 /// An asynchronous error of a QP that no completion reports, for the QP's consumer
@@ -539,17 +555,17 @@ impl<'a> Iterator for RecvWrs<'a> {
 /// # Safety
 ///
 /// Called by the RDMA core only, with a zeroed QP of `Qp::<T>::SIZE` bytes whose `device`, `pd`
-/// and CQs are of a device of driver `T`, and valid `init`.
+/// and CQs are of a device of driver `T`, valid `init`, and a null `udata` (a kernel QP) or the
+/// user verb's (for a QP of a user PD).
 pub(crate) unsafe extern "C" fn create_qp_callback<T: Driver>(
     qp: *mut bindings::ib_qp,
     init: *mut bindings::ib_qp_init_attr,
     udata: *mut bindings::ib_udata,
 ) -> c_int {
     from_result(|| {
-        if !udata.is_null() {
-            // User QPs need the mmap path, which this abstraction does not offer yet.
-            return Err(EOPNOTSUPP);
-        }
+        // SAFETY: `udata` is null (a kernel QP) or the user verb's (function safety
+        // requirement).
+        let mut udata = unsafe { Udata::from_raw_opt(udata) };
         // SAFETY: `qp` and `init` are valid (function safety requirement).
         let (raw, init) = unsafe { (&mut *qp, &mut *init) };
         if raw.pd.is_null() || init.send_cq.is_null() || init.recv_cq.is_null() {
@@ -578,7 +594,7 @@ pub(crate) unsafe extern "C" fn create_qp_callback<T: Driver>(
             has_srq: !init.srq.is_null(),
             port_num: init.port_num,
         };
-        let new = T::create_qp(pd, &attr, send_cq, recv_cq)?;
+        let new = T::create_qp(pd, &attr, send_cq, recv_cq, udata.as_mut())?;
         raw.qp_num = new.qpn;
         init.cap.max_send_wr = new.cap.max_send_wr;
         init.cap.max_recv_wr = new.cap.max_recv_wr;
@@ -628,7 +644,8 @@ pub(crate) unsafe extern "C" fn destroy_qp_callback<T: Driver>(
 ///
 /// # Safety
 ///
-/// Called by the RDMA core only, with a live QP of driver `T` and valid `attr`.
+/// Called by the RDMA core only, with a live QP of driver `T`, valid `attr`, and a null `udata`
+/// or the user verb's.
 pub(crate) unsafe extern "C" fn modify_qp_callback<T: Driver>(
     qp: *mut bindings::ib_qp,
     attr: *mut bindings::ib_qp_attr,
@@ -636,8 +653,10 @@ pub(crate) unsafe extern "C" fn modify_qp_callback<T: Driver>(
     udata: *mut bindings::ib_udata,
 ) -> c_int {
     from_result(|| {
-        if !udata.is_null() {
-            return Err(EOPNOTSUPP);
+        // SAFETY: `udata` is null or the user verb's (function safety requirement).
+        if let Some(mut udata) = unsafe { Udata::from_raw_opt(udata) } {
+            // No driver data is defined for modify_qp: refuse what this driver does not know.
+            udata.read_request(&mut [])?;
         }
         // SAFETY: `qp` is a live `Qp<T>` and `attr` valid for the call (function safety
         // requirement); `QpAttr` is a transparent wrapper of `ib_qp_attr`.
@@ -680,6 +699,12 @@ pub(crate) unsafe extern "C" fn post_send_callback<T: Driver>(
 ) -> c_int {
     // SAFETY: `qp` is a live `Qp<T>` (function safety requirement).
     let obj = unsafe { &*qp.cast::<Qp<T>>() };
+    if obj.is_user() {
+        return user_post(obj, WorkQueue::Send, wr.is_null(), || {
+            // SAFETY: `bad` is valid for writes (function safety requirement).
+            unsafe { bad.write(wr) }
+        });
+    }
     let mut wrs = SendWrs {
         next: wr,
         current: wr,
@@ -710,6 +735,12 @@ pub(crate) unsafe extern "C" fn post_recv_callback<T: Driver>(
 ) -> c_int {
     // SAFETY: `qp` is a live `Qp<T>` (function safety requirement).
     let obj = unsafe { &*qp.cast::<Qp<T>>() };
+    if obj.is_user() {
+        return user_post(obj, WorkQueue::Recv, wr.is_null(), || {
+            // SAFETY: `bad` is valid for writes (function safety requirement).
+            unsafe { bad.write(wr) }
+        });
+    }
     let mut wrs = RecvWrs {
         next: wr,
         current: wr,
@@ -720,6 +751,29 @@ pub(crate) unsafe extern "C" fn post_recv_callback<T: Driver>(
         Err(e) => {
             // SAFETY: `bad` is valid for writes (function safety requirement).
             unsafe { bad.write(wrs.current) };
+            e.to_errno()
+        }
+    }
+}
+
+/// A post to a user QP: uverbs without requests is the process's doorbell. Requests in kernel
+/// form are refused: they would name user memory by address in fields the driver reads as
+/// kernel memory (inline data), and the process's rings are the only way in.
+fn user_post<T: Driver>(
+    qp: &Qp<T>,
+    queue: WorkQueue,
+    no_wr: bool,
+    set_bad: impl FnOnce(),
+) -> c_int {
+    let result = if no_wr {
+        T::ring_doorbell(qp, queue)
+    } else {
+        Err(EINVAL)
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            set_bad();
             e.to_errno()
         }
     }

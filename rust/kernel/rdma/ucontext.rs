@@ -44,6 +44,17 @@ impl Udata<'_> {
         }
     }
 
+    /// Wraps the `ib_udata` of a user verb, or `None` for a null one (a kernel caller).
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be null or the valid `ib_udata` of the user verb being executed, for the
+    /// returned lifetime.
+    pub(crate) unsafe fn from_raw_opt<'a>(raw: *mut bindings::ib_udata) -> Option<Udata<'a>> {
+        // SAFETY: A non-null `raw` is valid for `'a` (function safety requirement).
+        (!raw.is_null()).then(|| unsafe { Self::from_raw(raw) })
+    }
+
     /// Bytes the provider sent.
     pub fn in_len(&self) -> usize {
         // SAFETY: By the type invariant `raw` is valid.
@@ -114,6 +125,21 @@ impl<T: Driver> Ucontext<T> {
         assert!(core::mem::align_of::<Self>() <= 8);
         core::mem::size_of::<Self>()
     };
+
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_ucontext {
+        self.ib.get()
+    }
+
+    /// Creates a reference to a user context from a pointer the core holds.
+    ///
+    /// # Safety
+    ///
+    /// `uctx` must be a user context of a device of driver `T` that stays alive for `'a`.
+    pub(crate) unsafe fn from_raw<'a>(uctx: *mut bindings::ib_ucontext) -> &'a Self {
+        // SAFETY: `ib` is at offset 0 of the `repr(C)` `Ucontext<T>` (function safety
+        // requirement).
+        unsafe { &*uctx.cast::<Self>() }
+    }
 
     /// Returns the device the context belongs to.
     pub fn device(&self) -> &Device<T> {

@@ -825,19 +825,70 @@ pub(crate) mod event {
     };
 }
 
-/// `VIRTIO_RDMA_UVERBS_ABI_VERSION`: the version of the user ABI
-/// (`include/uapi/rdma/virtio_rdma-abi.h`).
+// The user ABI (`include/uapi/rdma/virtio_rdma-abi.h`): between the driver and a process of
+// the same machine, so in the CPU's byte order.
+
+/// `VIRTIO_RDMA_UVERBS_ABI_VERSION`: the version of the user ABI.
 pub(crate) const UVERBS_ABI_VERSION: u32 = bindings::VIRTIO_RDMA_UVERBS_ABI_VERSION;
+
+/// `VIRTIO_RDMA_CAP_USER_QP`: user CQs, QPs and AHs are offered.
+pub(crate) const CAP_USER_QP: u64 = bindings::VIRTIO_RDMA_CAP_USER_QP as u64;
 
 /// `struct virtio_rdma_alloc_ucontext_resp`: the driver's answer to a process opening the
 /// device.
 #[repr(C)]
 #[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub(crate) struct AllocUcontextResp {
-    pub(crate) caps: U64,
+    pub(crate) caps: u64,
 }
 same_layout!(
     AllocUcontextResp,
     bindings::virtio_rdma_alloc_ucontext_resp,
     [caps]
 );
+
+/// `struct virtio_rdma_uring`: where a user QP's ring is mapped and how it is laid out.
+#[repr(C)]
+#[derive(Clone, Copy, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct Uring {
+    pub(crate) offset: u64,
+    pub(crate) length: u32,
+    pub(crate) depth: u32,
+    pub(crate) stride: u32,
+    pub(crate) slots: u32,
+}
+same_layout!(
+    Uring,
+    bindings::virtio_rdma_uring,
+    [offset, length, depth, stride, slots]
+);
+
+/// `struct virtio_rdma_uring_ctrl`: the ring's indices, at the start of the mapping.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct UringCtrl {
+    pub(crate) producer: u32,
+    pub(crate) consumer: u32,
+}
+same_layout!(
+    UringCtrl,
+    bindings::virtio_rdma_uring_ctrl,
+    [producer, consumer]
+);
+
+/// `struct virtio_rdma_create_qp_resp`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CreateQpResp {
+    pub(crate) sq: Uring,
+    pub(crate) rq: Uring,
+}
+same_layout!(CreateQpResp, bindings::virtio_rdma_create_qp_resp, [sq, rq]);
+
+/// `struct virtio_rdma_create_ah_resp`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CreateAhResp {
+    pub(crate) av: Av,
+}
+same_layout!(CreateAhResp, bindings::virtio_rdma_create_ah_resp, [av]);

@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Address handles. They live in the guest only: every UD send element carries its address
-//! vector, so creating one needs no control command and works in atomic context.
+//! vector, so creating one needs no control command and works in atomic context. A process's
+//! AH answers its provider with that address vector, which the provider copies into the UD
+//! send elements it writes.
 
-use kernel::{prelude::*, rdma::RoceAv};
+use kernel::{
+    prelude::*,
+    rdma::{RoceAv, Udata},
+};
+use zerocopy::IntoBytes;
 
 use crate::abi;
 
@@ -30,15 +36,20 @@ pub(crate) fn wire_av(av: &RoceAv) -> Result<abi::Av> {
     })
 }
 
-/// Creates an AH (any context).
-pub(crate) fn create(av: &RoceAv) -> Result<DevAh> {
-    Ok(DevAh { av: wire_av(av)? })
+/// Creates an AH (any context, except with `udata`: a user verb).
+pub(crate) fn create(av: &RoceAv, udata: Option<&mut Udata<'_>>) -> Result<DevAh> {
+    let av = wire_av(av)?;
+    if let Some(udata) = udata {
+        // No request data is defined.
+        udata.read_request(&mut [])?;
+        udata.write_response(abi::CreateAhResp { av }.as_bytes())?;
+    }
+    Ok(DevAh { av })
 }
 
 #[kunit_tests(virtio_rdma_ah)]
 mod tests {
     use super::*;
-    use zerocopy::IntoBytes;
 
     #[test]
     fn address_vectors_on_the_wire() {

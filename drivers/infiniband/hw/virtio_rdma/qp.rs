@@ -8,18 +8,22 @@
 //! it (`wqe.rs`) and lends it to the device; the device gives it back once it has read it,
 //! and the next post reclaims it. One kick per post call. Completions come through the CQs
 //! (`cq.rs`); the device flushes outstanding requests when the QP goes to the error state.
+//!
+//! A user QP has the same buffers; its process posts through rings it maps (`uring.rs`), and
+//! the doorbell moves the new elements into the buffers, checked, in place of encoding.
 
 use kernel::{
     bindings, new_spinlock_irq,
     prelude::*,
-    rdma::{self, NewQp, QpAttr, QpCap, QpInitAttr, RecvWrs, SendWrs},
+    rdma::{self, NewQp, QpAttr, QpCap, QpInitAttr, RecvWrs, SendWrs, Udata, WorkQueue},
     sync::SpinLockIrq,
-    virtio::Virtqueue,
+    virtio::{DmaBuf, Virtqueue},
 };
-use zerocopy::FromZeros;
+use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
     abi, ah, mr,
+    uring::Uring,
     verbs::RdmaDev,
     wqe::{self, RqBuf, SendDesc, SqBuf},
 };
@@ -44,6 +48,14 @@ pub(crate) struct DevQp {
     sq: Pin<KBox<SpinLockIrq<KVec<KBox<SqBuf>>>>>,
     /// Receive element buffers not lent to the device.
     rq: Pin<KBox<SpinLockIrq<KVec<KBox<RqBuf>>>>>,
+    /// The rings of a user QP (`None` for a kernel QP).
+    user: Option<UserRings>,
+}
+
+/// The rings a user QP's process posts through.
+struct UserRings {
+    sq: Uring<SqBuf>,
+    rq: Uring<RqBuf>,
 }
 
 impl DevQp {
@@ -106,15 +118,32 @@ fn buffers<B: FromZeros>(n: u32) -> Result<KVec<KBox<B>>> {
     Ok(v)
 }
 
-/// Creates a QP.
+/// Creates a QP; with `udata`, a user QP with its rings.
 pub(crate) fn create(
     pd: &rdma::Pd<RdmaDev<'_>>,
     attr: &QpInitAttr,
     send_cq: &rdma::Cq<RdmaDev<'_>>,
     recv_cq: &rdma::Cq<RdmaDev<'_>>,
+    mut udata: Option<&mut Udata<'_>>,
 ) -> Result<NewQp<DevQp>> {
     let dev = pd.device();
     let cap = check_init(attr, &limits(dev))?;
+    let user = match udata.as_deref_mut() {
+        Some(udata) => {
+            // The GSI QP is the kernel's.
+            if attr.qp_type == bindings::ib_qp_type_IB_QPT_GSI {
+                return Err(EINVAL);
+            }
+            // No request data is defined.
+            udata.read_request(&mut [])?;
+            let uctx = pd.ucontext().ok_or(EINVAL)?;
+            Some(UserRings {
+                sq: Uring::new(uctx, cap.max_send_wr)?,
+                rq: Uring::new(uctx, cap.max_recv_wr)?,
+            })
+        }
+        None => None,
+    };
     let sq = KBox::pin_init(
         new_spinlock_irq!(buffers::<SqBuf>(cap.max_send_wr)?, "virtio_rdma_sq"),
         GFP_KERNEL,
@@ -155,6 +184,16 @@ pub(crate) fn create(
         destroy_on_device(dev, qpn);
         return Err(EPROTO);
     };
+    if let (Some(udata), Some(rings)) = (udata, &user) {
+        let answer = rings.sq.describe().and_then(|sq| {
+            let rq = rings.rq.describe()?;
+            udata.write_response(abi::CreateQpResp { sq, rq }.as_bytes())
+        });
+        if let Err(e) = answer {
+            destroy_on_device(dev, qpn);
+            return Err(e);
+        }
+    }
     Ok(NewQp {
         qpn,
         cap,
@@ -168,6 +207,7 @@ pub(crate) fn create(
             recv_cqn: recv_cq.index(),
             sq,
             rq,
+            user,
         },
     })
 }
@@ -194,7 +234,7 @@ fn give_back<B>(free: &mut KVec<KBox<B>>, buf: KBox<B>) {
 }
 
 /// Takes back the buffers the device has finished with.
-fn reclaim<B: kernel::virtio::DmaBuf>(vq: &Virtqueue, free: &mut KVec<KBox<B>>) -> Result<usize> {
+fn reclaim<B: DmaBuf>(vq: &Virtqueue, free: &mut KVec<KBox<B>>) -> Result<usize> {
     let mut q = vq.lock::<B>()?;
     let mut n = 0;
     while let Some((buf, _)) = q.get_buf() {
@@ -487,4 +527,73 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
         vq.notify();
     }
     result
+}
+
+/// The doorbell of a user QP: lends the device the elements its process added to the ring of
+/// `wq` since the last doorbell.
+pub(crate) fn ring_doorbell(qp: &Qp<'_>, wq: WorkQueue) -> Result {
+    let rings = qp.user.as_ref().ok_or(EINVAL)?;
+    let dev = qp.device();
+    match wq {
+        WorkQueue::Send => {
+            let ud = qp.qp_type == bindings::ib_qp_type_IB_QPT_UD;
+            let mut free = qp.sq.lock();
+            lend_from_ring(queue(dev, qp.sq_vq)?, &mut free, &rings.sq, |elem| {
+                wqe::check_user_send(elem, &qp.cap, ud)
+            })
+        }
+        WorkQueue::Recv => {
+            let mut free = qp.rq.lock();
+            lend_from_ring(queue(dev, qp.rq_vq)?, &mut free, &rings.rq, |elem| {
+                wqe::check_user_recv(elem, &qp.cap)
+            })
+        }
+    }
+}
+
+/// Moves the pending elements of `ring` into free buffers, each checked by `check` (which
+/// returns its length), and lends them to `vq`. The caller holds the work queue's lock (`free`).
+/// An element `check` refuses is skipped and ends the call with its error.
+fn lend_from_ring<B: DmaBuf + IntoBytes>(
+    vq: &Virtqueue,
+    free: &mut KVec<KBox<B>>,
+    ring: &Uring<B>,
+    check: impl Fn(&B) -> Result<usize>,
+) -> Result {
+    reclaim(vq, free)?;
+    let (mut next, count) = ring.pending()?;
+    let end = next.wrapping_add(count);
+    let mut q = vq.lock::<B>()?;
+    let mut result = Ok(());
+    let mut added = false;
+    while next != end {
+        // As many elements as the QP may have outstanding are lent already.
+        let Some(mut buf) = free.pop() else {
+            result = Err(ENOMEM);
+            break;
+        };
+        let len = ring.read(next, &mut buf).and_then(|()| check(&buf));
+        let len = match len {
+            Ok(len) => len,
+            Err(e) => {
+                give_back(free, buf);
+                next = next.wrapping_add(1);
+                result = Err(e);
+                break;
+            }
+        };
+        if let Err((e, buf)) = q.add(buf, len, 0) {
+            give_back(free, buf);
+            result = Err(e);
+            break;
+        }
+        next = next.wrapping_add(1);
+        added = true;
+    }
+    let notify = added && q.kick_prepare();
+    drop(q);
+    if notify {
+        vq.notify();
+    }
+    ring.set_consumer(next).and(result)
 }

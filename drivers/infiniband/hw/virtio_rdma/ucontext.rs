@@ -3,9 +3,8 @@
 //! User contexts: what a process gets when it opens the device through uverbs.
 //!
 //! The user ABI is `include/uapi/rdma/virtio_rdma-abi.h`. Opening the device takes no request
-//! data; the answer says which parts of the user data path the driver offers (none yet: the
-//! process can query the device and its port, allocate PDs and register memory, and the driver
-//! refuses user CQs and QPs).
+//! data; the answer says which parts of the user data path the driver offers: user CQs
+//! (polled through uverbs), QPs posting through mapped rings (`uring.rs`) and AHs.
 
 use kernel::{
     prelude::*,
@@ -22,7 +21,9 @@ pub(crate) struct UserContext;
 pub(crate) fn alloc(_dev: &Device<RdmaDev<'_>>, udata: &mut Udata<'_>) -> Result<UserContext> {
     // No request data is defined: anything non-zero is a request this driver does not know.
     udata.read_request(&mut [])?;
-    let resp = abi::AllocUcontextResp { caps: 0.into() };
+    let resp = abi::AllocUcontextResp {
+        caps: abi::CAP_USER_QP,
+    };
     udata.write_response(resp.as_bytes())?;
     Ok(UserContext)
 }

@@ -12,6 +12,7 @@ use kernel::{
     rdma::{
         self, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, NewCq, NewMr, NewQp,
         PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs, Udata, WcSink,
+        WorkQueue,
     },
 };
 
@@ -218,7 +219,15 @@ impl rdma::Driver for RdmaDev<'_> {
         &dev.ctrl.queues().handler().get_ref().cqs
     }
 
-    fn create_cq(dev: &Device<Self>, attr: &CqInitAttr) -> Result<NewCq<Cq>> {
+    fn create_cq(
+        dev: &Device<Self>,
+        attr: &CqInitAttr,
+        udata: Option<&mut Udata<'_>>,
+    ) -> Result<NewCq<Cq>> {
+        if let Some(udata) = udata {
+            // A user CQ is polled through uverbs: no request or answer is defined.
+            udata.read_request(&mut [])?;
+        }
         cq::create(dev, attr)
     }
 
@@ -261,8 +270,9 @@ impl rdma::Driver for RdmaDev<'_> {
         attr: &QpInitAttr,
         send_cq: &rdma::Cq<Self>,
         recv_cq: &rdma::Cq<Self>,
+        udata: Option<&mut Udata<'_>>,
     ) -> Result<NewQp<DevQp>> {
-        qp::create(pd, attr, send_cq, recv_cq)
+        qp::create(pd, attr, send_cq, recv_cq, udata)
     }
 
     fn destroy_qp(qp: &rdma::Qp<Self>) {
@@ -289,8 +299,17 @@ impl rdma::Driver for RdmaDev<'_> {
         qp::post_recv(qp, wrs)
     }
 
-    fn create_ah(_pd: &rdma::Pd<Self>, av: &RoceAv, _sleepable: bool) -> Result<DevAh> {
-        ah::create(av)
+    fn ring_doorbell(qp: &rdma::Qp<Self>, wq: WorkQueue) -> Result {
+        qp::ring_doorbell(qp, wq)
+    }
+
+    fn create_ah(
+        _pd: &rdma::Pd<Self>,
+        av: &RoceAv,
+        _sleepable: bool,
+        udata: Option<&mut Udata<'_>>,
+    ) -> Result<DevAh> {
+        ah::create(av, udata)
     }
 
     fn alloc_mr(pd: &rdma::Pd<Self>, max_num_sg: u32) -> Result<NewMr<Mr>> {

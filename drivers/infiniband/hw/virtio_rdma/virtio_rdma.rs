@@ -31,6 +31,7 @@ mod port;
 mod qp;
 mod queues;
 mod ucontext;
+mod uring;
 mod verbs;
 mod wqe;
 

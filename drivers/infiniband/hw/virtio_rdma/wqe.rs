@@ -2,13 +2,15 @@
 
 //! Encoding work requests into the device's send and receive queue elements
 //! (`struct virtio_rdma_sq_req` / `virtio_rdma_rq_req`, then the scatter/gather entries or the
-//! inline data). Pure, so that KUnit can test it; `qp.rs` lends the buffers to the device.
+//! inline data), and checking the elements a process wrote into a user QP's ring (`uring.rs`).
+//! Pure, so that KUnit can test it; `qp.rs` lends the buffers to the device.
 
 use kernel::{
+    bindings,
     prelude::*,
-    rdma::{SendOp, Sge},
+    rdma::{QpCap, SendOp, Sge},
 };
-use zerocopy::{FromZeros, IntoBytes};
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::abi;
@@ -185,10 +187,71 @@ pub(crate) fn encode_recv(
     write_sges(&mut buf.bytes, RQ_REQ_LEN, sges)
 }
 
+/// `IB_SEND_*` flags a process may set in its send elements.
+const USER_SEND_FLAGS: u32 = (bindings::ib_send_flags_IB_SEND_FENCE
+    | bindings::ib_send_flags_IB_SEND_SIGNALED
+    | bindings::ib_send_flags_IB_SEND_SOLICITED
+    | bindings::ib_send_flags_IB_SEND_INLINE) as u32;
+
+const SEND_INLINE: u32 = bindings::ib_send_flags_IB_SEND_INLINE as u32;
+
+/// Checks a send element a process wrote for a QP with limits `cap` (UD if `ud`); returns its
+/// length. Only what a process may post passes: sends (the only operation of UD), RDMA
+/// WRITE/READ and atomics, with at most `cap`'s SGEs or inline data. Memory registration and
+/// invalidation are the kernel's (a REG_MR element carries guest-physical addresses). Keys,
+/// addresses and lengths are the device's to check: a bad one completes in error.
+pub(crate) fn check_user_send(buf: &SqBuf, cap: &QpCap, ud: bool) -> Result<usize> {
+    let (req, _) = abi::SqReq::read_from_prefix(&buf.bytes).map_err(|_| EINVAL)?;
+    let opcode = u32::from(req.opcode);
+    let send = matches!(
+        opcode,
+        bindings::ib_wr_opcode_IB_WR_SEND | bindings::ib_wr_opcode_IB_WR_SEND_WITH_IMM
+    );
+    let write = matches!(
+        opcode,
+        bindings::ib_wr_opcode_IB_WR_RDMA_WRITE | bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
+    );
+    let other = matches!(
+        opcode,
+        bindings::ib_wr_opcode_IB_WR_RDMA_READ
+            | bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP
+            | bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD
+    );
+    if !(send || (!ud && (write || other))) {
+        return Err(EINVAL);
+    }
+    let flags = req.send_flags.get();
+    if flags & !USER_SEND_FLAGS != 0 {
+        return Err(EINVAL);
+    }
+    let num_sge = u32::from(req.num_sge.get());
+    let inline_len = req.inline_len.get();
+    if flags & SEND_INLINE != 0 {
+        if num_sge != 0 || inline_len > cap.max_inline_data.min(MAX_INLINE) || !(send || write) {
+            return Err(EINVAL);
+        }
+        Ok(SQ_REQ_LEN + inline_len as usize)
+    } else {
+        if inline_len != 0 || num_sge > cap.max_send_sge.min(MAX_SGE) {
+            return Err(EINVAL);
+        }
+        Ok(SQ_REQ_LEN + num_sge as usize * SGE_LEN)
+    }
+}
+
+/// Checks a receive element a process wrote for a QP with limits `cap`; returns its length.
+pub(crate) fn check_user_recv(buf: &RqBuf, cap: &QpCap) -> Result<usize> {
+    let (req, _) = abi::RqReq::read_from_prefix(&buf.bytes).map_err(|_| EINVAL)?;
+    let num_sge = req.num_sge.get();
+    if num_sge > cap.max_recv_sge.min(MAX_SGE) || req.reserved.get() != 0 {
+        return Err(EINVAL);
+    }
+    Ok(RQ_REQ_LEN + num_sge as usize * SGE_LEN)
+}
+
 #[kunit_tests(virtio_rdma_wqe)]
 mod tests {
     use super::*;
-    use kernel::bindings;
 
     fn sge(addr: u64, length: u32, lkey: u32) -> Sge {
         Sge { addr, length, lkey }
@@ -330,5 +393,84 @@ mod tests {
             Err(EINVAL)
         );
         assert_eq!(encode_recv(&mut buf, 42, &[], 1), Ok(16));
+    }
+
+    const CAP: QpCap = QpCap {
+        max_send_wr: 16,
+        max_recv_wr: 16,
+        max_send_sge: 2,
+        max_recv_sge: 3,
+        max_inline_data: 64,
+    };
+
+    /// A send element as a process would write it.
+    fn user_send(opcode: u32, flags: u32, num_sge: u16, inline_len: u32) -> SqBuf {
+        let mut buf = SqBuf::new_zeroed();
+        let mut req = abi::SqReq::new_zeroed();
+        req.opcode = opcode as u8;
+        req.send_flags.set(flags);
+        req.num_sge.set(num_sge);
+        req.inline_len.set(inline_len);
+        buf.bytes[..SQ_REQ_LEN].copy_from_slice(req.as_bytes());
+        buf
+    }
+
+    #[test]
+    fn user_send_elements_are_checked() {
+        let signaled = bindings::ib_send_flags_IB_SEND_SIGNALED as u32;
+        let inline = SEND_INLINE;
+        let send = bindings::ib_wr_opcode_IB_WR_SEND;
+        let write = bindings::ib_wr_opcode_IB_WR_RDMA_WRITE;
+        let read = bindings::ib_wr_opcode_IB_WR_RDMA_READ;
+        let check = |buf: &SqBuf, ud: bool| check_user_send(buf, &CAP, ud);
+        // What rc_pingpong and perftest post.
+        assert_eq!(
+            check(&user_send(send, signaled, 1, 0), false),
+            Ok(SQ_REQ_LEN + SGE_LEN)
+        );
+        assert_eq!(
+            check(&user_send(read, 0, 2, 0), false),
+            Ok(SQ_REQ_LEN + 2 * SGE_LEN)
+        );
+        assert_eq!(
+            check(&user_send(write, inline, 0, 64), false),
+            Ok(SQ_REQ_LEN + 64)
+        );
+        assert_eq!(
+            check(&user_send(send, signaled, 1, 0), true),
+            Ok(SQ_REQ_LEN + SGE_LEN)
+        );
+        // Kernel-only operations, and anything but sends on UD.
+        for op in [
+            bindings::ib_wr_opcode_IB_WR_REG_MR,
+            bindings::ib_wr_opcode_IB_WR_LOCAL_INV,
+            bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV,
+            0xff,
+        ] {
+            assert_eq!(check(&user_send(op, 0, 1, 0), false), Err(EINVAL));
+        }
+        assert_eq!(check(&user_send(write, 0, 1, 0), true), Err(EINVAL));
+        // Limits: SGEs, inline length, inline with SGEs or on a READ, unknown flags.
+        assert_eq!(check(&user_send(send, 0, 3, 0), false), Err(EINVAL));
+        assert_eq!(check(&user_send(send, inline, 0, 65), false), Err(EINVAL));
+        assert_eq!(check(&user_send(send, inline, 1, 8), false), Err(EINVAL));
+        assert_eq!(check(&user_send(read, inline, 0, 8), false), Err(EINVAL));
+        assert_eq!(check(&user_send(send, 0, 1, 8), false), Err(EINVAL));
+        assert_eq!(check(&user_send(send, 1 << 20, 1, 0), false), Err(EINVAL));
+    }
+
+    #[test]
+    fn user_receive_elements_are_checked() {
+        let mut buf = RqBuf::new_zeroed();
+        let mut req = abi::RqReq::new_zeroed();
+        req.num_sge.set(3);
+        buf.bytes[..RQ_REQ_LEN].copy_from_slice(req.as_bytes());
+        assert_eq!(check_user_recv(&buf, &CAP), Ok(RQ_REQ_LEN + 3 * SGE_LEN));
+        req.num_sge.set(4);
+        buf.bytes[..RQ_REQ_LEN].copy_from_slice(req.as_bytes());
+        assert_eq!(check_user_recv(&buf, &CAP), Err(EINVAL));
+        req.num_sge.set(u32::MAX);
+        buf.bytes[..RQ_REQ_LEN].copy_from_slice(req.as_bytes());
+        assert_eq!(check_user_recv(&buf, &CAP), Err(EINVAL));
     }
 }

@@ -3,22 +3,38 @@
  * rdma-core provider for virtio_rdma, the driver of the virtio RDMA device
  * (virtio device ID 42).
  *
- * The device is matched by the modalias of its virtio device. Everything
- * here goes through the kernel's uverbs commands: device and port queries,
- * protection domains and memory registration (the kernel pins the pages and
- * gives the device their page table; no physical or DMA address is ever
- * seen here). User CQs and QPs are not offered by the kernel yet (the
- * context's caps say so), and their verbs fail with EOPNOTSUPP.
+ * The device is matched by the modalias of its virtio device. Control verbs
+ * go through the kernel's uverbs commands: device and port queries, PDs,
+ * memory registration (the kernel pins the pages and gives the device their
+ * page table; no physical or DMA address is ever seen here), CQs, QPs and
+ * AHs.
+ *
+ * Posting: each QP has a send and a receive ring mapped from the kernel
+ * (struct virtio_rdma_uring). post_send/post_recv write work requests into
+ * the ring in the device's element format (<linux/virtio_rdma.h>), publish
+ * the producer index and ring the doorbell, a uverbs POST_SEND/POST_RECV
+ * without work requests; the kernel copies the new elements out of the
+ * ring, checks them and hands them to the device.
+ *
+ * Polling: completions are reaped through uverbs POLL_CQ (the device's
+ * completion format has no field that would let a process tell a fresh
+ * completion from a stale one without the kernel).
  */
 
 #include <config.h>
 
+#include <endian.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <infiniband/driver.h>
 #include <infiniband/verbs.h>
+#include <linux/virtio_rdma.h>
 
 #include "virtio_rdma-abi.h"
 
@@ -30,6 +46,37 @@ struct vrdma_context {
 	struct verbs_context ibv_ctx;
 	uint64_t caps;
 };
+
+/* A ring of a QP, mapped from the kernel. */
+struct vrdma_ring {
+	void *map;
+	size_t length;
+	struct virtio_rdma_uring_ctrl *ctrl;
+	uint8_t *slots;
+	uint32_t depth;
+	uint32_t stride;
+	uint32_t producer;		/* next slot to write */
+	pthread_spinlock_t lock;
+};
+
+struct vrdma_qp {
+	struct ibv_qp ibv_qp;
+	struct vrdma_ring sq;
+	struct vrdma_ring rq;
+	uint32_t max_inline;
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+};
+
+struct vrdma_ah {
+	struct ibv_ah ibv_ah;
+	struct virtio_rdma_av av;
+};
+
+static struct vrdma_qp *to_vqp(struct ibv_qp *qp)
+{
+	return container_of(qp, struct vrdma_qp, ibv_qp);
+}
 
 static const struct verbs_match_ent hca_table[] = {
 	VERBS_MODALIAS_MATCH("virtio:d0000002Av*", NULL),
@@ -122,6 +169,416 @@ static int vrdma_dereg_mr(struct verbs_mr *vmr)
 	return 0;
 }
 
+static struct ibv_cq *vrdma_create_cq(struct ibv_context *context, int cqe,
+				      struct ibv_comp_channel *channel,
+				      int comp_vector)
+{
+	struct ib_uverbs_create_cq_resp resp;
+	struct ibv_create_cq cmd;
+	struct ibv_cq *cq;
+	int ret;
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector, cq, &cmd,
+				sizeof(cmd), &resp, sizeof(resp));
+	if (ret) {
+		free(cq);
+		errno = ret;
+		return NULL;
+	}
+	return cq;
+}
+
+static int vrdma_destroy_cq(struct ibv_cq *cq)
+{
+	int ret;
+
+	ret = ibv_cmd_destroy_cq(cq);
+	if (ret)
+		return ret;
+	free(cq);
+	return 0;
+}
+
+static int vrdma_map_ring(int cmd_fd, struct vrdma_ring *ring,
+			  const struct virtio_rdma_uring *u, size_t elem_len)
+{
+	uint64_t slots_end;
+
+	/* The kernel's layout, checked before anything is written there. */
+	slots_end = u->slots + (uint64_t)u->depth * u->stride;
+	if (!u->depth || (u->depth & (u->depth - 1)) || u->stride < elem_len ||
+	    u->slots < sizeof(*ring->ctrl) || slots_end > u->length)
+		return EPROTO;
+	ring->map = mmap(NULL, u->length, PROT_READ | PROT_WRITE, MAP_SHARED,
+			 cmd_fd, u->offset);
+	if (ring->map == MAP_FAILED)
+		return errno;
+	ring->length = u->length;
+	ring->ctrl = ring->map;
+	ring->slots = (uint8_t *)ring->map + u->slots;
+	ring->depth = u->depth;
+	ring->stride = u->stride;
+	ring->producer = 0;
+	pthread_spin_init(&ring->lock, PTHREAD_PROCESS_PRIVATE);
+	return 0;
+}
+
+static void vrdma_unmap_ring(struct vrdma_ring *ring)
+{
+	if (ring->map) {
+		munmap(ring->map, ring->length);
+		pthread_spin_destroy(&ring->lock);
+		ring->map = NULL;
+	}
+}
+
+static struct ibv_qp *vrdma_create_qp(struct ibv_pd *pd,
+				      struct ibv_qp_init_attr *attr)
+{
+	struct uvrdma_create_qp_resp resp = {};
+	struct ibv_create_qp cmd = {};
+	struct vrdma_qp *qp;
+	int ret;
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_create_qp(pd, &qp->ibv_qp, attr, &cmd, sizeof(cmd),
+				&resp.ibv_resp, sizeof(resp));
+	if (ret)
+		goto err_free;
+	qp->max_inline = attr->cap.max_inline_data;
+	qp->max_send_sge = attr->cap.max_send_sge;
+	qp->max_recv_sge = attr->cap.max_recv_sge;
+	ret = vrdma_map_ring(pd->context->cmd_fd, &qp->sq, &resp.sq,
+			     sizeof(struct virtio_rdma_sq_req));
+	if (ret)
+		goto err_destroy;
+	ret = vrdma_map_ring(pd->context->cmd_fd, &qp->rq, &resp.rq,
+			     sizeof(struct virtio_rdma_rq_req));
+	if (ret)
+		goto err_unmap;
+	return &qp->ibv_qp;
+
+err_unmap:
+	vrdma_unmap_ring(&qp->sq);
+err_destroy:
+	ibv_cmd_destroy_qp(&qp->ibv_qp);
+err_free:
+	free(qp);
+	errno = ret;
+	return NULL;
+}
+
+static int vrdma_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			  int attr_mask, struct ibv_qp_init_attr *init_attr)
+{
+	struct ibv_query_qp cmd;
+
+	return ibv_cmd_query_qp(qp, attr, attr_mask, init_attr, &cmd,
+				sizeof(cmd));
+}
+
+static int vrdma_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+			   int attr_mask)
+{
+	struct ibv_modify_qp cmd = {};
+
+	return ibv_cmd_modify_qp(qp, attr, attr_mask, &cmd, sizeof(cmd));
+}
+
+static int vrdma_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct vrdma_qp *qp = to_vqp(ibqp);
+	int ret;
+
+	ret = ibv_cmd_destroy_qp(ibqp);
+	if (ret)
+		return ret;
+	vrdma_unmap_ring(&qp->sq);
+	vrdma_unmap_ring(&qp->rq);
+	free(qp);
+	return 0;
+}
+
+/*
+ * Publishes the ring's producer and rings the doorbell. On failure the
+ * elements the kernel did not take are withdrawn (the producer goes back to
+ * the kernel's consumer); returns the errno and, in *taken, how many of the
+ * elements written since @start the kernel took (the failing one included
+ * for EINVAL: the kernel skips an element it refuses).
+ */
+static int vrdma_doorbell(struct ibv_qp *ibqp, struct vrdma_ring *ring,
+			  uint32_t command, uint32_t start, uint32_t *taken)
+{
+	struct ibv_post_send cmd = {};
+	struct ib_uverbs_post_send_resp resp;
+	uint32_t consumer;
+	int ret = 0;
+
+	/* Elements before index: the kernel reads them after this store. */
+	__atomic_store_n(&ring->ctrl->producer, ring->producer, __ATOMIC_RELEASE);
+	/* POST_SEND and POST_RECV share this layout up to wqe_size. */
+	cmd.hdr.command = command;
+	cmd.hdr.in_words = sizeof(cmd) / 4;
+	cmd.hdr.out_words = sizeof(resp) / 4;
+	cmd.response = (uintptr_t)&resp;
+	cmd.qp_handle = ibqp->handle;
+	cmd.wqe_size = sizeof(struct ibv_send_wr);
+	if (write(ibqp->context->cmd_fd, &cmd, sizeof(cmd)) != sizeof(cmd))
+		ret = errno;
+	consumer = __atomic_load_n(&ring->ctrl->consumer, __ATOMIC_ACQUIRE);
+	*taken = consumer - start;
+	if (ret) {
+		ring->producer = consumer;
+		__atomic_store_n(&ring->ctrl->producer, consumer,
+				 __ATOMIC_RELEASE);
+	}
+	return ret;
+}
+
+/*
+ * The position, among the requests of a failed doorbell, of the one that
+ * failed: the kernel's consumer passed a request it refused (EINVAL) and
+ * stopped before one it could not take (any other error).
+ */
+static uint32_t vrdma_bad_index(int err, uint32_t taken)
+{
+	return err == EINVAL && taken ? taken - 1 : taken;
+}
+
+/* The slot @index of @ring. */
+static void *vrdma_slot(struct vrdma_ring *ring, uint32_t index)
+{
+	return ring->slots + (size_t)(index & (ring->depth - 1)) * ring->stride;
+}
+
+static int vrdma_ring_full(struct vrdma_ring *ring)
+{
+	uint32_t consumer = __atomic_load_n(&ring->ctrl->consumer,
+					    __ATOMIC_ACQUIRE);
+
+	return ring->producer - consumer >= ring->depth;
+}
+
+static void vrdma_write_sges(struct virtio_rdma_sge *dst,
+			     const struct ibv_sge *sg, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		dst[i].addr = htole64(sg[i].addr);
+		dst[i].length = htole32(sg[i].length);
+		dst[i].lkey = htole32(sg[i].lkey);
+	}
+}
+
+/* Writes @wr as a send element into @slot; an errno if it cannot be one. */
+static int vrdma_encode_send(struct vrdma_qp *qp, struct ibv_send_wr *wr,
+			     uint8_t *slot)
+{
+	struct virtio_rdma_sq_req *req = (void *)slot;
+	uint8_t *data = slot + sizeof(*req);
+	size_t room = qp->sq.stride - sizeof(*req);
+	int i;
+
+	memset(req, 0, sizeof(*req));
+	req->wr_id = htole64(wr->wr_id);
+	req->opcode = wr->opcode;
+	req->send_flags = htole32(wr->send_flags);
+	switch (wr->opcode) {
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		req->ex = htole32(wr->imm_data);
+		break;
+	default:
+		break;
+	}
+	if (qp->ibv_qp.qp_type == IBV_QPT_UD) {
+		struct vrdma_ah *ah;
+
+		if (!wr->wr.ud.ah)
+			return EINVAL;
+		ah = container_of(wr->wr.ud.ah, struct vrdma_ah, ibv_ah);
+		req->wr.ud.remote_qpn = htole32(wr->wr.ud.remote_qpn);
+		req->wr.ud.remote_qkey = htole32(wr->wr.ud.remote_qkey);
+		req->wr.ud.av = ah->av;
+	} else {
+		switch (wr->opcode) {
+		case IBV_WR_RDMA_WRITE:
+		case IBV_WR_RDMA_WRITE_WITH_IMM:
+		case IBV_WR_RDMA_READ:
+			req->wr.rdma.remote_addr = htole64(wr->wr.rdma.remote_addr);
+			req->wr.rdma.rkey = htole32(wr->wr.rdma.rkey);
+			break;
+		case IBV_WR_ATOMIC_CMP_AND_SWP:
+		case IBV_WR_ATOMIC_FETCH_AND_ADD:
+			req->wr.atomic.remote_addr =
+				htole64(wr->wr.atomic.remote_addr);
+			req->wr.atomic.compare_add =
+				htole64(wr->wr.atomic.compare_add);
+			req->wr.atomic.swap = htole64(wr->wr.atomic.swap);
+			req->wr.atomic.rkey = htole32(wr->wr.atomic.rkey);
+			break;
+		case IBV_WR_SEND:
+		case IBV_WR_SEND_WITH_IMM:
+			break;
+		default:
+			return EINVAL;
+		}
+	}
+	if (wr->num_sge < 0)
+		return EINVAL;
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		size_t len = 0;
+
+		/* Inline data is gathered into the element itself. */
+		for (i = 0; i < wr->num_sge; i++) {
+			size_t n = wr->sg_list[i].length;
+
+			if (n > qp->max_inline - len || n > room - len)
+				return EINVAL;
+			memcpy(data + len, (void *)(uintptr_t)wr->sg_list[i].addr,
+			       n);
+			len += n;
+		}
+		req->inline_len = htole32(len);
+		return 0;
+	}
+	if ((uint32_t)wr->num_sge > qp->max_send_sge ||
+	    wr->num_sge * sizeof(struct virtio_rdma_sge) > room)
+		return EINVAL;
+	req->num_sge = htole16(wr->num_sge);
+	vrdma_write_sges((void *)data, wr->sg_list, wr->num_sge);
+	return 0;
+}
+
+static int vrdma_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			   struct ibv_send_wr **bad_wr)
+{
+	struct vrdma_qp *qp = to_vqp(ibqp);
+	struct vrdma_ring *ring = &qp->sq;
+	struct ibv_send_wr *first = wr;
+	uint32_t start, taken;
+	int ret = 0, db;
+
+	pthread_spin_lock(&ring->lock);
+	start = ring->producer;
+	for (; wr; wr = wr->next) {
+		if (vrdma_ring_full(ring)) {
+			ret = ENOMEM;
+			break;
+		}
+		ret = vrdma_encode_send(qp, wr, vrdma_slot(ring, ring->producer));
+		if (ret)
+			break;
+		ring->producer++;
+	}
+	if (ring->producer != start) {
+		db = vrdma_doorbell(ibqp, ring, IB_USER_VERBS_CMD_POST_SEND,
+				    start, &taken);
+		if (db) {
+			wr = first;
+			for (taken = vrdma_bad_index(db, taken); taken; taken--)
+				wr = wr->next;
+			ret = db;
+		}
+	}
+	pthread_spin_unlock(&ring->lock);
+	if (ret)
+		*bad_wr = wr;
+	return ret;
+}
+
+static int vrdma_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+			   struct ibv_recv_wr **bad_wr)
+{
+	struct vrdma_qp *qp = to_vqp(ibqp);
+	struct vrdma_ring *ring = &qp->rq;
+	struct ibv_recv_wr *first = wr;
+	uint32_t start, taken;
+	int ret = 0, db;
+
+	pthread_spin_lock(&ring->lock);
+	start = ring->producer;
+	for (; wr; wr = wr->next) {
+		struct virtio_rdma_rq_req *req;
+
+		if (vrdma_ring_full(ring)) {
+			ret = ENOMEM;
+			break;
+		}
+		if (wr->num_sge < 0 ||
+		    (uint32_t)wr->num_sge > qp->max_recv_sge ||
+		    sizeof(*req) + wr->num_sge * sizeof(struct virtio_rdma_sge) >
+			    ring->stride) {
+			ret = EINVAL;
+			break;
+		}
+		req = vrdma_slot(ring, ring->producer);
+		memset(req, 0, sizeof(*req));
+		req->wr_id = htole64(wr->wr_id);
+		req->num_sge = htole32(wr->num_sge);
+		vrdma_write_sges((void *)(req + 1), wr->sg_list, wr->num_sge);
+		ring->producer++;
+	}
+	if (ring->producer != start) {
+		db = vrdma_doorbell(ibqp, ring, IB_USER_VERBS_CMD_POST_RECV,
+				    start, &taken);
+		if (db) {
+			wr = first;
+			for (taken = vrdma_bad_index(db, taken); taken; taken--)
+				wr = wr->next;
+			ret = db;
+		}
+	}
+	pthread_spin_unlock(&ring->lock);
+	if (ret)
+		*bad_wr = wr;
+	return ret;
+}
+
+static struct ibv_ah *vrdma_create_ah(struct ibv_pd *pd,
+				      struct ibv_ah_attr *attr)
+{
+	struct uvrdma_create_ah_resp resp = {};
+	struct vrdma_ah *ah;
+	int ret;
+
+	ah = calloc(1, sizeof(*ah));
+	if (!ah) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_create_ah(pd, &ah->ibv_ah, attr, &resp.ibv_resp,
+				sizeof(resp));
+	if (ret) {
+		free(ah);
+		errno = ret;
+		return NULL;
+	}
+	ah->av = resp.av;
+	return &ah->ibv_ah;
+}
+
+static int vrdma_destroy_ah(struct ibv_ah *ibah)
+{
+	int ret;
+
+	ret = ibv_cmd_destroy_ah(ibah);
+	if (ret)
+		return ret;
+	free(container_of(ibah, struct vrdma_ah, ibv_ah));
+	return 0;
+}
+
 static void vrdma_free_context(struct ibv_context *ibctx)
 {
 	struct vrdma_context *ctx =
@@ -139,6 +596,22 @@ static const struct verbs_context_ops vrdma_ctx_ops = {
 	.reg_mr = vrdma_reg_mr,
 	.dereg_mr = vrdma_dereg_mr,
 	.free_context = vrdma_free_context,
+};
+
+/* The verbs of the user data path, when the kernel offers it. */
+static const struct verbs_context_ops vrdma_user_qp_ops = {
+	.create_cq = vrdma_create_cq,
+	.destroy_cq = vrdma_destroy_cq,
+	.poll_cq = ibv_cmd_poll_cq,
+	.req_notify_cq = ibv_cmd_req_notify_cq,
+	.create_qp = vrdma_create_qp,
+	.query_qp = vrdma_query_qp,
+	.modify_qp = vrdma_modify_qp,
+	.destroy_qp = vrdma_destroy_qp,
+	.post_send = vrdma_post_send,
+	.post_recv = vrdma_post_recv,
+	.create_ah = vrdma_create_ah,
+	.destroy_ah = vrdma_destroy_ah,
 };
 
 static struct verbs_context *vrdma_alloc_context(struct ibv_device *ibdev,
@@ -162,6 +635,8 @@ static struct verbs_context *vrdma_alloc_context(struct ibv_device *ibdev,
 	}
 	ctx->caps = resp.caps;
 	verbs_set_ops(&ctx->ibv_ctx, &vrdma_ctx_ops);
+	if (ctx->caps & VIRTIO_RDMA_CAP_USER_QP)
+		verbs_set_ops(&ctx->ibv_ctx, &vrdma_user_qp_ops);
 	return &ctx->ibv_ctx;
 }
 

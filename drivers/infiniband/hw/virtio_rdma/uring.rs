@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The rings of user QPs (`struct virtio_rdma_uring` in `include/uapi/rdma/virtio_rdma-abi.h`).
+//!
+//! A process writes work requests, already in the device's element format, into a ring it
+//! maps, advances the ring's producer index and rings the doorbell (a uverbs post without
+//! requests). The driver then copies each new element out of the ring into one of the QP's own
+//! element buffers, checks the copy (`wqe.rs`) and lends it to the device like a kernel post
+//! (`qp.rs`). The device never sees the ring, and nothing the process changes after the copy
+//! reaches the device.
+
+use core::{
+    marker::PhantomData,
+    sync::atomic::{AtomicU32, Ordering},
+};
+
+use kernel::{
+    prelude::*,
+    rdma::{Ucontext, UserMmap},
+};
+use zerocopy::{FromBytes, IntoBytes};
+
+use crate::{abi, verbs::RdmaDev};
+
+/// Where the slots start in the mapping: after the indices, on their own cache line.
+const SLOTS: usize = 64;
+const _: () = assert!(core::mem::size_of::<abi::UringCtrl>() <= SLOTS);
+
+const PRODUCER: usize = core::mem::offset_of!(abi::UringCtrl, producer);
+const CONSUMER: usize = core::mem::offset_of!(abi::UringCtrl, consumer);
+
+/// One ring of a user QP, of elements of type `B`.
+pub(crate) struct Uring<B> {
+    map: UserMmap,
+    depth: u32,
+    /// The next slot the driver takes. Changed only under the QP's lock of this work queue.
+    consumer: AtomicU32,
+    _elem: PhantomData<B>,
+}
+
+impl<B: FromBytes + IntoBytes> Uring<B> {
+    const STRIDE: usize = core::mem::size_of::<B>();
+
+    /// A ring for at least `entries` elements, mapped by the process of `uctx`.
+    pub(crate) fn new(uctx: &Ucontext<RdmaDev<'_>>, entries: u32) -> Result<Self> {
+        let depth = entries.max(1).checked_next_power_of_two().ok_or(EINVAL)?;
+        let len = (depth as usize)
+            .checked_mul(Self::STRIDE)
+            .and_then(|n| n.checked_add(SLOTS))
+            .ok_or(EINVAL)?;
+        Ok(Self {
+            map: UserMmap::new(uctx, len)?,
+            depth,
+            consumer: AtomicU32::new(0),
+            _elem: PhantomData,
+        })
+    }
+
+    /// What the provider needs to map and use the ring.
+    pub(crate) fn describe(&self) -> Result<abi::Uring> {
+        Ok(abi::Uring {
+            offset: self.map.offset(),
+            length: u32::try_from(self.map.len()).map_err(|_| EINVAL)?,
+            depth: self.depth,
+            stride: Self::STRIDE as u32,
+            slots: SLOTS as u32,
+        })
+    }
+
+    /// The elements the process announced and the driver has not taken yet: the first slot and
+    /// the count. [`EINVAL`] if the process claims more than the ring holds.
+    pub(crate) fn pending(&self) -> Result<(u32, u32)> {
+        let producer = self.map.read_u32(PRODUCER)?;
+        let consumer = self.consumer.load(Ordering::Relaxed);
+        let count = producer.wrapping_sub(consumer);
+        if count > self.depth {
+            return Err(EINVAL);
+        }
+        Ok((consumer, count))
+    }
+
+    /// Copies the element in slot `index` (a free-running count) into `elem`.
+    pub(crate) fn read(&self, index: u32, elem: &mut B) -> Result {
+        let slot = (index & (self.depth - 1)) as usize;
+        self.map
+            .read(SLOTS + slot * Self::STRIDE, elem.as_mut_bytes())
+    }
+
+    /// Records that the driver took every element before `index`, for the process to see.
+    pub(crate) fn set_consumer(&self, index: u32) -> Result {
+        self.consumer.store(index, Ordering::Relaxed);
+        self.map.write_u32(CONSUMER, index)
+    }
+}
