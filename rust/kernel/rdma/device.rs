@@ -616,6 +616,8 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
         ops.alloc_ucontext = Some(ucontext::alloc_ucontext_callback::<T>);
         ops.dealloc_ucontext = Some(ucontext::dealloc_ucontext_callback::<T>);
         ops.size_ib_ucontext = Ucontext::<T>::SIZE;
+        // A user AH is created by the same callback, which passes the verb's udata on.
+        ops.create_user_ah = Some(ah::create_ah_callback::<T>);
         ops.mmap = Some(mmap::mmap_callback);
         ops.mmap_free = Some(mmap::mmap_free_callback);
     }

@@ -179,6 +179,9 @@ pub(crate) fn reg_user(
     if access & bindings::ib_access_flags_IB_ACCESS_ON_DEMAND as u32 != 0 {
         return Err(EOPNOTSUPP);
     }
+    // Optional flags (relaxed ordering, which perftest asks for) are hints a device without
+    // them ignores, as the core allows: the device protocol does not define them.
+    let access = access & !(bindings::ib_access_flags_IB_ACCESS_OPTIONAL as u32);
     let mut umem = Umem::get(dev, start, length, access)?;
     let page = PAGE_SIZE as usize;
     umem.set_iova(page, iova)?;

@@ -1,0 +1,65 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# rdma-core's own clients run over virtio_rdma0 through the project's
+# provider, server and client in one guest on the same device, addressed by
+# its RoCEv2 GID (index 1, the GID of 10.0.2.15): ibv_rc_pingpong and
+# ibv_ud_pingpong, perftest's send/write/read/atomic bandwidth and send/write
+# latency tests with the out-of-band TCP exchange and with rdma_cm (-R), and
+# rping. Each pair must exit 0 with its data checked by the client where the
+# tool can (ibv_*_pingpong -c, rping -v prints what it verified). The runner
+# fails the test on any kernel report or leak once the processes are gone.
+set -euo pipefail
+
+source "$(dirname "$0")/lib/common.sh"
+
+driver_up
+dev=virtio_rdma0 gid=1 addr=10.0.2.15
+port=18515
+
+# pair NAME SERVER_CMD... -- CLIENT_CMD...: runs a server in the
+# background, then its client; both must succeed within 120 s.
+pair() {
+	local name=$1; shift
+	local server=() client=()
+	while [ "$1" != -- ]; do server+=("$1"); shift; done
+	shift
+	client=("$@")
+	step "$name"
+	timeout 120 "${server[@]}" >/tmp/server.log 2>&1 &
+	local spid=$!
+	sleep 1
+	local rc=0
+	timeout 120 "${client[@]}" >/tmp/client.log 2>&1 || rc=$?
+	local src=0
+	wait "$spid" || src=$?
+	sed 's/^/  client: /' /tmp/client.log | tail -8
+	if [ "$rc" != 0 ] || [ "$src" != 0 ]; then
+		sed 's/^/  server: /' /tmp/server.log | tail -20
+		fail "$name: client exit $rc, server exit $src"
+	fi
+	port=$((port + 1))
+}
+
+pair "ibv_rc_pingpong" ibv_rc_pingpong -d $dev -g $gid -n 100 -c -p $port -- \
+	ibv_rc_pingpong -d $dev -g $gid -n 100 -c -p $port localhost
+pair "ibv_ud_pingpong" ibv_ud_pingpong -d $dev -g $gid -n 100 -c -s 1024 -p $port -- \
+	ibv_ud_pingpong -d $dev -g $gid -n 100 -c -s 1024 -p $port localhost
+
+for rdma_cm in "" -R; do
+	# -x: the GID index; with -R rdma_cm resolves the address itself.
+	opts="-d $dev -x $gid -F $rdma_cm"
+	for t in ib_send_bw ib_write_bw ib_read_bw ib_atomic_bw; do
+		pair "$t $rdma_cm" $t $opts -n 200 -p $port -- $t $opts -n 200 -p $port $addr
+	done
+	for t in ib_send_lat ib_write_lat; do
+		pair "$t $rdma_cm" $t $opts -n 200 -p $port -- $t $opts -n 200 -p $port $addr
+	done
+done
+
+pair "rping" rping -s -a $addr -p $port -C 100 -- rping -c -a $addr -p $port -C 100 -v
+grep -q "ping data: rdma-ping-99" /tmp/client.log || fail "rping: the client did not verify 100 pings"
+
+step "nothing of the clients is left"
+res=$(rdma res show qp link $dev/1 2>/dev/null | grep -v "comm \[" || true)
+[ -z "$res" ] || fail "QPs of user processes remain: $res"
+echo "PASS"
