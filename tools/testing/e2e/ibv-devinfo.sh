@@ -4,9 +4,9 @@
 # has a uverbs interface of the driver's user ABI version, rdma-core's own
 # tools (ibv_devices, ibv_devinfo -v) list it through the project's provider
 # with the limits the device reported, and a process can open it, allocate
-# a PD and register memory (pyverbs), while the verbs the driver does not
-# offer yet fail cleanly, garbage in the driver's udata and every mmap are
-# refused (lib/uverbs_user.py), and a process killed while it holds a
+# a PD, register memory and create a CQ (pyverbs), while garbage in the
+# driver's udata and mappings of rings that do not exist are refused
+# (lib/uverbs_user.py), and a process killed while it holds a
 # context, a PD and MRs leaves nothing behind. The runner fails the test on
 # any kernel report or leak once the processes are gone.
 set -euo pipefail
