@@ -11,7 +11,8 @@
 #   make shell            an interactive guest
 #   make build            kernel + modules, QEMU, the backend and the rdma-core
 #                         provider (incremental)
-#   make bench            the backend's benchmarks, and NVMe-oF over virtio_rdma0
+#   make bench            the backend's benchmarks, perftest on virtio_rdma0 vs rxe,
+#                         and NVMe-oF over virtio_rdma0
 #                         beside NVMe/TCP in one guest (never fail on timing)
 #
 # Caches live in $(VRDMA_CACHE) (default /var/cache/virtio-rdma), keyed by
@@ -61,4 +62,5 @@ bench: build
 	@source $(B)/lib.sh && in_sysroot cargo bench --locked \
 		--manifest-path tools/vhost-user-rdma/Cargo.toml \
 		--target-dir "$$VRDMA_CACHE/cargo-target" -j1
+	@tools/testing/vm/run.sh --timeout 1800 -- bash tools/testing/bench/perftest.sh
 	@tools/testing/vm/run.sh --timeout 1800 -- bash tools/testing/bench/nvme-of.sh

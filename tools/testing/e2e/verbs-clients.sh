@@ -14,31 +14,6 @@ source "$(dirname "$0")/lib/common.sh"
 
 driver_up
 dev=virtio_rdma0 gid=1 addr=10.0.2.15
-port=18515
-
-# pair NAME SERVER_CMD... -- CLIENT_CMD...: runs a server in the
-# background, then its client; both must succeed within 120 s.
-pair() {
-	local name=$1; shift
-	local server=() client=()
-	while [ "$1" != -- ]; do server+=("$1"); shift; done
-	shift
-	client=("$@")
-	step "$name"
-	timeout 120 "${server[@]}" >/tmp/server.log 2>&1 &
-	local spid=$!
-	sleep 1
-	local rc=0
-	timeout 120 "${client[@]}" >/tmp/client.log 2>&1 || rc=$?
-	local src=0
-	wait "$spid" || src=$?
-	sed 's/^/  client: /' /tmp/client.log | tail -8
-	if [ "$rc" != 0 ] || [ "$src" != 0 ]; then
-		sed 's/^/  server: /' /tmp/server.log | tail -20
-		fail "$name: client exit $rc, server exit $src"
-	fi
-	port=$((port + 1))
-}
 
 pair "ibv_rc_pingpong" ibv_rc_pingpong -d $dev -g $gid -n 100 -c -p $port -- \
 	ibv_rc_pingpong -d $dev -g $gid -n 100 -c -p $port localhost

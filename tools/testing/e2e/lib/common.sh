@@ -48,3 +48,31 @@ driver_up() {
 	wait_for "virtio_rdma0 port ACTIVE" link_active
 	wait_for "the RoCEv2 GID of 10.0.2.15" v4_gid
 }
+# pair NAME SERVER_CMD... -- CLIENT_CMD...: runs a server in the background,
+# then its client; both must succeed within 120 s. Their output stays in
+# /tmp/server.log and /tmp/client.log (the client's tail is shown unless
+# PAIR_QUIET is set). $port is a fresh TCP port for each pair: callers pass
+# it to both sides, and it moves on afterwards.
+port=18515
+pair() {
+	local name=$1; shift
+	local server=() client=()
+	while [ "$1" != -- ]; do server+=("$1"); shift; done
+	shift
+	client=("$@")
+	[ -n "${PAIR_QUIET:-}" ] || step "$name"
+	timeout 120 "${server[@]}" >/tmp/server.log 2>&1 &
+	local spid=$!
+	sleep 1
+	local rc=0
+	timeout 120 "${client[@]}" >/tmp/client.log 2>&1 || rc=$?
+	local src=0
+	wait "$spid" || src=$?
+	[ -n "${PAIR_QUIET:-}" ] || sed 's/^/  client: /' /tmp/client.log | tail -8
+	if [ "$rc" != 0 ] || [ "$src" != 0 ]; then
+		sed 's/^/  client: /' /tmp/client.log | tail -20
+		sed 's/^/  server: /' /tmp/server.log | tail -20
+		fail "$name: client exit $rc, server exit $src"
+	fi
+	port=$((port + 1))
+}
