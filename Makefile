@@ -11,9 +11,9 @@
 #   make shell            an interactive guest
 #   make build            kernel + modules, QEMU, the backend and the rdma-core
 #                         provider (incremental)
-#   make bench            the backend's benchmarks, perftest on virtio_rdma0 vs rxe,
-#                         and NVMe-oF over virtio_rdma0
-#                         beside NVMe/TCP in one guest (never fail on timing)
+#   make bench            the backend's benchmarks, perftest on virtio_rdma0 beside
+#                         rxe, and NVMe-oF over virtio_rdma0 beside NVMe/TCP, each
+#                         in one guest (never fail on timing)
 #
 # Caches live in $(VRDMA_CACHE) (default /var/cache/virtio-rdma), keyed by
 # their inputs. JOBS sets build parallelism (default 3).
