@@ -14,12 +14,14 @@
  * of MRs the kernel registered (it pins the pages and gives the device their
  * page table), so a process can never aim the device at memory it did not
  * register. The rings a process maps hold only work requests in the device's
- * element format (include/uapi/linux/virtio_rdma.h) and two indices; the
- * virtqueues (whose descriptors hold DMA addresses) are never mapped: at
- * the doorbell the driver copies each new element out of the ring into
- * memory of its own, checks it (an opcode a process may post, SGE count and
- * inline length within the QP's limits) and only then lends the copy to the
- * device, which checks keys, PDs, access rights and bounds.
+ * element format (include/uapi/linux/virtio_rdma.h), completions and two
+ * indices; the virtqueues (whose descriptors hold DMA addresses) are never
+ * mapped. At the doorbell the driver copies each new element out of the
+ * ring into memory of its own, checks it (an opcode a process may post, SGE
+ * count and inline length within the QP's limits) and only then lends the
+ * copy to the device, which checks keys, PDs, access rights and bounds.
+ * Completions reach a CQ's ring the other way: the device writes them into
+ * the driver's buffers, the driver checks and copies them into the ring.
  *
  * All structures have explicit padding and sizes that are multiples of 8.
  */
@@ -31,7 +33,7 @@
 
 #define VIRTIO_RDMA_UVERBS_ABI_VERSION	1
 
-/* caps: user CQs, QPs (with the rings below) and AHs */
+/* caps: user CQs and QPs (with the rings below) and AHs */
 #define VIRTIO_RDMA_CAP_USER_QP		(1ULL << 0)
 
 /* GET_CONTEXT: no request data. caps says what the user data path offers. */
@@ -67,8 +69,36 @@ struct virtio_rdma_uring {
 };
 
 struct virtio_rdma_uring_ctrl {
-	__u32 producer;			/* written by the process */
-	__u32 consumer;			/* written by the driver */
+	__u32 producer;			/* written by the process (a CQ: the driver) */
+	__u32 consumer;			/* written by the driver (a CQ: the process) */
+};
+
+/*
+ * A slot of a CQ's ring: a completion the device reported, checked by the
+ * driver (it names a QP of this CQ, a known status and opcode; flags the
+ * device may set), then seq, written last: the slot holds completion number
+ * seq - 1 (a free-running count) once seq reads as that. Fields as in
+ * struct virtio_rdma_cq_req (opcode: enum ib_wc_opcode, wc_flags: enum
+ * ib_wc_flags, ex: the immediate data as sent, or the invalidated rkey).
+ */
+struct virtio_rdma_ucqe {
+	struct virtio_rdma_cq_req cqe;
+	__u32 seq;
+	__u32 reserved[3];
+};
+
+/*
+ * CREATE_CQ: no request data. The answer maps the CQ's ring, slots of
+ * struct virtio_rdma_ucqe: the driver moves each completion into slot
+ * producer % depth as it arrives (interrupt context, no system call), and
+ * the process polls slot consumer % depth until its seq is consumer + 1,
+ * reads it, and stores the new consumer so the driver may reuse the slot.
+ * While the ring is full the driver leaves completions with the device,
+ * which reports a CQ overrun (IB_EVENT_CQ_ERR) once it runs out of
+ * buffers. Arming stays a system call (uverbs REQ_NOTIFY_CQ).
+ */
+struct virtio_rdma_create_cq_resp {
+	struct virtio_rdma_uring ring;
 };
 
 /* CREATE_QP: no request data. */

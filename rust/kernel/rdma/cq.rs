@@ -3,7 +3,7 @@
 //! Completion queues, allocated by the RDMA core with room for the driver's part, and the
 //! registry through which a driver finds the CQ a device signals.
 
-use super::{Device, Driver, Qp, Udata};
+use super::{Device, Driver, Qp, Ucontext, Udata};
 use crate::{
     bindings,
     error::from_result,
@@ -232,15 +232,22 @@ pub(crate) unsafe extern "C" fn create_cq_callback<T: Driver>(
             comp_vector: attr.comp_vector,
             flags: attr.flags,
         };
-        // A user CQ (uverbs passes the verb's attributes) carries the provider's udata.
-        let mut udata = if attrs.is_null() {
+        // A user CQ (uverbs passes the verb's attributes): its context and the provider's udata.
+        let mut user = if attrs.is_null() {
             None
         } else {
             // SAFETY: A non-null `attrs` is the valid attribute bundle of the user verb being
-            // executed (function safety requirement).
-            Some(unsafe { Udata::from_raw(&raw mut (*attrs).__bindgen_anon_1.hdr.driver_udata) })
+            // executed (function safety requirement); uverbs sets its `context` (a context of
+            // this device, alive for the verb) before calling the driver.
+            unsafe {
+                let hdr = &raw mut (*attrs).__bindgen_anon_1.hdr;
+                Some((
+                    Ucontext::<T>::from_raw((*hdr).context),
+                    Udata::from_raw(&raw mut (*hdr).driver_udata),
+                ))
+            }
         };
-        let new = T::create_cq(dev, &attr, udata.as_mut())?;
+        let new = T::create_cq(dev, &attr, user.as_mut().map(|(ctx, udata)| (*ctx, udata)))?;
         let depth = c_int::try_from(new.depth);
         let obj = cq.cast::<Cq<T>>();
         // SAFETY: The core allocated `Cq::<T>::SIZE` bytes for `cq`; `index` and `data` are not

@@ -161,12 +161,13 @@ pub trait Driver: Sized + Send + Sync {
     /// The registry of the device's CQs (see [`CqRegistry`]).
     fn cq_registry(dev: &Device<Self>) -> &CqRegistry<Self>;
 
-    /// Creates the driver's part of a completion queue: a kernel one, or with `udata` (the
-    /// provider's request and room for the answer) one a process created through uverbs.
+    /// Creates the driver's part of a completion queue: a kernel one, or with `user` one a
+    /// process created through uverbs (its context, and the provider's request with room for
+    /// the answer).
     fn create_cq(
         dev: &Device<Self>,
         attr: &CqInitAttr,
-        udata: Option<&mut Udata<'_>>,
+        user: Option<(&Ucontext<Self>, &mut Udata<'_>)>,
     ) -> Result<NewCq<Self::Cq>>;
 
     /// Destroys a completion queue: when this returns, the device no longer writes to its

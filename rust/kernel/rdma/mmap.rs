@@ -17,6 +17,7 @@ use crate::{
     mm::virt::VmaNew,
     page::{Page, PAGE_SHIFT, PAGE_SIZE},
     prelude::*,
+    sync::barrier::{smp_mb, Read, Write},
     types::Opaque,
 };
 use core::ptr::NonNull;
@@ -144,7 +145,35 @@ impl UserMmap {
         Ok(())
     }
 
-    /// Reads the little-endian `u32` at `offset` (4-byte aligned) once.
+    /// Copies `src` to `offset`, for the process to read; [`EINVAL`] if out of bounds. Any
+    /// context.
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result {
+        let end = offset.checked_add(src.len()).ok_or(EINVAL)?;
+        if end > self.len() {
+            return Err(EINVAL);
+        }
+        let mut done = 0;
+        while done < src.len() {
+            let pos = offset + done;
+            let (index, start) = (pos / PAGE_SIZE, pos % PAGE_SIZE);
+            let n = (PAGE_SIZE - start).min(src.len() - done);
+            let page = self.entry().pages.get(index).ok_or(EINVAL)?;
+            // SAFETY: The page is ours and mapped for the duration of the call; `start + n` is
+            // within it. The process may access the bytes concurrently: volatile writes.
+            unsafe {
+                let base = bindings::kmap_local_page(page.as_ptr()).cast::<u8>();
+                for (i, b) in src[done..done + n].iter().enumerate() {
+                    base.add(start + i).write_volatile(*b);
+                }
+                bindings::kunmap_local(base.cast());
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Reads the little-endian `u32` at `offset` (4-byte aligned) once, before any later read
+    /// of the memory (acquire order: what the process wrote before storing the value is seen).
     pub fn read_u32(&self, offset: usize) -> Result<u32> {
         let (page, start) = self.word(offset)?;
         // SAFETY: The page is ours and mapped for the call; `start` is 4-byte aligned and at
@@ -155,12 +184,16 @@ impl UserMmap {
             bindings::kunmap_local(base.cast());
             v
         };
+        smp_mb(Read);
         Ok(u32::from_le(v))
     }
 
-    /// Writes `value` little-endian at `offset` (4-byte aligned), for the process to read.
+    /// Writes `value` little-endian at `offset` (4-byte aligned), for the process to read,
+    /// after every earlier write to the memory (release order: a process that reads the value
+    /// with acquire order sees them).
     pub fn write_u32(&self, offset: usize, value: u32) -> Result {
         let (page, start) = self.word(offset)?;
+        smp_mb(Write);
         // SAFETY: As in `read_u32`.
         unsafe {
             let base = bindings::kmap_local_page(page.as_ptr()).cast::<u8>();

@@ -885,6 +885,24 @@ pub(crate) struct CreateQpResp {
 }
 same_layout!(CreateQpResp, bindings::virtio_rdma_create_qp_resp, [sq, rq]);
 
+/// `struct virtio_rdma_ucqe`: a slot of a CQ's ring (the completion in the device's form).
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct Ucqe {
+    pub(crate) cqe: CqReq,
+    pub(crate) seq: u32,
+    pub(crate) reserved: [u32; 3],
+}
+same_layout!(Ucqe, bindings::virtio_rdma_ucqe, [cqe, seq, reserved]);
+
+/// `struct virtio_rdma_create_cq_resp`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CreateCqResp {
+    pub(crate) ring: Uring,
+}
+same_layout!(CreateCqResp, bindings::virtio_rdma_create_cq_resp, [ring]);
+
 /// `struct virtio_rdma_create_ah_resp`.
 #[repr(C)]
 #[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]

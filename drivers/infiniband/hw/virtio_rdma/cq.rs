@@ -7,18 +7,24 @@
 //! completion into a buffer and returns it; polling converts it and lends the same buffer back.
 //! Arming the CQ enables the virtqueue's callback, so no control command is needed per arm;
 //! the callback (hard-IRQ context) disables it again and notifies the consumer.
+//!
+//! A user CQ also has a ring its process maps (`uring.rs`): its queue's callback stays on, and
+//! moves each completion, checked, into the ring and the buffer back to the device; the
+//! process polls the ring without a system call.
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::{
     bindings,
     prelude::*,
-    rdma::{self, CqInitAttr, CqNotify, CqRegistry, NewCq, Wc, WcSink},
-    virtio::Virtqueue,
+    rdma::{
+        self, CqInitAttr, CqNotify, CqRegistry, NewCq, QpRegistry, Ucontext, Udata, Wc, WcSink,
+    },
+    virtio::{Virtqueue, VirtqueueGuard},
 };
-use zerocopy::FromZeros;
+use zerocopy::{FromZeros, IntoBytes};
 
-use crate::{abi, verbs::RdmaDev};
+use crate::{abi, uring::CqRing, verbs::RdmaDev};
 
 /// The buffer of one completion: what the device writes.
 pub(crate) type CqeBuf = abi::CqReq;
@@ -36,6 +42,8 @@ pub(crate) struct Cq {
     armed: AtomicBool,
     /// A malformed completion was reported once already (reported once per CQ).
     warned: AtomicBool,
+    /// The ring of a user CQ (`None` for a kernel CQ).
+    ring: Option<CqRing>,
 }
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
@@ -45,8 +53,13 @@ fn queue<'d>(dev: &'d Device<'_>, vq: u32) -> Result<&'d Virtqueue> {
     dev.ctrl.queues().get(vq as usize).ok_or(EPROTO)
 }
 
-/// Creates a CQ: the device's CQ, then its queue filled with `cqe` buffers.
-pub(crate) fn create(dev: &Device<'_>, attr: &CqInitAttr) -> Result<NewCq<Cq>> {
+/// Creates a CQ: the device's CQ, then its queue filled with `cqe` buffers; for a process
+/// (`user`), also the ring it polls.
+pub(crate) fn create(
+    dev: &Device<'_>,
+    attr: &CqInitAttr,
+    user: Option<(&Ucontext<RdmaDev<'_>>, &mut Udata<'_>)>,
+) -> Result<NewCq<Cq>> {
     let max_cqe = dev.config.raw.max_cqe.get();
     if attr.cqe == 0 || attr.cqe > max_cqe {
         return Err(EINVAL);
@@ -59,6 +72,14 @@ pub(crate) fn create(dev: &Device<'_>, attr: &CqInitAttr) -> Result<NewCq<Cq>> {
     for _ in 0..attr.cqe {
         bufs.push(KBox::new(CqeBuf::new_zeroed(), GFP_KERNEL)?, GFP_KERNEL)?;
     }
+    let (ring, udata) = match user {
+        Some((uctx, udata)) => {
+            // No request data is defined.
+            udata.read_request(&mut [])?;
+            (Some(CqRing::new(uctx, attr.cqe)?), Some(udata))
+        }
+        None => (None, None),
+    };
 
     let rsp: abi::RspCreateCq = dev.ctrl.exec(
         abi::cmd::CREATE_CQ,
@@ -74,6 +95,7 @@ pub(crate) fn create(dev: &Device<'_>, attr: &CqInitAttr) -> Result<NewCq<Cq>> {
         depth: 0,
         armed: AtomicBool::new(false),
         warned: AtomicBool::new(false),
+        ring,
     };
     let Some(vq) = dev.config.layout.cq(cqn) else {
         dev_err!(
@@ -86,7 +108,13 @@ pub(crate) fn create(dev: &Device<'_>, attr: &CqInitAttr) -> Result<NewCq<Cq>> {
         return Err(EPROTO);
     };
     let mut cq = Cq { vq, ..cq };
-    if let Err(e) = fill(dev, &mut cq, bufs) {
+    let answered = match (udata, &cq.ring) {
+        (Some(udata), Some(ring)) => ring
+            .describe()
+            .and_then(|ring| udata.write_response(abi::CreateCqResp { ring }.as_bytes())),
+        _ => Ok(()),
+    };
+    if let Err(e) = answered.and_then(|()| fill(dev, &mut cq, bufs)) {
         destroy(dev, &cq);
         return Err(e);
     }
@@ -97,11 +125,16 @@ pub(crate) fn create(dev: &Device<'_>, attr: &CqInitAttr) -> Result<NewCq<Cq>> {
     })
 }
 
-/// Lends `bufs` to the CQ's queue, with callbacks off until the CQ is armed.
+/// Lends `bufs` to the CQ's queue, with callbacks off until the CQ is armed (on for good for a
+/// user CQ, whose ring they fill).
 fn fill(dev: &Device<'_>, cq: &mut Cq, bufs: KVec<KBox<CqeBuf>>) -> Result {
     let queue = queue(dev, cq.vq)?;
     let mut q = queue.lock::<CqeBuf>()?;
-    q.disable_cb();
+    if cq.ring.is_some() {
+        q.enable_cb();
+    } else {
+        q.disable_cb();
+    }
     for buf in bufs {
         q.add(buf, 0, CQE_LEN).map_err(|(e, _)| {
             dev_err!(
@@ -191,6 +224,71 @@ pub(crate) fn checked_status(cqe: &CqeBuf) -> (u32, u32) {
     (status, opcode)
 }
 
+/// The completion in `buf` (`len` bytes as the device says), checked: it must have the size of
+/// one and name a QP that reports to `cq`; a status or opcode the kernel does not know becomes
+/// a general error, flags are those the device may set. `None` (reported once) otherwise.
+fn checked(
+    cq: &rdma::Cq<RdmaDev<'_>>,
+    qps: &QpRegistry<RdmaDev<'_>>,
+    buf: &CqeBuf,
+    len: u32,
+) -> Option<CqeBuf> {
+    if len as usize != CQE_LEN {
+        warn_once(cq, |d| {
+            dev_warn!(
+                d,
+                "CQ {}: completion of {} bytes, expected {}\n",
+                cq.cqn,
+                len,
+                CQE_LEN
+            )
+        });
+        return None;
+    }
+    let qpn = buf.qp_num.get();
+    let ours = qps.with(qpn, |qp| qp.cqn(true) == cq.cqn || qp.cqn(false) == cq.cqn);
+    if ours != Some(true) {
+        warn_once(cq, |d| {
+            dev_warn!(
+                d,
+                "CQ {}: completion for QP {}, not one of its QPs; dropped\n",
+                cq.cqn,
+                qpn
+            )
+        });
+        return None;
+    }
+    let (status, opcode) = checked_status(buf);
+    let mut cqe = *buf;
+    // Both fit: they are the device's byte values or `IB_WC_GENERAL_ERR`.
+    cqe.status = status as u8;
+    cqe.opcode = opcode as u8;
+    cqe.wc_flags.set(buf.wc_flags.get() & WC_FLAGS);
+    cqe.port_num = rdma::FIRST_PORT as u8;
+    Some(cqe)
+}
+
+/// Lends a CQE buffer back to the device; returns whether it was.
+fn lend_back(
+    dev: &Device<'_>,
+    cqn: u32,
+    q: &mut VirtqueueGuard<'_, CqeBuf>,
+    buf: KBox<CqeBuf>,
+) -> bool {
+    match q.add(buf, 0, CQE_LEN) {
+        Ok(()) => true,
+        Err((e, _)) => {
+            dev_err!(
+                dev.as_ref(),
+                "CQ {}: cannot lend a CQE buffer back: {:?}\n",
+                cqn,
+                e
+            );
+            false
+        }
+    }
+}
+
 /// Reaps completions into `sink`, lending each buffer back to the device.
 pub(crate) fn poll<'a>(cq: &rdma::Cq<RdmaDev<'a>>, sink: &mut WcSink<'_, RdmaDev<'a>>) -> Result {
     let dev = cq.device();
@@ -202,63 +300,28 @@ pub(crate) fn poll<'a>(cq: &rdma::Cq<RdmaDev<'a>>, sink: &mut WcSink<'_, RdmaDev
         let Some((buf, len)) = q.get_buf() else {
             break;
         };
-        if len as usize != CQE_LEN {
-            warn_once(cq, |d| {
-                dev_warn!(
-                    d,
-                    "CQ {}: completion of {} bytes, expected {}\n",
-                    cq.cqn,
-                    len,
-                    CQE_LEN
-                )
-            });
-        } else {
-            let qpn = buf.qp_num.get();
-            let (status, opcode) = checked_status(&buf);
-            let pushed = qps.with(qpn, |qp| {
-                // A completion is only believed for a QP that reports to this CQ.
-                if qp.cqn(true) != cq.cqn && qp.cqn(false) != cq.cqn {
-                    return Err(EPROTO);
-                }
+        if let Some(cqe) = checked(cq, qps, &buf, len) {
+            qps.with(cqe.qp_num.get(), |qp| {
                 sink.push(&Wc {
                     qp,
-                    wr_id: buf.wr_id.get(),
-                    status,
-                    opcode,
-                    vendor_err: buf.vendor_err.get(),
-                    byte_len: buf.byte_len.get(),
-                    ex: buf.ex.get(),
-                    src_qp: buf.src_qp.get(),
-                    wc_flags: buf.wc_flags.get() & WC_FLAGS,
-                    pkey_index: buf.pkey_index.get(),
-                    sl: buf.sl,
-                    port_num: rdma::FIRST_PORT,
-                    smac: buf.smac,
-                    vlan_id: buf.vlan_id.get(),
-                    network_hdr_type: buf.network_hdr_type,
+                    wr_id: cqe.wr_id.get(),
+                    status: cqe.status.into(),
+                    opcode: cqe.opcode.into(),
+                    vendor_err: cqe.vendor_err.get(),
+                    byte_len: cqe.byte_len.get(),
+                    ex: cqe.ex.get(),
+                    src_qp: cqe.src_qp.get(),
+                    wc_flags: cqe.wc_flags.get(),
+                    pkey_index: cqe.pkey_index.get(),
+                    sl: cqe.sl,
+                    port_num: cqe.port_num.into(),
+                    smac: cqe.smac,
+                    vlan_id: cqe.vlan_id.get(),
+                    network_hdr_type: cqe.network_hdr_type,
                 })
             });
-            if !matches!(pushed, Some(Ok(()))) {
-                warn_once(cq, |d| {
-                    dev_warn!(
-                        d,
-                        "CQ {}: completion for QP {}, not one of its QPs; dropped\n",
-                        cq.cqn,
-                        qpn
-                    )
-                });
-            }
         }
-        if let Err((e, _)) = q.add(buf, 0, CQE_LEN) {
-            dev_err!(
-                dev.as_ref(),
-                "CQ {}: cannot lend a CQE buffer back: {:?}\n",
-                cq.cqn,
-                e
-            );
-        } else {
-            lent = true;
-        }
+        lent |= lend_back(dev, cq.cqn, &mut q, buf);
     }
     let notify = lent && q.kick_prepare();
     drop(q);
@@ -266,6 +329,35 @@ pub(crate) fn poll<'a>(cq: &rdma::Cq<RdmaDev<'a>>, sink: &mut WcSink<'_, RdmaDev
         queue.notify();
     }
     Ok(())
+}
+
+/// Moves the completions the device returned into the user CQ's ring while it has room,
+/// lending each buffer back; returns whether any was lent. The queue's callback stays on.
+fn to_ring(
+    cq: &rdma::Cq<RdmaDev<'_>>,
+    ring: &CqRing,
+    qps: &QpRegistry<RdmaDev<'_>>,
+    q: &mut VirtqueueGuard<'_, CqeBuf>,
+) -> bool {
+    let dev = cq.device();
+    let mut lent = false;
+    loop {
+        while ring.has_room() {
+            let Some((buf, len)) = q.get_buf() else {
+                break;
+            };
+            if let Some(cqe) = checked(cq, qps, &buf, len) {
+                // Cannot fail: the slot is within the ring.
+                let _ = ring.push(&cqe);
+            }
+            lent |= lend_back(dev, cq.cqn, q, buf);
+        }
+        // A full ring is an overrun: what is left stays with the device. Otherwise look again
+        // for completions that came while the callback was being re-enabled.
+        if !ring.has_room() || q.enable_cb() {
+            return lent;
+        }
+    }
 }
 
 /// Reports a device error of `cq` once.
@@ -282,18 +374,36 @@ pub(crate) fn req_notify(cq: &rdma::Cq<RdmaDev<'_>>, flags: CqNotify) -> Result<
     let queue = queue(cq.device(), cq.vq)?;
     let mut q = queue.lock::<CqeBuf>()?;
     cq.armed.store(true, Ordering::Release);
+    if cq.ring.is_some() {
+        // The callback is on for good; a process polls its ring again after arming.
+        return Ok(false);
+    }
     let pending = !q.enable_cb();
     Ok(pending && flags.report_missed_events())
 }
 
-/// The callback of a CQ's queue (hard-IRQ context): notifies the consumer once per arming.
-pub(crate) fn completion_event(cqs: &CqRegistry<RdmaDev<'_>>, cqn: u32, vq: &Virtqueue) {
+/// The callback of a CQ's queue (hard-IRQ context): moves completions into a user CQ's ring,
+/// and notifies the consumer once per arming.
+pub(crate) fn completion_event(
+    cqs: &CqRegistry<RdmaDev<'_>>,
+    qps: &QpRegistry<RdmaDev<'_>>,
+    cqn: u32,
+    vq: &Virtqueue,
+) {
     // Under the queue's lock, as arming is: a consumer re-arming on another CPU is not undone.
     let fire = cqs.with(cqn, |cq| {
         let Ok(mut q) = vq.lock::<CqeBuf>() else {
             return false;
         };
-        q.disable_cb();
+        match &cq.ring {
+            Some(ring) => {
+                if to_ring(cq, ring, qps, &mut q) && q.kick_prepare() {
+                    drop(q);
+                    vq.notify();
+                }
+            }
+            None => q.disable_cb(),
+        }
         cq.armed.swap(false, Ordering::AcqRel)
     });
     if fire == Some(true) {

@@ -50,7 +50,7 @@ impl VqHandler for Handler<'_> {
     fn callback(&self, vq: &Virtqueue) {
         match self.layout.kind(vq.index()) {
             Some(QueueKind::Ctrl) => self.ctrl.used(vq),
-            Some(QueueKind::Cq(cqn)) => cq::completion_event(&self.cqs, cqn, vq),
+            Some(QueueKind::Cq(cqn)) => cq::completion_event(&self.cqs, &self.qps, cqn, vq),
             Some(QueueKind::Event) => events::callback(&self.cqs, &self.qps, vq),
             // Send and receive queues are set up without a callback.
             Some(QueueKind::Sq(_) | QueueKind::Rq(_)) | None => {}

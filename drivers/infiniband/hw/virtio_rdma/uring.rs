@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The rings of user QPs (`struct virtio_rdma_uring` in `include/uapi/rdma/virtio_rdma-abi.h`).
+//! The rings a process shares with the driver (`struct virtio_rdma_uring` in
+//! `include/uapi/rdma/virtio_rdma-abi.h`).
 //!
-//! A process writes work requests, already in the device's element format, into a ring it
-//! maps, advances the ring's producer index and rings the doorbell (a uverbs post without
-//! requests). The driver then copies each new element out of the ring into one of the QP's own
-//! element buffers, checks the copy (`wqe.rs`) and lends it to the device like a kernel post
-//! (`qp.rs`). The device never sees the ring, and nothing the process changes after the copy
-//! reaches the device.
+//! Work queues ([`Uring`]): a process writes work requests, already in the device's element
+//! format, into a ring it maps, advances the ring's producer index and rings the doorbell (a
+//! uverbs post without requests). The driver then copies each new element out of the ring into
+//! one of the QP's own element buffers, checks the copy (`wqe.rs`) and lends it to the device
+//! like a kernel post (`qp.rs`). The device never sees the ring, and nothing the process
+//! changes after the copy reaches the device.
+//!
+//! Completion queues ([`CqRing`]): the other way round. The driver copies each completion the
+//! device wrote into its own buffer, once checked (`cq.rs`), into the next slot with a sequence
+//! number written last; the process polls the slots without a system call.
 
 use core::{
     marker::PhantomData,
@@ -20,7 +25,7 @@ use kernel::{
 };
 use zerocopy::{FromBytes, IntoBytes};
 
-use crate::{abi, verbs::RdmaDev};
+use crate::{abi, cq::CqeBuf, verbs::RdmaDev};
 
 /// Where the slots start in the mapping: after the indices, on their own cache line.
 const SLOTS: usize = 64;
@@ -90,5 +95,66 @@ impl<B: FromBytes + IntoBytes> Uring<B> {
     pub(crate) fn set_consumer(&self, index: u32) -> Result {
         self.consumer.store(index, Ordering::Relaxed);
         self.map.write_u32(CONSUMER, index)
+    }
+}
+
+/// The completion ring of a user CQ: the driver produces, the process consumes.
+pub(crate) struct CqRing {
+    map: UserMmap,
+    depth: u32,
+    /// The next slot the driver fills. Changed only under the lock of the CQ's queue.
+    producer: AtomicU32,
+}
+
+impl CqRing {
+    const STRIDE: usize = core::mem::size_of::<abi::Ucqe>();
+    const SEQ: usize = core::mem::offset_of!(abi::Ucqe, seq);
+
+    /// A ring for at least `entries` completions, mapped by the process of `uctx`.
+    pub(crate) fn new(uctx: &Ucontext<RdmaDev<'_>>, entries: u32) -> Result<Self> {
+        let depth = entries.max(1).checked_next_power_of_two().ok_or(EINVAL)?;
+        let len = (depth as usize)
+            .checked_mul(Self::STRIDE)
+            .and_then(|n| n.checked_add(SLOTS))
+            .ok_or(EINVAL)?;
+        Ok(Self {
+            map: UserMmap::new(uctx, len)?,
+            depth,
+            producer: AtomicU32::new(0),
+        })
+    }
+
+    /// What the provider needs to map and poll the ring.
+    pub(crate) fn describe(&self) -> Result<abi::Uring> {
+        Ok(abi::Uring {
+            offset: self.map.offset(),
+            length: u32::try_from(self.map.len()).map_err(|_| EINVAL)?,
+            depth: self.depth,
+            stride: Self::STRIDE as u32,
+            slots: SLOTS as u32,
+        })
+    }
+
+    /// Whether the next slot is free: the process has consumed what was there. Its consumer
+    /// index is untrusted; a bogus one only stops the ring (the device then reports the overrun).
+    pub(crate) fn has_room(&self) -> bool {
+        let producer = self.producer.load(Ordering::Relaxed);
+        match self.map.read_u32(CONSUMER) {
+            Ok(consumer) => producer.wrapping_sub(consumer) < self.depth,
+            Err(_) => false,
+        }
+    }
+
+    /// Writes `cqe` into the next slot, then its sequence number. Any context.
+    pub(crate) fn push(&self, cqe: &CqeBuf) -> Result {
+        let producer = self.producer.load(Ordering::Relaxed);
+        let slot = SLOTS + (producer & (self.depth - 1)) as usize * Self::STRIDE;
+        self.map.write(slot, cqe.as_bytes())?;
+        // The sequence number last, after the completion (release order).
+        self.map
+            .write_u32(slot + Self::SEQ, producer.wrapping_add(1))?;
+        self.producer
+            .store(producer.wrapping_add(1), Ordering::Relaxed);
+        self.map.write_u32(PRODUCER, producer.wrapping_add(1))
     }
 }

@@ -222,13 +222,9 @@ impl rdma::Driver for RdmaDev<'_> {
     fn create_cq(
         dev: &Device<Self>,
         attr: &CqInitAttr,
-        udata: Option<&mut Udata<'_>>,
+        user: Option<(&rdma::Ucontext<Self>, &mut Udata<'_>)>,
     ) -> Result<NewCq<Cq>> {
-        if let Some(udata) = udata {
-            // A user CQ is polled through uverbs: no request or answer is defined.
-            udata.read_request(&mut [])?;
-        }
-        cq::create(dev, attr)
+        cq::create(dev, attr, user)
     }
 
     fn destroy_cq(dev: &Device<Self>, cq: &rdma::Cq<Self>) {

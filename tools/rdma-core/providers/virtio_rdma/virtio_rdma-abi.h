@@ -12,6 +12,8 @@
 
 DECLARE_DRV_CMD(uvrdma_alloc_ucontext, IB_USER_VERBS_CMD_GET_CONTEXT,
 		empty, virtio_rdma_alloc_ucontext_resp);
+DECLARE_DRV_CMD(uvrdma_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
+		empty, virtio_rdma_create_cq_resp);
 DECLARE_DRV_CMD(uvrdma_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		empty, virtio_rdma_create_qp_resp);
 DECLARE_DRV_CMD(uvrdma_create_ah, IB_USER_VERBS_CMD_CREATE_AH,

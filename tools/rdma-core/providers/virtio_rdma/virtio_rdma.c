@@ -16,9 +16,10 @@
  * without work requests; the kernel copies the new elements out of the
  * ring, checks them and hands them to the device.
  *
- * Polling: completions are reaped through uverbs POLL_CQ (the device's
- * completion format has no field that would let a process tell a fresh
- * completion from a stale one without the kernel).
+ * Polling: each CQ has a ring mapped from the kernel, which moves every
+ * completion the device reports into it (struct virtio_rdma_ucqe, with a
+ * sequence number written last); poll_cq reads it without a system call.
+ * Arming is uverbs REQ_NOTIFY_CQ.
  */
 
 #include <config.h>
@@ -57,6 +58,12 @@ struct vrdma_ring {
 	uint32_t stride;
 	uint32_t producer;		/* next slot to write */
 	pthread_spinlock_t lock;
+};
+
+struct vrdma_cq {
+	struct ibv_cq ibv_cq;
+	struct vrdma_ring ring;		/* producer: the kernel's */
+	uint32_t consumer;		/* next completion to read */
 };
 
 struct vrdma_qp {
@@ -169,41 +176,6 @@ static int vrdma_dereg_mr(struct verbs_mr *vmr)
 	return 0;
 }
 
-static struct ibv_cq *vrdma_create_cq(struct ibv_context *context, int cqe,
-				      struct ibv_comp_channel *channel,
-				      int comp_vector)
-{
-	struct ib_uverbs_create_cq_resp resp;
-	struct ibv_create_cq cmd;
-	struct ibv_cq *cq;
-	int ret;
-
-	cq = calloc(1, sizeof(*cq));
-	if (!cq) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector, cq, &cmd,
-				sizeof(cmd), &resp, sizeof(resp));
-	if (ret) {
-		free(cq);
-		errno = ret;
-		return NULL;
-	}
-	return cq;
-}
-
-static int vrdma_destroy_cq(struct ibv_cq *cq)
-{
-	int ret;
-
-	ret = ibv_cmd_destroy_cq(cq);
-	if (ret)
-		return ret;
-	free(cq);
-	return 0;
-}
-
 static int vrdma_map_ring(int cmd_fd, struct vrdma_ring *ring,
 			  const struct virtio_rdma_uring *u, size_t elem_len)
 {
@@ -235,6 +207,107 @@ static void vrdma_unmap_ring(struct vrdma_ring *ring)
 		pthread_spin_destroy(&ring->lock);
 		ring->map = NULL;
 	}
+}
+
+static struct ibv_cq *vrdma_create_cq(struct ibv_context *context, int cqe,
+				      struct ibv_comp_channel *channel,
+				      int comp_vector)
+{
+	struct uvrdma_create_cq_resp resp = {};
+	struct ibv_create_cq cmd = {};
+	struct vrdma_cq *cq;
+	int ret;
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector, &cq->ibv_cq,
+				&cmd, sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	if (ret)
+		goto err_free;
+	ret = vrdma_map_ring(context->cmd_fd, &cq->ring, &resp.ring,
+			     sizeof(struct virtio_rdma_ucqe));
+	if (ret) {
+		ibv_cmd_destroy_cq(&cq->ibv_cq);
+		goto err_free;
+	}
+	return &cq->ibv_cq;
+
+err_free:
+	free(cq);
+	errno = ret;
+	return NULL;
+}
+
+static int vrdma_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct vrdma_cq *cq = container_of(ibcq, struct vrdma_cq, ibv_cq);
+	int ret;
+
+	ret = ibv_cmd_destroy_cq(ibcq);
+	if (ret)
+		return ret;
+	vrdma_unmap_ring(&cq->ring);
+	free(cq);
+	return 0;
+}
+
+/* enum ib_wc_flags (the kernel's, as the device reports them) */
+#define VRDMA_WC_GRH		(1 << 0)
+#define VRDMA_WC_WITH_IMM	(1 << 1)
+#define VRDMA_WC_WITH_INVALIDATE (1 << 2)
+
+static void vrdma_wc(const struct virtio_rdma_cq_req *c, struct ibv_wc *wc)
+{
+	uint32_t flags = le32toh(c->wc_flags);
+
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = le64toh(c->wr_id);
+	wc->status = c->status;
+	wc->opcode = c->opcode;
+	wc->vendor_err = le32toh(c->vendor_err);
+	wc->byte_len = le32toh(c->byte_len);
+	wc->qp_num = le32toh(c->qp_num);
+	wc->src_qp = le32toh(c->src_qp);
+	wc->pkey_index = le16toh(c->pkey_index);
+	wc->sl = c->sl;
+	wc->dlid_path_bits = c->dlid_path_bits;
+	if (flags & VRDMA_WC_GRH)
+		wc->wc_flags |= IBV_WC_GRH;
+	if (flags & VRDMA_WC_WITH_IMM) {
+		wc->wc_flags |= IBV_WC_WITH_IMM;
+		wc->imm_data = le32toh(c->ex);
+	}
+	if (flags & VRDMA_WC_WITH_INVALIDATE) {
+		wc->wc_flags |= IBV_WC_WITH_INV;
+		wc->invalidated_rkey = le32toh(c->ex);
+	}
+}
+
+static int vrdma_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	struct vrdma_cq *cq = container_of(ibcq, struct vrdma_cq, ibv_cq);
+	struct vrdma_ring *ring = &cq->ring;
+	int n;
+
+	pthread_spin_lock(&ring->lock);
+	for (n = 0; n < ne; n++) {
+		struct virtio_rdma_ucqe *u = (void *)(ring->slots +
+			(size_t)(cq->consumer & (ring->depth - 1)) * ring->stride);
+
+		/* The completion is there once its sequence number is. */
+		if (__atomic_load_n(&u->seq, __ATOMIC_ACQUIRE) != cq->consumer + 1)
+			break;
+		vrdma_wc(&u->cqe, &wc[n]);
+		cq->consumer++;
+	}
+	if (n)
+		__atomic_store_n(&ring->ctrl->consumer, cq->consumer,
+				 __ATOMIC_RELEASE);
+	pthread_spin_unlock(&ring->lock);
+	return n;
 }
 
 static struct ibv_qp *vrdma_create_qp(struct ibv_pd *pd,
@@ -602,7 +675,7 @@ static const struct verbs_context_ops vrdma_ctx_ops = {
 static const struct verbs_context_ops vrdma_user_qp_ops = {
 	.create_cq = vrdma_create_cq,
 	.destroy_cq = vrdma_destroy_cq,
-	.poll_cq = ibv_cmd_poll_cq,
+	.poll_cq = vrdma_poll_cq,
 	.req_notify_cq = ibv_cmd_req_notify_cq,
 	.create_qp = vrdma_create_qp,
 	.query_qp = vrdma_query_qp,
