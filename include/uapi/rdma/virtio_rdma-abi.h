@@ -93,9 +93,9 @@ struct virtio_rdma_ucqe {
  * producer % depth as it arrives (interrupt context, no system call), and
  * the process polls slot consumer % depth until its seq is consumer + 1,
  * reads it, and stores the new consumer so the driver may reuse the slot.
- * While the ring is full the driver leaves completions with the device,
- * which reports a CQ overrun (IB_EVENT_CQ_ERR) once it runs out of
- * buffers. Arming stays a system call (uverbs REQ_NOTIFY_CQ).
+ * A completion that finds the ring full is lost and the CQ's async event
+ * handler gets IB_EVENT_CQ_ERR (an overrun). Arming stays a system call
+ * (uverbs REQ_NOTIFY_CQ).
  */
 struct virtio_rdma_create_cq_resp {
 	struct virtio_rdma_uring ring;

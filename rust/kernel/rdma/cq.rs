@@ -106,7 +106,7 @@ impl<T: Driver> Cq<T> {
 impl<T: Driver> Cq<T> {
     /// Reports `IB_EVENT_CQ_ERR` (completions were lost) to the consumer's event handler, if it
     /// gave one. Any context, as [`Self::completion_event`].
-    fn error_event(&self) {
+    pub fn error_event(&self) {
         // SAFETY: By the type invariant `ib` is a valid CQ; the core sets `event_handler`,
         // `cq_context` and `device` before calling `create_cq` and does not change them
         // afterwards. The event lives for the handler's call.

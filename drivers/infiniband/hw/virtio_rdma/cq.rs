@@ -10,7 +10,8 @@
 //!
 //! A user CQ also has a ring its process maps (`uring.rs`): its queue's callback stays on, and
 //! moves each completion, checked, into the ring and the buffer back to the device; the
-//! process polls the ring without a system call.
+//! process polls the ring without a system call. A completion that finds the ring full is lost
+//! and reported as a CQ overrun.
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -331,8 +332,10 @@ pub(crate) fn poll<'a>(cq: &rdma::Cq<RdmaDev<'a>>, sink: &mut WcSink<'_, RdmaDev
     Ok(())
 }
 
-/// Moves the completions the device returned into the user CQ's ring while it has room,
-/// lending each buffer back; returns whether any was lent. The queue's callback stays on.
+/// Moves the completions the device returned into the user CQ's ring, lending each buffer
+/// back; returns whether any was lent. The queue's callback stays on. A completion that finds
+/// the ring full (the process did not consume) is lost: the CQ overran, which its consumer
+/// learns as `IB_EVENT_CQ_ERR`.
 fn to_ring(
     cq: &rdma::Cq<RdmaDev<'_>>,
     ring: &CqRing,
@@ -341,23 +344,25 @@ fn to_ring(
 ) -> bool {
     let dev = cq.device();
     let mut lent = false;
+    let mut lost = 0u32;
     loop {
-        while ring.has_room() {
-            let Some((buf, len)) = q.get_buf() else {
-                break;
-            };
+        while let Some((buf, len)) = q.get_buf() {
             if let Some(cqe) = checked(cq, qps, &buf, len) {
-                // Cannot fail: the slot is within the ring.
-                let _ = ring.push(&cqe);
+                if !ring.has_room() || ring.push(&cqe).is_err() {
+                    lost += 1;
+                }
             }
             lent |= lend_back(dev, cq.cqn, q, buf);
         }
-        // A full ring is an overrun: what is left stays with the device. Otherwise look again
-        // for completions that came while the callback was being re-enabled.
-        if !ring.has_room() || q.enable_cb() {
-            return lent;
+        // Look again for completions that came while the callback was being re-enabled.
+        if q.enable_cb() {
+            break;
         }
     }
+    if lost > 0 {
+        cq.error_event();
+    }
+    lent
 }
 
 /// Reports a device error of `cq` once.

@@ -136,7 +136,7 @@ impl CqRing {
     }
 
     /// Whether the next slot is free: the process has consumed what was there. Its consumer
-    /// index is untrusted; a bogus one only stops the ring (the device then reports the overrun).
+    /// index is untrusted; a bogus one only makes the ring look full (an overrun).
     pub(crate) fn has_room(&self) -> bool {
         let producer = self.producer.load(Ordering::Relaxed);
         match self.map.read_u32(CONSUMER) {

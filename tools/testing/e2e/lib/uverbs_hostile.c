@@ -224,12 +224,13 @@ static void pair(struct ibv_pd *pd, struct ibv_cq *cq, union ibv_gid *gid,
 int main(void)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ring_map before[16], after[16], *sq, *ring;
+	struct ring_map before[16], after[16], *sq, *ring, cqr;
 	struct ibv_qp *qa, *qb, *qc, *qd, *qe;
 	struct virtio_rdma_uring_ctrl *ctrl;
 	struct virtio_rdma_uring u;
 	struct ibv_context *ctx;
 	union ibv_gid gid;
+	struct ibv_async_event ev;
 	struct ibv_wc wc;
 	struct ibv_cq *cq;
 	struct ibv_pd *pd;
@@ -251,6 +252,8 @@ int main(void)
 	check(!ibv_query_gid(ctx, 1, GID_INDEX, &gid), "GID 1");
 
 	nb = uverbs_maps(before, 16);
+	check(nb == 1, "the CQ's ring, mapped by the provider");
+	cqr = before[0];
 	pair(pd, cq, &gid, &qa, &qb);
 	pair(pd, cq, &gid, &qc, &qd);
 	na = uverbs_maps(after, 16);
@@ -366,6 +369,41 @@ int main(void)
 		check(rc == 0 && wc.qp_num == qc->qp_num && wc.status == IBV_WC_SUCCESS &&
 		      buf[0] == 0x3c && buf[63] == 0x3c,
 		      "QP C's RDMA WRITE to D succeeds, data in place");
+	}
+
+	/*
+	 * -- the CQ's ring: garbage in it is the process's own; a forged
+	 * consumer makes it look full: an overrun --
+	 */
+	{
+		struct virtio_rdma_uring_ctrl *cctrl = (void *)cqr.addr;
+		uint32_t consumer = cctrl->consumer;
+		struct ibv_sge sge = { (uintptr_t)buf + 2048, 8, mr->lkey };
+		struct ibv_send_wr wr = {
+			.wr_id = 8, .sg_list = &sge, .num_sge = 1,
+			.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+			.wr.rdma = { (uintptr_t)buf, mr->rkey },
+		}, *bad_wr;
+
+		/* Slots past the consumer and the driver's index: scribbled. */
+		memset(cqr.addr + 64 + (consumer % 64) * 64, 0xff,
+		       cqr.len - 64 - (consumer % 64) * 64);
+		cctrl->producer = 0xdeadbeef;
+		check(ibv_post_send(qc, &wr, &bad_wr) == 0 && wait_wc(cq, &wc) == 0 &&
+		      wc.wr_id == 8 && wc.status == IBV_WC_SUCCESS,
+		      "scribbled CQ ring: the next completion still arrives intact");
+		cctrl->consumer = cctrl->consumer + 0x80000000u;
+		wr.wr_id = 9;
+		check(ibv_post_send(qc, &wr, &bad_wr) == 0, "a WRITE with the CQ consumer forged");
+		check(ibv_get_async_event(ctx, &ev) == 0 && ev.event_type == IBV_EVENT_CQ_ERR &&
+		      ev.element.cq == cq, "... its completion is lost as an overrun: IBV_EVENT_CQ_ERR");
+		ibv_ack_async_event(&ev);
+		check(ibv_poll_cq(cq, 1, &wc) == 0, "... and nothing is in the ring");
+		cctrl->consumer = cctrl->consumer - 0x80000000u;
+		wr.wr_id = 10;
+		check(ibv_post_send(qc, &wr, &bad_wr) == 0 && wait_wc(cq, &wc) == 0 &&
+		      wc.wr_id == 10 && wc.status == IBV_WC_SUCCESS,
+		      "consumer restored: the next completion arrives");
 	}
 
 	/* -- destroying objects still in use -- */
