@@ -195,11 +195,15 @@ const USER_SEND_FLAGS: u32 = (bindings::ib_send_flags_IB_SEND_FENCE
 
 const SEND_INLINE: u32 = bindings::ib_send_flags_IB_SEND_INLINE as u32;
 
+/// The bit of a controlled Q_Key (IBA 10.2.4).
+const CONTROLLED_QKEY: u32 = 1 << 31;
+
 /// Checks a send element a process wrote for a QP with limits `cap` (UD if `ud`); returns its
 /// length. Only what a process may post passes: sends (the only operation of UD), RDMA
 /// WRITE/READ and atomics, with at most `cap`'s SGEs or inline data. Memory registration and
-/// invalidation are the kernel's (a REG_MR element carries guest-physical addresses). Keys,
-/// addresses and lengths are the device's to check: a bad one completes in error.
+/// invalidation are the kernel's (a REG_MR element carries guest-physical addresses), and so
+/// are controlled Q_Keys. Keys, addresses and lengths are the device's to check: a bad one
+/// completes in error.
 pub(crate) fn check_user_send(buf: &SqBuf, cap: &QpCap, ud: bool) -> Result<usize> {
     let (req, _) = abi::SqReq::read_from_prefix(&buf.bytes).map_err(|_| EINVAL)?;
     let opcode = u32::from(req.opcode);
@@ -219,6 +223,14 @@ pub(crate) fn check_user_send(buf: &SqBuf, cap: &QpCap, ud: bool) -> Result<usiz
     );
     if !(send || (!ud && (write || other))) {
         return Err(EINVAL);
+    }
+    if ud {
+        // Q_Keys with the high bit set are controlled (the GSI QP's among them): only the
+        // kernel may send with one.
+        let (dest, _) = abi::SqUd::read_from_prefix(&req.wr).map_err(|_| EINVAL)?;
+        if dest.remote_qkey.get() & CONTROLLED_QKEY != 0 {
+            return Err(EINVAL);
+        }
     }
     let flags = req.send_flags.get();
     if flags & !USER_SEND_FLAGS != 0 {
@@ -450,6 +462,16 @@ mod tests {
             assert_eq!(check(&user_send(op, 0, 1, 0), false), Err(EINVAL));
         }
         assert_eq!(check(&user_send(write, 0, 1, 0), true), Err(EINVAL));
+        // A UD send with a controlled Q_Key (the GSI QP's, say).
+        let mut gsi = user_send(send, signaled, 1, 0);
+        let ud = abi::SqUd {
+            remote_qpn: 1.into(),
+            remote_qkey: 0x8001_0000.into(),
+            av: Default::default(),
+        };
+        let at = core::mem::offset_of!(abi::SqReq, wr);
+        gsi.bytes[at..at + core::mem::size_of::<abi::SqUd>()].copy_from_slice(ud.as_bytes());
+        assert_eq!(check(&gsi, true), Err(EINVAL));
         // Limits: SGEs, inline length, inline with SGEs or on a READ, unknown flags.
         assert_eq!(check(&user_send(send, 0, 3, 0), false), Err(EINVAL));
         assert_eq!(check(&user_send(send, inline, 0, 65), false), Err(EINVAL));
