@@ -104,6 +104,34 @@ static int doorbell(struct ibv_qp *qp, uint32_t command, uint32_t wr_count)
 	return 0;
 }
 
+/*
+ * Raw uverbs CREATE_CQ of 16 entries with @drv (@drv_len bytes) as the
+ * driver's request and @out_len bytes of room for the answer in @resp;
+ * returns the errno or 0.
+ */
+static int raw_create_cq(struct ibv_context *ctx, const void *drv, size_t drv_len,
+			 uint8_t *resp, size_t out_len)
+{
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_create_cq cmd;
+		uint8_t drv[64];
+	} req;
+	size_t len = sizeof(req.hdr) + sizeof(req.cmd) + drv_len;
+
+	memset(&req, 0, sizeof(req));
+	req.hdr.command = IB_USER_VERBS_CMD_CREATE_CQ;
+	req.hdr.in_words = len / 4;
+	req.hdr.out_words = out_len / 4;
+	req.cmd.response = (uintptr_t)resp;
+	req.cmd.cqe = 16;
+	req.cmd.comp_channel = -1;
+	memcpy(req.drv, drv, drv_len);
+	if (write(ctx->cmd_fd, &req, len) != (ssize_t)len)
+		return errno;
+	return 0;
+}
+
 static struct ibv_qp *create_qp(struct ibv_pd *pd, struct ibv_cq *cq)
 {
 	struct ibv_qp_init_attr attr = {
@@ -404,6 +432,27 @@ int main(void)
 		check(ibv_post_send(qc, &wr, &bad_wr) == 0 && wait_wc(cq, &wc) == 0 &&
 		      wc.wr_id == 10 && wc.status == IBV_WC_SUCCESS,
 		      "consumer restored: the next completion arrives");
+	}
+
+	/* -- the driver's part of a user verb (udata), here CREATE_CQ's -- */
+	{
+		size_t core = sizeof(struct ib_uverbs_create_cq_resp);
+		size_t drv = sizeof(struct virtio_rdma_create_cq_resp);
+		uint8_t garbage[16], zeroes[16] = { 0 }, resp[128];
+
+		memset(garbage, 0xff, sizeof(garbage));
+		check(raw_create_cq(ctx, garbage, 16, resp, core + drv) == EOPNOTSUPP,
+		      "CREATE_CQ with a driver request the driver does not know: EOPNOTSUPP");
+		check(raw_create_cq(ctx, zeroes, 16, resp, core + drv) == 0,
+		      "CREATE_CQ with a longer request of zeroes (a newer provider): accepted");
+		memset(resp, 0xee, sizeof(resp));
+		check(raw_create_cq(ctx, NULL, 0, resp, core) == 0 && resp[core] == 0xee,
+		      "CREATE_CQ with no room for the driver's answer: created, nothing written past the room");
+		memset(resp, 0xee, sizeof(resp));
+		check(raw_create_cq(ctx, NULL, 0, resp, core + 8) == 0 &&
+		      resp[core + 8] == 0xee,
+		      "CREATE_CQ with room for part of the answer: the part that fits");
+		/* These CQs go with the context. */
 	}
 
 	/* -- destroying objects still in use -- */
