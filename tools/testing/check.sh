@@ -35,9 +35,9 @@ krs=$(cd "$TOP" && find rust drivers samples -name '*.rs' | sort)
 in_sysroot bash -c "cd '$TOP' && rustfmt --edition 2021 --check \
 	--config-path '$(kernel_dir)/src/.rustfmt.toml' $(echo $krs)" >"$logs/rustfmt-kernel.log" 2>&1
 result "rustfmt: kernel Rust ($(echo $krs | wc -w) files)" $?
-# The C files of the overlay, the test modules and the rdma-core provider
+# The C files of the overlay, the test modules and programs, and the rdma-core provider
 # (rdma-core follows the kernel's style), with the kernel's checkpatch.
-cfiles=$(cd "$TOP" && find rust drivers include samples tools/testing/kmod tools/rdma-core -name '*.[ch]' | sort)
+cfiles=$(cd "$TOP" && find rust drivers include samples tools/testing/kmod tools/testing/e2e tools/rdma-core -name '*.[ch]' | sort)
 in_sysroot bash -c "cd '$TOP' && perl '$(kernel_dir)/src/scripts/checkpatch.pl' --no-tree --quiet \
 	-f $(echo $cfiles)" >"$logs/checkpatch.log" 2>&1
 result "checkpatch: C files ($(echo $cfiles | wc -w))" $?

@@ -24,6 +24,7 @@
 #include <linux/virtio_rdma.h>
 #include <rdma/virtio_rdma-abi.h>
 
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define GID_INDEX 1
 #define DEPTH 8
 /* enum ib_wr_opcode (kernel-only, so not in the user headers) */
@@ -336,7 +337,7 @@ int main(void)
 		{ "more SGEs than the QP has", IB_UVERBS_WR_SEND, 2, 0 },
 		{ "more inline data than the QP has", IB_UVERBS_WR_SEND, 0, 65 },
 	};
-	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (unsigned int i = 0; i < ARRAY_SIZE(bad); i++) {
 		uint32_t at = ctrl->consumer;
 		char what[160];
 
