@@ -619,6 +619,7 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
         ops.size_ib_ucontext = Ucontext::<T>::SIZE;
         // A user AH is created by the same callback, which passes the verb's udata on.
         ops.create_user_ah = Some(ah::create_ah_callback::<T>);
+        ops.disassociate_ucontext = Some(ucontext::disassociate_ucontext_callback);
         ops.mmap = Some(mmap::mmap_callback);
         ops.mmap_free = Some(mmap::mmap_free_callback);
     }

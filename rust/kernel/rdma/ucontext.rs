@@ -201,3 +201,17 @@ pub(crate) unsafe extern "C" fn dealloc_ucontext_callback<T: Driver>(
     let data = unsafe { (&raw const (*uctx).data).read() };
     T::dealloc_ucontext(dev, data);
 }
+
+/// `disassociate_ucontext` of the device's operations: the device is going away while a process
+/// still holds a context. Nothing of the device is mapped into processes (a [`UserMmap`] is
+/// plain kernel pages, which stay with the mappings), so there is nothing to revoke; the core
+/// then destroys the context's objects and the context as usual, and the process's further
+/// verbs fail with `EIO`. Offering it lets the driver be unbound (and unloaded) while
+/// processes hold contexts, instead of waiting for them.
+///
+/// [`UserMmap`]: super::UserMmap
+///
+/// # Safety
+///
+/// Called by the RDMA core only.
+pub(crate) unsafe extern "C" fn disassociate_ucontext_callback(_uctx: *mut bindings::ib_ucontext) {}

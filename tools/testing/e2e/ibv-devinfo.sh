@@ -7,8 +7,9 @@
 # a PD, register memory and create a CQ (pyverbs), while garbage in the
 # driver's udata and mappings of rings that do not exist are refused
 # (lib/uverbs_user.py), and a process killed while it holds a
-# context, a PD and MRs leaves nothing behind. The runner fails the test on
-# any kernel report or leak once the processes are gone.
+# context, a PD and MRs leaves nothing behind, and the driver unloads while
+# a process holds a context with a QP and a CQ (disassociation). The runner
+# fails the test on any kernel report or leak once the processes are gone.
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"
@@ -61,5 +62,17 @@ echo "holder's MR keys: $(cat /tmp/holding); rdma res show: $(user_objects mr) M
 kill -9 "$holder"
 wait "$holder" 2>/dev/null || true
 wait_for "the killed process's PD and MRs to go" none_left
-modprobe -r virtio_rdma || fail "virtio_rdma does not unload"
+
+# A process holding a context (a QP and a CQ with their rings mapped, a PD,
+# MRs) does not pin the driver: unloading it disassociates the context, the
+# process's verbs then fail with EIO, and it exits normally.
+python3 tools/testing/e2e/lib/uverbs_user.py hold /tmp/holding2 /tmp/gone &
+holder=$!
+wait_for "the second holder's objects" test -s /tmp/holding2
+echo "holder: $(cat /tmp/holding2)"
+modprobe -r virtio_rdma || fail "virtio_rdma does not unload while a process holds a context"
+wait_for "the holder to see the device gone" test -s /tmp/gone
+wait "$holder" || fail "the holder did not exit normally"
+[ "$(cat /tmp/gone)" = 5 ] || fail "the holder's verbs failed with errno $(cat /tmp/gone), expected EIO (5)"
+echo "unloaded under a live context; the holder's verbs then failed with EIO"
 echo "PASS: uverbs and rdma-core on virtio_rdma0: ibv_devinfo -v, PD, user MR, hostile udata"

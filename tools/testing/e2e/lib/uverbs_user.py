@@ -10,8 +10,10 @@ rings (every offset fails with EINVAL). Exits non-zero on the first unmet
 expectation.
 
 usage: uverbs_user.py MAX_QP MAX_CQ MAX_QP_WR MAX_CQE
-       uverbs_user.py hold FLAG    (a context, a PD and MRs, held until killed;
-                                    FLAG is created once they exist)
+       uverbs_user.py hold FLAG [GONE]
+                                   (a context, a PD, MRs, a CQ and a QP, held
+                                    until killed; FLAG is written once they
+                                    exist; with GONE, until the device goes)
 """
 
 import ctypes
@@ -27,6 +29,8 @@ from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsRDMAError
+from pyverbs.qp import QP, QPCap, QPInitAttr
 
 DEV = "virtio_rdma0"
 UVERBS = "/dev/infiniband/uverbs0"
@@ -114,18 +118,33 @@ def raw_uverbs():
     check(rc == 0, "the context stays usable after refused mappings")
 
 
-def hold(flag):
+def hold(flag, gone=None):
+    """Holds a context, a PD, MRs, a CQ and a QP (the provider maps their
+    rings) until killed or, with GONE, until the device goes away: then
+    writes the errno its verbs fail with to GONE and exits."""
     ctx = Context(name=DEV)
     pd = PD(ctx)
     mrs = [MR(pd, 65536, e.IBV_ACCESS_LOCAL_WRITE) for _ in range(4)]
+    cq = CQ(ctx, 16)
+    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
+                           cap=QPCap(max_send_wr=4, max_recv_wr=4)))
     with open(flag, "w") as f:
-        f.write(" ".join(f"{mr.lkey:#x}" for mr in mrs))
+        f.write(" ".join(f"{mr.lkey:#x}" for mr in mrs) + f" qp {qp.qp_num}")
     while True:
-        time.sleep(1)
+        time.sleep(0.2)
+        if gone:
+            try:
+                ctx.query_port(1)
+                PD(ctx).close()
+            except PyverbsRDMAError as ex:
+                with open(gone, "w") as f:
+                    f.write(f"{ex.error_code}")
+                return
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "hold":
-        hold(sys.argv[2])
+        hold(*sys.argv[2:4])
+        sys.exit(0)
     through_rdma_core(*(int(a) for a in sys.argv[1:5]))
     raw_uverbs()
