@@ -533,40 +533,71 @@ static int vrdma_encode_send(struct vrdma_qp *qp, struct ibv_send_wr *wr,
 	return 0;
 }
 
+/* Writes @wr as a receive element into @slot; an errno if it cannot be one. */
+static int vrdma_encode_recv(struct vrdma_qp *qp, struct ibv_recv_wr *wr,
+			     uint8_t *slot)
+{
+	struct virtio_rdma_rq_req *req = (void *)slot;
+
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_recv_sge ||
+	    sizeof(*req) + wr->num_sge * sizeof(struct virtio_rdma_sge) >
+		    qp->rq.stride)
+		return EINVAL;
+	memset(req, 0, sizeof(*req));
+	req->wr_id = htole64(wr->wr_id);
+	req->num_sge = htole32(wr->num_sge);
+	vrdma_write_sges((void *)(req + 1), wr->sg_list, wr->num_sge);
+	return 0;
+}
+
+/*
+ * Ends a post: rings the doorbell for the elements written since @start.
+ * @ret is the error that stopped writing (0 if none) and *pos the position
+ * of the request it concerns; a failed doorbell replaces both. Returns the
+ * post's errno.
+ */
+static int vrdma_post_end(struct ibv_qp *ibqp, struct vrdma_ring *ring,
+			  uint32_t command, uint32_t start, int ret,
+			  uint32_t *pos)
+{
+	uint32_t taken;
+	int db;
+
+	if (ring->producer == start)
+		return ret;
+	db = vrdma_doorbell(ibqp, ring, command, start, &taken);
+	if (!db)
+		return ret;
+	*pos = vrdma_bad_index(db, taken);
+	return db;
+}
+
 static int vrdma_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			   struct ibv_send_wr **bad_wr)
 {
 	struct vrdma_qp *qp = to_vqp(ibqp);
 	struct vrdma_ring *ring = &qp->sq;
 	struct ibv_send_wr *first = wr;
-	uint32_t start, taken;
-	int ret = 0, db;
+	uint32_t start, pos = 0;
+	int ret = 0;
 
 	pthread_spin_lock(&ring->lock);
 	start = ring->producer;
-	for (; wr; wr = wr->next) {
-		if (vrdma_ring_full(ring)) {
-			ret = ENOMEM;
-			break;
-		}
-		ret = vrdma_encode_send(qp, wr, vrdma_slot(ring, ring->producer));
+	for (; wr; wr = wr->next, pos++) {
+		ret = vrdma_ring_full(ring) ? ENOMEM :
+		      vrdma_encode_send(qp, wr, vrdma_slot(ring, ring->producer));
 		if (ret)
 			break;
 		ring->producer++;
 	}
-	if (ring->producer != start) {
-		db = vrdma_doorbell(ibqp, ring, IB_USER_VERBS_CMD_POST_SEND,
-				    start, &taken);
-		if (db) {
-			wr = first;
-			for (taken = vrdma_bad_index(db, taken); taken; taken--)
-				wr = wr->next;
-			ret = db;
-		}
-	}
+	ret = vrdma_post_end(ibqp, ring, IB_USER_VERBS_CMD_POST_SEND, start,
+			     ret, &pos);
 	pthread_spin_unlock(&ring->lock);
-	if (ret)
+	if (ret) {
+		for (wr = first; pos; pos--)
+			wr = wr->next;
 		*bad_wr = wr;
+	}
 	return ret;
 }
 
@@ -576,45 +607,26 @@ static int vrdma_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	struct vrdma_qp *qp = to_vqp(ibqp);
 	struct vrdma_ring *ring = &qp->rq;
 	struct ibv_recv_wr *first = wr;
-	uint32_t start, taken;
-	int ret = 0, db;
+	uint32_t start, pos = 0;
+	int ret = 0;
 
 	pthread_spin_lock(&ring->lock);
 	start = ring->producer;
-	for (; wr; wr = wr->next) {
-		struct virtio_rdma_rq_req *req;
-
-		if (vrdma_ring_full(ring)) {
-			ret = ENOMEM;
+	for (; wr; wr = wr->next, pos++) {
+		ret = vrdma_ring_full(ring) ? ENOMEM :
+		      vrdma_encode_recv(qp, wr, vrdma_slot(ring, ring->producer));
+		if (ret)
 			break;
-		}
-		if (wr->num_sge < 0 ||
-		    (uint32_t)wr->num_sge > qp->max_recv_sge ||
-		    sizeof(*req) + wr->num_sge * sizeof(struct virtio_rdma_sge) >
-			    ring->stride) {
-			ret = EINVAL;
-			break;
-		}
-		req = vrdma_slot(ring, ring->producer);
-		memset(req, 0, sizeof(*req));
-		req->wr_id = htole64(wr->wr_id);
-		req->num_sge = htole32(wr->num_sge);
-		vrdma_write_sges((void *)(req + 1), wr->sg_list, wr->num_sge);
 		ring->producer++;
 	}
-	if (ring->producer != start) {
-		db = vrdma_doorbell(ibqp, ring, IB_USER_VERBS_CMD_POST_RECV,
-				    start, &taken);
-		if (db) {
-			wr = first;
-			for (taken = vrdma_bad_index(db, taken); taken; taken--)
-				wr = wr->next;
-			ret = db;
-		}
-	}
+	ret = vrdma_post_end(ibqp, ring, IB_USER_VERBS_CMD_POST_RECV, start,
+			     ret, &pos);
 	pthread_spin_unlock(&ring->lock);
-	if (ret)
+	if (ret) {
+		for (wr = first; pos; pos--)
+			wr = wr->next;
 		*bad_wr = wr;
+	}
 	return ret;
 }
 
