@@ -69,7 +69,7 @@ struct virtio_rdma_uring {
 };
 
 struct virtio_rdma_uring_ctrl {
-	__u32 producer;			/* written by the process (a CQ: the driver) */
+	__u32 producer;			/* written by the process (a CQ: unused) */
 	__u32 consumer;			/* written by the driver (a CQ: the process) */
 };
 

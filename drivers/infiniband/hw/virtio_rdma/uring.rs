@@ -34,20 +34,18 @@ const _: () = assert!(core::mem::size_of::<abi::UringCtrl>() <= SLOTS);
 const PRODUCER: usize = core::mem::offset_of!(abi::UringCtrl, producer);
 const CONSUMER: usize = core::mem::offset_of!(abi::UringCtrl, consumer);
 
-/// One ring of a user QP, of elements of type `B`.
-pub(crate) struct Uring<B> {
+/// The mapped memory of a ring: the indices, then `depth` slots of one `E` each.
+struct Slots<E> {
     map: UserMmap,
     depth: u32,
-    /// The next slot the driver takes. Changed only under the QP's lock of this work queue.
-    consumer: AtomicU32,
-    _elem: PhantomData<B>,
+    _elem: PhantomData<E>,
 }
 
-impl<B: FromBytes + IntoBytes> Uring<B> {
-    const STRIDE: usize = core::mem::size_of::<B>();
+impl<E> Slots<E> {
+    const STRIDE: usize = core::mem::size_of::<E>();
 
-    /// A ring for at least `entries` elements, mapped by the process of `uctx`.
-    pub(crate) fn new(uctx: &Ucontext<RdmaDev<'_>>, entries: u32) -> Result<Self> {
+    /// Room for at least `entries` slots (a power of two), mapped by the process of `uctx`.
+    fn new(uctx: &Ucontext<RdmaDev<'_>>, entries: u32) -> Result<Self> {
         let depth = entries.max(1).checked_next_power_of_two().ok_or(EINVAL)?;
         let len = (depth as usize)
             .checked_mul(Self::STRIDE)
@@ -56,13 +54,12 @@ impl<B: FromBytes + IntoBytes> Uring<B> {
         Ok(Self {
             map: UserMmap::new(uctx, len)?,
             depth,
-            consumer: AtomicU32::new(0),
             _elem: PhantomData,
         })
     }
 
     /// What the provider needs to map and use the ring.
-    pub(crate) fn describe(&self) -> Result<abi::Uring> {
+    fn describe(&self) -> Result<abi::Uring> {
         Ok(abi::Uring {
             offset: self.map.offset(),
             length: u32::try_from(self.map.len()).map_err(|_| EINVAL)?,
@@ -72,13 +69,40 @@ impl<B: FromBytes + IntoBytes> Uring<B> {
         })
     }
 
+    /// The offset in the mapping of slot `index` (a free-running count).
+    fn offset(&self, index: u32) -> usize {
+        SLOTS + (index & (self.depth - 1)) as usize * Self::STRIDE
+    }
+}
+
+/// One ring of a user QP, of elements of type `B`.
+pub(crate) struct Uring<B> {
+    slots: Slots<B>,
+    /// The next slot the driver takes. Changed only under the QP's lock of this work queue.
+    consumer: AtomicU32,
+}
+
+impl<B: FromBytes + IntoBytes> Uring<B> {
+    /// A ring for at least `entries` elements, mapped by the process of `uctx`.
+    pub(crate) fn new(uctx: &Ucontext<RdmaDev<'_>>, entries: u32) -> Result<Self> {
+        Ok(Self {
+            slots: Slots::new(uctx, entries)?,
+            consumer: AtomicU32::new(0),
+        })
+    }
+
+    /// What the provider needs to map and use the ring.
+    pub(crate) fn describe(&self) -> Result<abi::Uring> {
+        self.slots.describe()
+    }
+
     /// The elements the process announced and the driver has not taken yet: the first slot and
     /// the count. [`EINVAL`] if the process claims more than the ring holds.
     pub(crate) fn pending(&self) -> Result<(u32, u32)> {
-        let producer = self.map.read_u32(PRODUCER)?;
+        let producer = self.slots.map.read_u32(PRODUCER)?;
         let consumer = self.consumer.load(Ordering::Relaxed);
         let count = producer.wrapping_sub(consumer);
-        if count > self.depth {
+        if count > self.slots.depth {
             return Err(EINVAL);
         }
         Ok((consumer, count))
@@ -86,75 +110,61 @@ impl<B: FromBytes + IntoBytes> Uring<B> {
 
     /// Copies the element in slot `index` (a free-running count) into `elem`.
     pub(crate) fn read(&self, index: u32, elem: &mut B) -> Result {
-        let slot = (index & (self.depth - 1)) as usize;
-        self.map
-            .read(SLOTS + slot * Self::STRIDE, elem.as_mut_bytes())
+        self.slots
+            .map
+            .read(self.slots.offset(index), elem.as_mut_bytes())
     }
 
     /// Records that the driver took every element before `index`, for the process to see.
     pub(crate) fn set_consumer(&self, index: u32) -> Result {
         self.consumer.store(index, Ordering::Relaxed);
-        self.map.write_u32(CONSUMER, index)
+        self.slots.map.write_u32(CONSUMER, index)
     }
 }
 
 /// The completion ring of a user CQ: the driver produces, the process consumes.
 pub(crate) struct CqRing {
-    map: UserMmap,
-    depth: u32,
+    slots: Slots<abi::Ucqe>,
     /// The next slot the driver fills. Changed only under the lock of the CQ's queue.
     producer: AtomicU32,
 }
 
 impl CqRing {
-    const STRIDE: usize = core::mem::size_of::<abi::Ucqe>();
     const SEQ: usize = core::mem::offset_of!(abi::Ucqe, seq);
 
     /// A ring for at least `entries` completions, mapped by the process of `uctx`.
     pub(crate) fn new(uctx: &Ucontext<RdmaDev<'_>>, entries: u32) -> Result<Self> {
-        let depth = entries.max(1).checked_next_power_of_two().ok_or(EINVAL)?;
-        let len = (depth as usize)
-            .checked_mul(Self::STRIDE)
-            .and_then(|n| n.checked_add(SLOTS))
-            .ok_or(EINVAL)?;
         Ok(Self {
-            map: UserMmap::new(uctx, len)?,
-            depth,
+            slots: Slots::new(uctx, entries)?,
             producer: AtomicU32::new(0),
         })
     }
 
     /// What the provider needs to map and poll the ring.
     pub(crate) fn describe(&self) -> Result<abi::Uring> {
-        Ok(abi::Uring {
-            offset: self.map.offset(),
-            length: u32::try_from(self.map.len()).map_err(|_| EINVAL)?,
-            depth: self.depth,
-            stride: Self::STRIDE as u32,
-            slots: SLOTS as u32,
-        })
+        self.slots.describe()
     }
 
     /// Whether the next slot is free: the process has consumed what was there. Its consumer
     /// index is untrusted; a bogus one only makes the ring look full (an overrun).
     pub(crate) fn has_room(&self) -> bool {
         let producer = self.producer.load(Ordering::Relaxed);
-        match self.map.read_u32(CONSUMER) {
-            Ok(consumer) => producer.wrapping_sub(consumer) < self.depth,
+        match self.slots.map.read_u32(CONSUMER) {
+            Ok(consumer) => producer.wrapping_sub(consumer) < self.slots.depth,
             Err(_) => false,
         }
     }
 
-    /// Writes `cqe` into the next slot, then its sequence number. Any context.
+    /// Writes `cqe` into the next slot, then its sequence number (which is all the process
+    /// polls: the ring's producer index is not kept). Any context.
     pub(crate) fn push(&self, cqe: &CqeBuf) -> Result {
         let producer = self.producer.load(Ordering::Relaxed);
-        let slot = SLOTS + (producer & (self.depth - 1)) as usize * Self::STRIDE;
-        self.map.write(slot, cqe.as_bytes())?;
+        let slot = self.slots.offset(producer);
+        self.slots.map.write(slot, cqe.as_bytes())?;
         // The sequence number last, after the completion (release order).
-        self.map
-            .write_u32(slot + Self::SEQ, producer.wrapping_add(1))?;
-        self.producer
-            .store(producer.wrapping_add(1), Ordering::Relaxed);
-        self.map.write_u32(PRODUCER, producer.wrapping_add(1))
+        let next = producer.wrapping_add(1);
+        self.slots.map.write_u32(slot + Self::SEQ, next)?;
+        self.producer.store(next, Ordering::Relaxed);
+        Ok(())
     }
 }
