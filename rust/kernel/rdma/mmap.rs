@@ -20,7 +20,7 @@ use crate::{
     sync::barrier::{smp_mb, Read, Write},
     types::Opaque,
 };
-use core::ptr::NonNull;
+use core::{ops::Range, ptr::NonNull};
 
 /// An mmap entry and the pages it maps. The RDMA core owns it once inserted and gives it back
 /// through `mmap_free` when the driver has removed it and no `mmap` is using it.
@@ -115,75 +115,75 @@ impl UserMmap {
         self.entry().pages.is_empty()
     }
 
-    /// Copies `dst.len()` bytes from `offset` into `dst`; [`EINVAL`] if out of bounds. The
-    /// process may be writing meanwhile: each byte read is one the process wrote at some point
-    /// (volatile accesses, as `READ_ONCE` does), and `dst` is the snapshot to validate.
-    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
-        let end = offset.checked_add(dst.len()).ok_or(EINVAL)?;
+    /// Runs `f` on each piece of `[offset, offset + len)` that lies within one page, with a
+    /// pointer to the piece (mapped for the call, valid for the piece's length) and the piece's
+    /// range within `0..len`; [`EINVAL`] if out of bounds. The process may access the memory
+    /// concurrently: `f` must use volatile accesses (as `READ_ONCE`/`WRITE_ONCE` do).
+    fn for_each_piece(
+        &self,
+        offset: usize,
+        len: usize,
+        mut f: impl FnMut(*mut u8, Range<usize>),
+    ) -> Result {
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
         if end > self.len() {
             return Err(EINVAL);
         }
         let mut done = 0;
-        while done < dst.len() {
+        while done < len {
             let pos = offset + done;
             let (index, start) = (pos / PAGE_SIZE, pos % PAGE_SIZE);
-            let n = (PAGE_SIZE - start).min(dst.len() - done);
+            let n = (PAGE_SIZE - start).min(len - done);
             let page = self.entry().pages.get(index).ok_or(EINVAL)?;
-            let chunk = &mut dst[done..done + n];
-            // SAFETY: The page is ours and mapped for the duration of the call; `start + n` is
-            // within it.
-            unsafe {
-                let base = bindings::kmap_local_page(page.as_ptr()).cast::<u8>();
-                for (i, b) in chunk.iter_mut().enumerate() {
-                    // Volatile: the process may change the byte concurrently.
-                    *b = base.add(start + i).read_volatile();
-                }
-                bindings::kunmap_local(base.cast());
-            }
+            // SAFETY: The page belongs to the entry, which is alive; the mapping lasts until the
+            // matching `kunmap_local` below.
+            let base = unsafe { bindings::kmap_local_page(page.as_ptr()) }.cast::<u8>();
+            // `start + n <= PAGE_SIZE`: the piece lies within the mapped page.
+            f(base.wrapping_add(start), done..done + n);
+            // SAFETY: `base` was mapped above by this thread, and nothing mapped since is still
+            // mapped (`f` cannot leave a local mapping behind).
+            unsafe { bindings::kunmap_local(base.cast()) };
             done += n;
         }
         Ok(())
+    }
+
+    /// Copies `dst.len()` bytes from `offset` into `dst`; [`EINVAL`] if out of bounds. The
+    /// process may be writing meanwhile: each byte read is one the process wrote at some point,
+    /// and `dst` is the snapshot to validate.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
+        self.for_each_piece(offset, dst.len(), |p, range| {
+            for (i, b) in dst[range].iter_mut().enumerate() {
+                // SAFETY: `p` is valid for the piece's length (`for_each_piece`).
+                *b = unsafe { p.add(i).read_volatile() };
+            }
+        })
     }
 
     /// Copies `src` to `offset`, for the process to read; [`EINVAL`] if out of bounds. Any
     /// context.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result {
-        let end = offset.checked_add(src.len()).ok_or(EINVAL)?;
-        if end > self.len() {
-            return Err(EINVAL);
-        }
-        let mut done = 0;
-        while done < src.len() {
-            let pos = offset + done;
-            let (index, start) = (pos / PAGE_SIZE, pos % PAGE_SIZE);
-            let n = (PAGE_SIZE - start).min(src.len() - done);
-            let page = self.entry().pages.get(index).ok_or(EINVAL)?;
-            // SAFETY: The page is ours and mapped for the duration of the call; `start + n` is
-            // within it. The process may access the bytes concurrently: volatile writes.
-            unsafe {
-                let base = bindings::kmap_local_page(page.as_ptr()).cast::<u8>();
-                for (i, b) in src[done..done + n].iter().enumerate() {
-                    base.add(start + i).write_volatile(*b);
-                }
-                bindings::kunmap_local(base.cast());
+        self.for_each_piece(offset, src.len(), |p, range| {
+            for (i, b) in src[range].iter().enumerate() {
+                // SAFETY: `p` is valid for the piece's length (`for_each_piece`).
+                unsafe { p.add(i).write_volatile(*b) };
             }
-            done += n;
-        }
-        Ok(())
+        })
     }
 
     /// Reads the little-endian `u32` at `offset` (4-byte aligned) once, before any later read
     /// of the memory (acquire order: what the process wrote before storing the value is seen).
     pub fn read_u32(&self, offset: usize) -> Result<u32> {
-        let (page, start) = self.word(offset)?;
-        // SAFETY: The page is ours and mapped for the call; `start` is 4-byte aligned and at
-        // least 4 bytes before its end.
-        let v = unsafe {
-            let base = bindings::kmap_local_page(page.as_ptr()).cast::<u8>();
-            let v = base.add(start).cast::<u32>().read_volatile();
-            bindings::kunmap_local(base.cast());
-            v
-        };
+        if offset % 4 != 0 {
+            return Err(EINVAL);
+        }
+        let mut v = 0u32;
+        // An aligned word never crosses a page: one piece of 4 bytes, 4-byte aligned.
+        self.for_each_piece(offset, 4, |p, _| {
+            // SAFETY: `p` is valid for 4 bytes (`for_each_piece`) and aligned (checked above;
+            // pages are page-aligned).
+            v = unsafe { p.cast::<u32>().read_volatile() };
+        })?;
         smp_mb(Read);
         Ok(u32::from_le(v))
     }
@@ -192,24 +192,14 @@ impl UserMmap {
     /// after every earlier write to the memory (release order: a process that reads the value
     /// with acquire order sees them).
     pub fn write_u32(&self, offset: usize, value: u32) -> Result {
-        let (page, start) = self.word(offset)?;
-        smp_mb(Write);
-        // SAFETY: As in `read_u32`.
-        unsafe {
-            let base = bindings::kmap_local_page(page.as_ptr()).cast::<u8>();
-            base.add(start).cast::<u32>().write_volatile(value.to_le());
-            bindings::kunmap_local(base.cast());
-        }
-        Ok(())
-    }
-
-    /// The page and in-page offset of the aligned word at `offset`.
-    fn word(&self, offset: usize) -> Result<(&Page, usize)> {
         if offset % 4 != 0 {
             return Err(EINVAL);
         }
-        let page = self.entry().pages.get(offset / PAGE_SIZE).ok_or(EINVAL)?;
-        Ok((page, offset % PAGE_SIZE))
+        smp_mb(Write);
+        self.for_each_piece(offset, 4, |p, _| {
+            // SAFETY: As in `read_u32`.
+            unsafe { p.cast::<u32>().write_volatile(value.to_le()) };
+        })
     }
 }
 
