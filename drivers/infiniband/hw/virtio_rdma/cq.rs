@@ -225,15 +225,18 @@ pub(crate) fn checked_status(cqe: &CqeBuf) -> (u32, u32) {
     (status, opcode)
 }
 
-/// The completion in `buf` (`len` bytes as the device says), checked: it must have the size of
-/// one and name a QP that reports to `cq`; a status or opcode the kernel does not know becomes
-/// a general error, flags are those the device may set. `None` (reported once) otherwise.
-fn checked(
-    cq: &rdma::Cq<RdmaDev<'_>>,
-    qps: &QpRegistry<RdmaDev<'_>>,
+/// Checks the completion in `buf` (`len` bytes as the device says) and runs `f` on the QP it
+/// names and the checked copy. It must have the size of one and name a QP that reports to
+/// `cq`; a status or opcode the kernel does not know becomes a general error, flags are those
+/// the device may set. `None` (reported once) otherwise. `f` runs under the QP registry's lock
+/// (one lookup: this is every completion's path), so it must not sleep.
+fn with_checked<'a, R>(
+    cq: &rdma::Cq<RdmaDev<'a>>,
+    qps: &QpRegistry<RdmaDev<'a>>,
     buf: &CqeBuf,
     len: u32,
-) -> Option<CqeBuf> {
+    f: impl FnOnce(&rdma::Qp<RdmaDev<'a>>, &CqeBuf) -> R,
+) -> Option<R> {
     if len as usize != CQE_LEN {
         warn_once(cq, |d| {
             dev_warn!(
@@ -247,8 +250,22 @@ fn checked(
         return None;
     }
     let qpn = buf.qp_num.get();
-    let ours = qps.with(qpn, |qp| qp.cqn(true) == cq.cqn || qp.cqn(false) == cq.cqn);
-    if ours != Some(true) {
+    let out = qps
+        .with(qpn, |qp| {
+            if qp.cqn(true) != cq.cqn && qp.cqn(false) != cq.cqn {
+                return None;
+            }
+            let (status, opcode) = checked_status(buf);
+            let mut cqe = *buf;
+            // Both fit: they are the device's byte values or `IB_WC_GENERAL_ERR`.
+            cqe.status = status as u8;
+            cqe.opcode = opcode as u8;
+            cqe.wc_flags.set(buf.wc_flags.get() & WC_FLAGS);
+            cqe.port_num = rdma::FIRST_PORT as u8;
+            Some(f(qp, &cqe))
+        })
+        .flatten();
+    if out.is_none() {
         warn_once(cq, |d| {
             dev_warn!(
                 d,
@@ -257,16 +274,8 @@ fn checked(
                 qpn
             )
         });
-        return None;
     }
-    let (status, opcode) = checked_status(buf);
-    let mut cqe = *buf;
-    // Both fit: they are the device's byte values or `IB_WC_GENERAL_ERR`.
-    cqe.status = status as u8;
-    cqe.opcode = opcode as u8;
-    cqe.wc_flags.set(buf.wc_flags.get() & WC_FLAGS);
-    cqe.port_num = rdma::FIRST_PORT as u8;
-    Some(cqe)
+    out
 }
 
 /// Lends a CQE buffer back to the device; returns whether it was.
@@ -301,27 +310,26 @@ pub(crate) fn poll<'a>(cq: &rdma::Cq<RdmaDev<'a>>, sink: &mut WcSink<'_, RdmaDev
         let Some((buf, len)) = q.get_buf() else {
             break;
         };
-        if let Some(cqe) = checked(cq, qps, &buf, len) {
-            qps.with(cqe.qp_num.get(), |qp| {
-                sink.push(&Wc {
-                    qp,
-                    wr_id: cqe.wr_id.get(),
-                    status: cqe.status.into(),
-                    opcode: cqe.opcode.into(),
-                    vendor_err: cqe.vendor_err.get(),
-                    byte_len: cqe.byte_len.get(),
-                    ex: cqe.ex.get(),
-                    src_qp: cqe.src_qp.get(),
-                    wc_flags: cqe.wc_flags.get(),
-                    pkey_index: cqe.pkey_index.get(),
-                    sl: cqe.sl,
-                    port_num: cqe.port_num.into(),
-                    smac: cqe.smac,
-                    vlan_id: cqe.vlan_id.get(),
-                    network_hdr_type: cqe.network_hdr_type,
-                })
-            });
-        }
+        // `sink` is not full: the push succeeds.
+        let _ = with_checked(cq, qps, &buf, len, |qp, cqe| {
+            sink.push(&Wc {
+                qp,
+                wr_id: cqe.wr_id.get(),
+                status: cqe.status.into(),
+                opcode: cqe.opcode.into(),
+                vendor_err: cqe.vendor_err.get(),
+                byte_len: cqe.byte_len.get(),
+                ex: cqe.ex.get(),
+                src_qp: cqe.src_qp.get(),
+                wc_flags: cqe.wc_flags.get(),
+                pkey_index: cqe.pkey_index.get(),
+                sl: cqe.sl,
+                port_num: cqe.port_num.into(),
+                smac: cqe.smac,
+                vlan_id: cqe.vlan_id.get(),
+                network_hdr_type: cqe.network_hdr_type,
+            })
+        });
         lent |= lend_back(dev, cq.cqn, &mut q, buf);
     }
     let notify = lent && q.kick_prepare();
@@ -336,10 +344,10 @@ pub(crate) fn poll<'a>(cq: &rdma::Cq<RdmaDev<'a>>, sink: &mut WcSink<'_, RdmaDev
 /// back; returns whether any was lent. The queue's callback stays on. A completion that finds
 /// the ring full (the process did not consume) is lost: the CQ overran, which its consumer
 /// learns as `IB_EVENT_CQ_ERR`.
-fn to_ring(
-    cq: &rdma::Cq<RdmaDev<'_>>,
+fn to_ring<'a>(
+    cq: &rdma::Cq<RdmaDev<'a>>,
     ring: &CqRing,
-    qps: &QpRegistry<RdmaDev<'_>>,
+    qps: &QpRegistry<RdmaDev<'a>>,
     q: &mut VirtqueueGuard<'_, CqeBuf>,
 ) -> bool {
     let dev = cq.device();
@@ -347,10 +355,11 @@ fn to_ring(
     let mut lost = 0u32;
     loop {
         while let Some((buf, len)) = q.get_buf() {
-            if let Some(cqe) = checked(cq, qps, &buf, len) {
-                if !ring.has_room() || ring.push(&cqe).is_err() {
-                    lost += 1;
-                }
+            let pushed = with_checked(cq, qps, &buf, len, |_, cqe| {
+                ring.has_room() && ring.push(cqe).is_ok()
+            });
+            if pushed == Some(false) {
+                lost += 1;
             }
             lent |= lend_back(dev, cq.cqn, q, buf);
         }
