@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # make check: every test layer, each test counted once.
 #   0. style: rustfmt of every Rust file, checkpatch of the C files (kernel
-#      and rdma-core provider), clippy
+#      and rdma-core provider) and of the QEMU patches (QEMU's), clippy
 #      of tools/ (the kernel's
 #      Rust is linted by building with CLIPPY=1: tools/build/kernel.sh CLIPPY=1)
 #   1. cargo tests of tools/ (the device backend), in the sysroot, and a
@@ -41,6 +41,14 @@ cfiles=$(cd "$TOP" && find rust drivers include samples tools/testing/kmod tools
 in_sysroot bash -c "cd '$TOP' && perl '$(kernel_dir)/src/scripts/checkpatch.pl' --no-tree --quiet \
 	-f $(echo $cfiles)" >"$logs/checkpatch.log" 2>&1
 result "checkpatch: C files ($(echo $cfiles | wc -w))" $?
+# The QEMU patches, as qemu-devel would check them: QEMU's checkpatch on each
+# (errors fail; patch 1's warning about imported Linux headers is expected).
+qemu_src="$(dirname "$(dirname "$(qemu_bin)")")/src"
+for p in "$TOP"/tools/qemu/patches/*.patch; do
+	in_sysroot perl "$qemu_src/scripts/checkpatch.pl" --no-signoff --quiet "$p" \
+		>"$logs/checkpatch-qemu-$(basename "$p" .patch).log" 2>&1
+	result "checkpatch (QEMU's): $(basename "$p")" $?
+done
 for manifest in "$TOP"/tools/*/Cargo.toml; do
 	crate=$(basename "$(dirname "$manifest")")
 	in_sysroot cargo fmt --manifest-path "$manifest" --check >"$logs/rustfmt-$crate.log" 2>&1

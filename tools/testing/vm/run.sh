@@ -17,8 +17,8 @@
 # (status, backend.log, and whatever the command wrote to /mnt/run).
 # --backend-args passes extra options to the backend (split on spaces), e.g.
 # "--config-override phys_port_cnt=2" to present a device with a bad config.
-# --num-queues gives QEMU a queue count other than the backend's (the default
-# is what the backend's --print-num-queues says), to test QEMU's check.
+# --num-queues gives QEMU a queue count other than the backend's (by default
+# QEMU asks the backend), to test QEMU's check.
 # The guest sees the run's files at /mnt/run (backend.log among them).
 source "$(dirname "$0")/../../build/lib.sh"
 

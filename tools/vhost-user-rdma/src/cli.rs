@@ -11,12 +11,13 @@ use crate::limits::{ConfigOverride, Limits, LimitsError, Mac};
 /// vhost-user backend for the virtio-rdma device (virtio device ID 42).
 ///
 /// Each --socket is one independent device; one process serves them all.
-/// Start QEMU with `-device vhost-user-rdma-pci,chardev=...,num-queues=N`
-/// where N is what --print-num-queues prints for the same limits
-/// (2 + max_cq + 2 * max_qp). The process exits when every frontend has
-/// disconnected, or on SIGTERM/SIGINT; socket files are removed.
+/// Start QEMU with `-device vhost-user-rdma-pci,chardev=...`: QEMU asks the
+/// backend for the number of virtqueues (2 + max_cq + 2 * max_qp, at most
+/// 256; --print-num-queues prints it). The process exits when every frontend
+/// has disconnected, or on SIGTERM/SIGINT; socket files are removed.
+/// A later option overrides an earlier one.
 #[derive(Debug, Parser)]
-#[command(name = "vhost-user-rdma", version)]
+#[command(name = "vhost-user-rdma", version, args_override_self = true)]
 pub struct Cli {
     /// vhost-user socket to listen on (repeat for several devices).
     #[arg(
@@ -106,5 +107,17 @@ mod tests {
         assert!(cli.print_num_queues);
         assert!(Cli::try_parse_from(["x", "--socket", "a", "--mac", "zz"]).is_err());
         assert!(Cli::try_parse_from(["x", "--socket", "a", "--log-level", "loud"]).is_err());
+    }
+
+    #[test]
+    fn later_limit_overrides_earlier() {
+        let cli = Cli::try_parse_from([
+            "x", "--socket", "a", "--max-qp", "16", "--max-cq", "32", "--max-qp", "4", "--max-cq",
+            "8", "--socket", "b",
+        ])
+        .expect("parses");
+        assert_eq!((cli.max_qp, cli.max_cq), (4, 8));
+        assert_eq!(cli.sockets.len(), 2, "--socket still accumulates");
+        assert_eq!(cli.limits().map(|l| l.num_queues()).ok(), Some(18));
     }
 }

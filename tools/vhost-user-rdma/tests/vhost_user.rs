@@ -338,6 +338,24 @@ fn handshake_features_and_queue_count() {
     h.finish();
 }
 
+/// QEMU's front end asks the queue count before it creates its queues:
+/// the feature handshake and GET_QUEUE_NUM without SET_OWNER, then the
+/// whole handshake again on the same connection.
+#[test]
+fn queue_count_probe_before_owner() {
+    let mut h = Harness::start();
+    let fe = h.fe();
+    fe.get_features().expect("get_features");
+    let proto = fe.get_protocol_features().expect("get_protocol_features");
+    fe.set_protocol_features(proto)
+        .expect("set_protocol_features");
+    assert_eq!(fe.get_queue_num().expect("get_queue_num"), 66);
+    let proto = h.handshake();
+    assert!(proto.contains(VhostUserProtocolFeatures::MQ));
+    assert_eq!(fe_queue_num(&mut h), 66);
+    h.finish();
+}
+
 #[test]
 fn config_space_values() {
     let mut h = Harness::start();
