@@ -9,7 +9,7 @@
 #      short run of each of its fuzz targets
 #   2. KUnit under QEMU (a TCG guest), parsed by the kernel's kunit.py
 #   3. the runner's own contract (exit status, timeout, and that a kernel
-#      WARN or a kmemleak report fails a run)
+#      WARN, a kmemleak report or a failing peer guest fails a run)
 #   4. end-to-end tests in fresh guests (tools/testing/e2e/*.sh) on the
 #      debug kernel: any WARN/lockdep/KASAN/kmemleak report fails the test
 # Ends with one line: "N passed, N failed".
@@ -132,6 +132,11 @@ rc=$?
 grep -q "maximum number of queues supported by the backend is 66" "$logs/runner-num-queues.log" &&
 	[ $rc != 0 ]
 result "qemu: num-queues above the backend's is refused at start" $?
+# A two-guest run fails when the peer's command fails, though the main's passed.
+"$RUN" --timeout 300 --peer 'exit 3' -- true >"$logs/runner-peer.log" 2>&1
+rc=$?
+grep -q "the peer guest failed" "$logs/runner-peer.log" && [ $rc = 3 ]
+result "runner: a failing peer guest fails the run (3)" $?
 leftover=$(pgrep -f "vrdma-run|vhost-user-rdma --socket" || true)
 result "runner: no process left behind" "$([ -z "$leftover" ] && echo 0 || echo 1)"
 
@@ -140,7 +145,10 @@ for t in "$TOP"/tools/testing/e2e/*.sh; do
 	name=$(basename "$t" .sh)
 	# A test may ask for backend options with a "# backend-args: ..." line.
 	bargs=$(sed -n 's/^# backend-args: //p' "$t" | head -1)
-	"$RUN" --kmemleak --timeout 900 --backend-args "$bargs" --out "$logs/e2e-$name" -- "bash tools/testing/e2e/$name.sh" >"$logs/e2e-$name.log" 2>&1
+	# A "# peer: CMD" line runs CMD in a second guest beside it (run.sh --peer).
+	peer=$(sed -n 's/^# peer: //p' "$t" | head -1)
+	"$RUN" --kmemleak --timeout 900 --backend-args "$bargs" ${peer:+--peer "$peer"} \
+		--out "$logs/e2e-$name" -- "bash tools/testing/e2e/$name.sh" >"$logs/e2e-$name.log" 2>&1
 	result "e2e: $name" $?
 done
 

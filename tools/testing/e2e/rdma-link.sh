@@ -7,19 +7,12 @@
 # and made again when it comes back, also when eth0 appears after the driver.
 set -euo pipefail
 
-fail() { echo "FAIL: $*"; rdma link show || true; dmesg | tail -30; exit 1; }
-# wait_for DESCRIPTION COMMAND...: polls COMMAND for up to 10 s.
-wait_for() {
-	local what=$1; shift
-	for _ in $(seq 50); do "$@" && return 0; sleep 0.2; done
-	fail "timed out waiting for: $what"
-}
+source "$(dirname "$0")/lib/common.sh"
+
 link() { rdma link show virtio_rdma0/1 2>/dev/null | sed 's/ *$//'; }
 link_is() { [ "$(link)" = "link virtio_rdma0/1 $1" ]; }
 gids=/sys/class/infiniband/virtio_rdma0/ports/1/gids
 types=/sys/class/infiniband/virtio_rdma0/ports/1/gid_attrs/types
-# The RoCEv2 GID of an IPv4 address: ::ffff:a.b.c.d.
-v4gid() { IFS=. read -r a b c d <<<"$1"; printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d"; }
 # has_gid GID: the GID is in the table, as RoCE v2.
 has_gid() {
 	local f
@@ -48,17 +41,17 @@ linklocal=fe80:0000:0000:0000:5054:00ff:fe12:3456
 modprobe virtio_rdma
 wait_for "port ACTIVE on eth0" link_is "state ACTIVE physical_state LINK_UP netdev eth0"
 echo "rdma link show: $(link)"
-wait_for "GID of 10.0.2.15" has_gid "$(v4gid 10.0.2.15)"
+wait_for "GID of 10.0.2.15" has_gid "$(v4_gid_of 10.0.2.15)"
 wait_for "link-local GID" has_gid $linklocal
 echo "GIDs: $(cat "$gids"/* | grep -v '^0000:0000:0000:0000:0000:0000:0000:0000$' | tr '\n' ' ')"
 backend_logged "ADD_GID port 1 index [0-9]* gid ::ffff:10.0.2.15 type 2" || fail "backend did not log the ADD_GID of 10.0.2.15"
 
 # Addresses come and go.
 ip addr add 10.0.3.5/24 dev eth0
-wait_for "GID of a new address" has_gid "$(v4gid 10.0.3.5)"
+wait_for "GID of a new address" has_gid "$(v4_gid_of 10.0.3.5)"
 wait_for "the backend's ADD_GID" backend_logged "ADD_GID port 1 index [0-9]* gid ::ffff:10.0.3.5 type 2"
 ip addr del 10.0.3.5/24 dev eth0
-wait_for "GID of a removed address to go" no_gid "$(v4gid 10.0.3.5)"
+wait_for "GID of a removed address to go" no_gid "$(v4_gid_of 10.0.3.5)"
 wait_for "the backend's DEL_GID" backend_logged "DEL_GID port 1 index [0-9]* gid ::ffff:10.0.3.5"
 echo "address added and removed: ADD_GID/DEL_GID reached the device"
 
@@ -74,7 +67,7 @@ net_unbind
 wait_for "port unbound from the removed netdev" link_is "state DOWN physical_state DISABLED"
 net_bind
 wait_for "port bound to eth0 again" link_is "state ACTIVE physical_state LINK_UP netdev eth0"
-wait_for "GID of 10.0.2.15 again" has_gid "$(v4gid 10.0.2.15)"
+wait_for "GID of 10.0.2.15 again" has_gid "$(v4_gid_of 10.0.2.15)"
 echo "netdev removed and re-added: port rebound"
 
 # eth0 appears after the driver.
@@ -84,7 +77,7 @@ modprobe virtio_rdma
 wait_for "port without netdev" link_is "state DOWN physical_state DISABLED"
 net_bind
 wait_for "port bound to the late eth0" link_is "state ACTIVE physical_state LINK_UP netdev eth0"
-wait_for "GID of 10.0.2.15 on the late eth0" has_gid "$(v4gid 10.0.2.15)"
+wait_for "GID of 10.0.2.15 on the late eth0" has_gid "$(v4_gid_of 10.0.2.15)"
 echo "netdev registered after the driver: port bound"
 
 rmmod virtio_rdma

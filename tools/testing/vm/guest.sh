@@ -2,26 +2,34 @@
 # SPDX-License-Identifier: GPL-2.0
 # The inside half of run.sh: PID 1 of the run's namespace, in the sysroot.
 # Starts the device backend, then QEMU, then reports the guest's status.
-# usage: guest.sh MODE TIMEOUT KMEMLEAK SHARE BZIMAGE QEMU BACKEND APPEND [BACKEND-ARGS [NUM-QUEUES]]
+# usage: guest.sh MODE TIMEOUT KMEMLEAK SHARE BZIMAGE QEMU BACKEND APPEND
+#                 [BACKEND-ARGS [NUM-QUEUES [PEER]]]
+# With PEER=1 a second guest (the peer) runs $SHARE/peer/cmd beside the
+# main one: one backend process serves both devices, and the two guests'
+# NICs share a link of their own (no slirp) — 10.0.2.15 and 10.0.2.16.
 set -uo pipefail
 mode=$1 timeout=$2 kmemleak=$3 share=$4 bzimage=$5 qemu=$6 backend=$7 extra=$8
 # Extra backend options, split on spaces (e.g. --config-override FIELD=VALUE).
 read -r -a BACKEND_ARGS <<<"${9:-}"
+num_queues=${10:-} peer=${11:-0}
+guests=1
+[ "$peer" = 1 ] && guests=2
 
-MAC=52:54:00:12:34:56
-LIMITS=(--max-qp 16 --max-cq 32 --mac "$MAC")
-
+mac() { echo "52:54:00:12:34:5$((6 + $1))"; }
 rundir=/tmp/vrdma
 mkdir -p "$rundir"
-sock=$rundir/vrdma0.sock
-"$backend" --socket "$sock" "${LIMITS[@]}" "${BACKEND_ARGS[@]}" 2>"$share/backend.log" &
+devices=()
+for ((i = 0; i < guests; i++)); do
+	devices+=(--socket "$rundir/vrdma$i.sock" --mac "$(mac $i)")
+done
+"$backend" "${devices[@]}" --max-qp 16 --max-cq 32 "${BACKEND_ARGS[@]}" 2>"$share/backend.log" &
 backend_pid=$!
 for _ in $(seq 100); do
-	[ -S "$sock" ] && break
+	[ -S "$rundir/vrdma$((guests - 1)).sock" ] && break
 	kill -0 $backend_pid 2>/dev/null || break
 	sleep 0.1
 done
-if [ ! -S "$sock" ]; then
+if [ ! -S "$rundir/vrdma$((guests - 1)).sock" ]; then
 	echo "error: the device backend did not start:" >&2
 	cat "$share/backend.log" >&2
 	exit 2
@@ -41,24 +49,45 @@ append+=" vrdma.mode=$mode vrdma.kmemleak=$kmemleak"
 [[ "$extra" == *kunit.enable=* ]] || append+=" kunit.enable=0"
 append+=" $extra"
 
-# la57=off: with 5-level paging, KASAN reported wild accesses from timer
-# interrupts during early boot in some runs (seen under TCG, not our code).
-args=(
-	-L /usr/share/qemu -L /usr/share/seabios
-	-machine q35,accel=$accel,memory-backend=mem -cpu max,la57=off -smp 2 -m 2G
-	-object memory-backend-memfd,id=mem,size=2G,share=on
-	-kernel "$bzimage" -append "$append" -no-reboot
-	-display none -vga none -monitor none
-	-fsdev local,id=root,path=/,security_model=none,readonly=on
-	-device virtio-9p-pci,fsdev=root,mount_tag=root
-	-fsdev "local,id=run,path=$share,security_model=none"
-	-device virtio-9p-pci,fsdev=run,mount_tag=run
-	-netdev user,id=net0
-	-device "virtio-net-pci,netdev=net0,mac=$MAC,romfile="
-	-chardev "socket,id=vrdma0,path=$sock"
-	-device "vhost-user-rdma-pci,chardev=vrdma0${10:+,num-queues=${10}}"
-)
+# guest_args INDEX: QEMU's arguments for guest INDEX (0 main, 1 peer) in
+# $args. la57=off: with 5-level paging, KASAN reported wild accesses from
+# timer interrupts during early boot in some runs (seen under TCG, not our
+# code).
+guest_args() {
+	local i=$1 dir=$share net=(-netdev user,id=net0)
+	[ "$i" = 1 ] && dir=$share/peer
+	if [ $guests = 2 ]; then
+		# A link of their own: each guest's NIC sends its frames to the
+		# other's datagram socket.
+		net=(-netdev "dgram,id=net0,local.type=unix,local.path=$rundir/net$i,remote.type=unix,remote.path=$rundir/net$((1 - i))")
+	fi
+	args=(
+		-L /usr/share/qemu -L /usr/share/seabios
+		-machine q35,accel=$accel,memory-backend=mem -cpu max,la57=off -smp 2 -m 2G
+		-object memory-backend-memfd,id=mem,size=2G,share=on
+		-kernel "$bzimage" -append "$append vrdma.ip=10.0.2.$((15 + i))" -no-reboot
+		-display none -vga none -monitor none
+		-fsdev local,id=root,path=/,security_model=none,readonly=on
+		-device virtio-9p-pci,fsdev=root,mount_tag=root
+		-fsdev "local,id=run,path=$dir,security_model=none"
+		-device virtio-9p-pci,fsdev=run,mount_tag=run
+		"${net[@]}"
+		-device "virtio-net-pci,netdev=net0,mac=$(mac "$i"),romfile="
+		-chardev "socket,id=vrdma0,path=$rundir/vrdma$i.sock"
+		-device "vhost-user-rdma-pci,chardev=vrdma0${num_queues:+,num-queues=$num_queues}"
+	)
+}
 
+if [ $guests = 2 ]; then
+	guest_args 1
+	(
+		timeout -k 5 "$timeout" "$qemu" "${args[@]}" -serial stdio </dev/null 2>&1 |
+			tr -d '\r' >"$share/peer/console.log"
+		exit "${PIPESTATUS[0]}"
+	) &
+	peer_pid=$!
+fi
+guest_args 0
 if [ "$mode" = shell ]; then
 	"$qemu" "${args[@]}" -serial mon:stdio
 	rc=$?
@@ -67,6 +96,18 @@ else
 	timeout -k 5 "$timeout" "$qemu" "${args[@]}" -serial stdio </dev/null | tr -d '\r' |
 		sed -u -E '/^\[ *[0-9.]+\] (sysrq: Power Off|reboot: Power down)$/d'
 	rc=${PIPESTATUS[0]}
+fi
+# The peer's command ends on its own once the main one is done with it;
+# give it a minute more, then it counts as hung.
+peer_rc=0
+if [ $guests = 2 ]; then
+	for _ in $(seq 60); do kill -0 "$peer_pid" 2>/dev/null || break; sleep 1; done
+	if kill -0 "$peer_pid" 2>/dev/null; then
+		echo "error: the peer guest did not finish a minute after the main one" >&2
+		pkill -KILL -f "path=$rundir/vrdma1.sock"
+	fi
+	wait "$peer_pid"
+	peer_rc=$?
 fi
 if [ $rc = 124 ] || [ $rc = 137 ]; then
 	echo "error: the guest did not finish within ${timeout}s and was killed (hung?)" >&2
@@ -80,4 +121,13 @@ if [ ! -s "$share/status" ]; then
 	echo "error: the guest ended without reporting a status (kernel panic or init failure; see above)" >&2
 	exit 125
 fi
-exit "$(cat "$share/status")"
+status=$(cat "$share/status")
+if [ $guests = 2 ]; then
+	peer_status=$(cat "$share/peer/status" 2>/dev/null)
+	if [ "$peer_rc" != 0 ] || [ "$peer_status" != 0 ]; then
+		echo "error: the peer guest failed (QEMU exit $peer_rc, status ${peer_status:-none}); its console:" >&2
+		tail -60 "$share/peer/console.log" >&2
+		[ "$status" = 0 ] && status=${peer_status:-125}
+	fi
+fi
+exit "$status"

@@ -23,10 +23,13 @@ mount -t 9p -o trans=virtio,version=9p2000.L,cache=none run /mnt/run
 mkdir -p /run/lock /var/tmp
 hostname vrdma-guest
 
-# Networking: slirp's address plan (10.0.2.0/24, gateway .2).
+param() { sed -n "s/.*\bvrdma.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
+
+# Networking: slirp's address plan (10.0.2.0/24, gateway .2); the runner
+# gives a two-guest run's peer 10.0.2.16 (vrdma.ip).
 ip link set lo up
 ip link set eth0 up 2>/dev/null &&
-	ip addr add 10.0.2.15/24 dev eth0 &&
+	ip addr add "$(param ip)/24" dev eth0 &&
 	ip route add default via 10.0.2.2
 
 # The project's rdma-core provider (tools/rdma-core), brought by the runner:
@@ -39,7 +42,6 @@ if [ -f /mnt/run/provider/libvirtio_rdma-rdmav34.so ]; then
 	mount --bind /run/libibverbs.d /etc/libibverbs.d
 fi
 
-param() { sed -n "s/.*\bvrdma.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
 kmemleak=$(param kmemleak)
 mode=$(param mode)
 

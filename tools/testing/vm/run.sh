@@ -4,7 +4,7 @@
 #
 #   run.sh [--shell] [--timeout SECONDS] [--kmemleak] [--out DIR]
 #          [--append KERNEL-PARAMS] [--backend-args ARGS] [--num-queues N]
-#          [--] CMD...
+#          [--peer PEER-CMD] [--] CMD...
 #
 # The guest is the project's kernel under the project's QEMU (TCG unless a
 # real KVM module is loaded), its root is the build sysroot over virtio-9p,
@@ -20,9 +20,14 @@
 # --num-queues gives QEMU a queue count other than the backend's (by default
 # QEMU asks the backend), to test QEMU's check.
 # The guest sees the run's files at /mnt/run (backend.log among them).
+# --peer boots a second guest beside it that runs PEER-CMD: the same backend
+# process serves both devices, the two NICs share a link of their own (the
+# main guest is 10.0.2.15, the peer 10.0.2.16, no slirp), and the run fails
+# if either guest fails. The peer's files (console.log, status) are in peer/.
 source "$(dirname "$0")/../../build/lib.sh"
 
 mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append="" backend_args="" num_queues=""
+peer_cmd=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--shell) mode=shell ;;
@@ -32,6 +37,7 @@ while [ $# -gt 0 ]; do
 	--append) append=$2; shift ;;
 	--backend-args) backend_args=$2; shift ;;
 	--num-queues) num_queues=$2; shift ;;
+	--peer) peer_cmd=$2; shift ;;
 	--) shift; break ;;
 	-*) die "unknown option $1" ;;
 	*) break ;;
@@ -52,6 +58,14 @@ printf '%s\n' "$*" >"$share/cmd"
 # The guest's libibverbs loads the project's provider from the share.
 mkdir "$share/provider"
 cp "$provider" "$share/provider/"
+peer=0
+if [ -n "$peer_cmd" ]; then
+	[ $mode = run ] || die "--peer needs a command in the main guest, not --shell"
+	peer=1
+	mkdir -p "$share/peer/provider"
+	printf '%s\n' "$peer_cmd" >"$share/peer/cmd"
+	cp "$provider" "$share/peer/provider/"
+fi
 
 rc=0
 # The checkout is also bound at /opt: the guest mounts a tmpfs over /tmp,
@@ -59,7 +73,7 @@ rc=0
 in_sysroot --binds "$kdir/modules/lib/modules:/usr/lib/modules $share:$share $TOP:/opt" \
 	"$TOP/tools/testing/vm/guest.sh" "$mode" "$timeout" "$kmemleak" "$share" \
 	"$kdir/build/arch/x86/boot/bzImage" "$qemu" "$backend" "$append" "$backend_args" \
-	"$num_queues" || rc=$?
+	"$num_queues" "$peer" || rc=$?
 if [ -n "$out" ]; then
 	mkdir -p "$out"
 	cp -r "$share"/. "$out"/

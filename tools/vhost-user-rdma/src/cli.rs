@@ -39,13 +39,11 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub queue_size: u32,
 
-    /// MAC of the paired virtio-net function, reported in config space.
-    #[arg(
-        long,
-        value_name = "XX:XX:XX:XX:XX:XX",
-        default_value = "52:54:00:12:34:56"
-    )]
-    pub mac: Mac,
+    /// MAC of the paired virtio-net function, reported in config space: one
+    /// per --socket, in the same order (each guest's RDMA port pairs with its
+    /// own NIC, and its link-local GID is derived from it).
+    #[arg(long = "mac", value_name = "XX:XX:XX:XX:XX:XX")]
+    pub macs: Vec<Mac>,
 
     /// Log level: off, error, warn, info, debug, trace.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
@@ -62,11 +60,43 @@ pub struct Cli {
     pub print_num_queues: bool,
 }
 
+/// The MAC a lone device pairs with when no --mac is given.
+pub const DEFAULT_MAC: Mac = Mac([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
+
 impl Cli {
-    /// The validated device limits.
+    /// The validated device limits (with the first device's MAC).
     pub fn limits(&self) -> Result<Limits, LimitsError> {
-        Limits::new(self.max_qp, self.max_cq, self.queue_size, self.mac)?
+        let mac = self.macs.first().copied().unwrap_or(DEFAULT_MAC);
+        Limits::new(self.max_qp, self.max_cq, self.queue_size, mac)?
             .with_overrides(&self.config_overrides)
+    }
+
+    /// Each socket with its device's limits: the i-th --mac for the i-th
+    /// --socket. Two devices of one process sharing a MAC would share their
+    /// link-local GID, so several sockets need a MAC each.
+    pub fn devices(&self) -> Result<Vec<(PathBuf, Limits)>, LimitsError> {
+        let limits = self.limits()?;
+        let several = self.sockets.len() > 1 || self.macs.len() > 1;
+        if several && self.macs.len() != self.sockets.len() {
+            return Err(LimitsError::MacPerSocket {
+                sockets: self.sockets.len(),
+                macs: self.macs.len(),
+            });
+        }
+        for (i, a) in self.macs.iter().enumerate() {
+            if self.macs[..i].contains(a) {
+                return Err(LimitsError::SameMac(*a));
+            }
+        }
+        Ok(self
+            .sockets
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mac = self.macs.get(i).copied().unwrap_or(DEFAULT_MAC);
+                (s.clone(), limits.with_mac(mac))
+            })
+            .collect())
     }
 }
 
@@ -107,6 +137,86 @@ mod tests {
         assert!(cli.print_num_queues);
         assert!(Cli::try_parse_from(["x", "--socket", "a", "--mac", "zz"]).is_err());
         assert!(Cli::try_parse_from(["x", "--socket", "a", "--log-level", "loud"]).is_err());
+    }
+
+    #[test]
+    fn one_mac_per_socket() {
+        let devices = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["x"].iter().chain(args)).expect("parses");
+            cli.devices().map(|d| {
+                d.iter()
+                    .map(|(s, l)| (s.display().to_string(), l.mac().to_string()))
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(
+            devices(&["--socket", "a"]),
+            Ok(vec![("a".into(), "52:54:00:12:34:56".into())])
+        );
+        assert_eq!(
+            devices(&[
+                "--socket",
+                "a",
+                "--socket",
+                "b",
+                "--mac",
+                "02:00:00:00:00:01",
+                "--mac",
+                "02:00:00:00:00:02"
+            ]),
+            Ok(vec![
+                ("a".into(), "02:00:00:00:00:01".into()),
+                ("b".into(), "02:00:00:00:00:02".into())
+            ])
+        );
+        assert!(matches!(
+            devices(&["--socket", "a", "--socket", "b"]),
+            Err(LimitsError::MacPerSocket {
+                sockets: 2,
+                macs: 0
+            })
+        ));
+        assert!(matches!(
+            devices(&[
+                "--socket",
+                "a",
+                "--socket",
+                "b",
+                "--mac",
+                "02:00:00:00:00:01"
+            ]),
+            Err(LimitsError::MacPerSocket {
+                sockets: 2,
+                macs: 1
+            })
+        ));
+        assert!(matches!(
+            devices(&[
+                "--socket",
+                "a",
+                "--mac",
+                "02:00:00:00:00:01",
+                "--mac",
+                "02:00:00:00:00:02"
+            ]),
+            Err(LimitsError::MacPerSocket {
+                sockets: 1,
+                macs: 2
+            })
+        ));
+        assert!(matches!(
+            devices(&[
+                "--socket",
+                "a",
+                "--socket",
+                "b",
+                "--mac",
+                "02:00:00:00:00:01",
+                "--mac",
+                "02:00:00:00:00:01"
+            ]),
+            Err(LimitsError::SameMac(_))
+        ));
     }
 
     #[test]

@@ -143,6 +143,17 @@ pub enum LimitsError {
     /// Queue size not a power of two in range.
     #[error("--queue-size {0} must be a power of two between 2 and {MAX_QUEUE_SIZE}")]
     QueueSize(u32),
+    /// Several devices, but not one MAC each.
+    #[error("{sockets} --socket and {macs} --mac: give one --mac per --socket")]
+    MacPerSocket {
+        /// Sockets given.
+        sockets: usize,
+        /// MACs given.
+        macs: usize,
+    },
+    /// Two devices with one MAC (and so one link-local GID).
+    #[error("--mac {0} is given twice: each device needs its own")]
+    SameMac(Mac),
 }
 
 /// Most `--config-override`s one device takes.
@@ -284,6 +295,12 @@ impl Limits {
             *slot = Some(*o);
         }
         Ok(self)
+    }
+
+    /// The same limits, paired with the NIC of MAC `mac`.
+    pub fn with_mac(mut self, mac: Mac) -> Self {
+        self.mac = mac;
+        self
     }
 
     /// QPs.

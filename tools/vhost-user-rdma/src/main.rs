@@ -16,6 +16,11 @@ use signal_hook::iterator::Signals;
 use vhost_user_rdma::cli::Cli;
 use vhost_user_rdma::device;
 
+fn usage_error(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("vhost-user-rdma: {e}");
+    ExitCode::from(2)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     env_logger::Builder::new()
@@ -23,26 +28,27 @@ fn main() -> ExitCode {
         .target(env_logger::Target::Stderr)
         .init();
 
-    let limits = match cli.limits() {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("vhost-user-rdma: {e}");
-            return ExitCode::from(2);
-        }
-    };
     if cli.print_num_queues {
-        println!("{}", limits.num_queues());
-        return ExitCode::SUCCESS;
+        return match cli.limits() {
+            Ok(limits) => {
+                println!("{}", limits.num_queues());
+                ExitCode::SUCCESS
+            }
+            Err(e) => usage_error(e),
+        };
     }
+    let devices = match cli.devices() {
+        Ok(d) => d,
+        Err(e) => return usage_error(e),
+    };
 
-    let sockets = cli.sockets.clone();
-    if let Err(e) = watch_signals(sockets.clone()) {
+    if let Err(e) = watch_signals(cli.sockets.clone()) {
         error!("cannot install signal handlers: {e}");
         return ExitCode::FAILURE;
     }
 
     let mut threads = Vec::new();
-    for socket in sockets {
+    for (socket, limits) in devices {
         let spawned = thread::Builder::new()
             .name("vrdma-dev".to_string())
             .spawn(move || device::serve(&socket, limits));

@@ -74,6 +74,22 @@ fn too_many_queues_is_refused() {
 }
 
 #[test]
+fn several_sockets_need_a_mac_each() {
+    let out = Command::new(BIN)
+        .args([
+            "--socket",
+            "/nonexistent/a.sock",
+            "--socket",
+            "/nonexistent/b.sock",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("give one --mac per --socket"), "{err}");
+}
+
+#[test]
 fn exits_cleanly_after_disconnect() {
     let dir = TempDir::new_with_prefix("/tmp/vrdma-cli").expect("tempdir");
     let a = dir.as_path().join("a.sock");
@@ -83,6 +99,7 @@ fn exits_cleanly_after_disconnect() {
         .arg(&a)
         .arg("--socket")
         .arg(&b)
+        .args(["--mac", "02:00:00:00:00:01", "--mac", "02:00:00:00:00:02"])
         .args(["--max-qp", "2", "--max-cq", "2", "--log-level", "debug"])
         .stderr(Stdio::null())
         .spawn()

@@ -18,8 +18,18 @@ wait_for() {
 	fail "timed out waiting for: $what"
 }
 link_active() { rdma link show virtio_rdma0/1 2>/dev/null | grep -q "state ACTIVE"; }
-# The RoCEv2 GID of eth0's IPv4 address (10.0.2.15) is in the port's table.
-v4_gid() { grep -qx "0000:0000:0000:0000:0000:ffff:0a00:020f" /sys/class/infiniband/virtio_rdma0/ports/1/gids/* 2>/dev/null; }
+# This guest's IPv4 address: 10.0.2.15, or 10.0.2.16 for a two-guest run's peer.
+MY_IP=$(sed -n 's/.*\bvrdma.ip=\([^ ]*\).*/\1/p' /proc/cmdline)
+# The RoCEv2 GID of IPv4 address $1, as sysfs prints it.
+v4_gid_of() {
+	local a b c d
+	IFS=. read -r a b c d <<<"$1"
+	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$a" "$b" "$c" "$d"
+}
+# The RoCEv2 GID of eth0's IPv4 address is in the port's table.
+v4_gid() { grep -qx "$(v4_gid_of "$MY_IP")" /sys/class/infiniband/virtio_rdma0/ports/1/gids/* 2>/dev/null; }
+# The index of that GID.
+v4_gid_index() { grep -lx "$(v4_gid_of "$MY_IP")" /sys/class/infiniband/virtio_rdma0/ports/1/gids/* | head -1 | xargs basename; }
 # nvmet_subsystem NQN SIZE: an nvmet subsystem open to any host, with one
 # namespace backed by a SIZE file on tmpfs.
 nvmet_subsystem() {
@@ -32,13 +42,13 @@ nvmet_subsystem() {
 	echo 1 >"$s/namespaces/1/enable"
 }
 # nvmet_port ID TRTYPE SVCID NQN: exports subsystem NQN on eth0's address
-# (10.0.2.15) over TRTYPE (rdma, tcp) at SVCID.
+# ($MY_IP) over TRTYPE (rdma, tcp) at SVCID.
 nvmet_port() {
 	local p=/sys/kernel/config/nvmet/ports/$1
 	mkdir "$p"
 	echo "$2" >"$p/addr_trtype"
 	echo ipv4 >"$p/addr_adrfam"
-	echo 10.0.2.15 >"$p/addr_traddr"
+	echo "$MY_IP" >"$p/addr_traddr"
 	echo "$3" >"$p/addr_trsvcid"
 	ln -s "/sys/kernel/config/nvmet/subsystems/$4" "$p/subsystems/$4"
 }
@@ -46,7 +56,7 @@ nvmet_port() {
 driver_up() {
 	modprobe virtio_rdma
 	wait_for "virtio_rdma0 port ACTIVE" link_active
-	wait_for "the RoCEv2 GID of 10.0.2.15" v4_gid
+	wait_for "the RoCEv2 GID of $MY_IP" v4_gid
 }
 # pair NAME SERVER_CMD... -- CLIENT_CMD...: runs a server in the background,
 # then its client; both must succeed within 120 s. Their output stays in

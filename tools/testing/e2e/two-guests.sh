@@ -1,0 +1,125 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Two guests, one backend process: each guest's virtio_rdma0 is a device of
+# the same vhost-user-rdma process (two sockets, a MAC each), and their NICs
+# share a link of their own. Traffic between the guests goes from one
+# guest's memory to the other's inside the backend. This guest (10.0.2.15)
+# runs the clients; the peer (10.0.2.16, this script with "peer") the
+# servers, one step after the other:
+#   ibv_rc_pingpong and ibv_ud_pingpong with data checked (-c), perftest's
+#   write/read/atomic bandwidth over the TCP exchange and send bandwidth and
+#   latency over rdma_cm (-R), rping with verification, and NVMe over RDMA:
+#   an nvmet target in the peer, `nvme connect -t rdma` and fio with crc32c
+#   verification here.
+# A client retries until its server listens (a refused connection reaches no
+# server). The run fails if either guest fails or reports a kernel problem.
+# peer: bash tools/testing/e2e/two-guests.sh peer
+set -euo pipefail
+
+source "$(dirname "$0")/lib/common.sh"
+
+role=${1:-main}
+PEER=10.0.2.16 NQN=nqn.2026-11.org.virtio-rdma:two-guests NVME_PORT=4420
+dev=virtio_rdma0
+diagnose() {
+	rdma res show qp link $dev/1 2>/dev/null | head -20
+	ip neigh show dev eth0 || true
+}
+
+# on_peer NAME SERVER...: the peer's half of a step.
+on_peer() {
+	local name=$1; shift
+	step "$name (server)"
+	local rc=0
+	timeout 300 "$@" >/tmp/server.log 2>&1 || rc=$?
+	if [ $rc != 0 ]; then
+		sed 's/^/  server: /' /tmp/server.log | tail -20
+		fail "$name: server exit $rc"
+	fi
+	sed 's/^/  server: /' /tmp/server.log | tail -4
+}
+# on_main NAME CLIENT...: this guest's half, retried while nobody listens.
+on_main() {
+	local name=$1; shift
+	step "$name (client)"
+	local deadline=$((SECONDS + 240))
+	until timeout 120 "$@" >/tmp/client.log 2>&1; do
+		[ $SECONDS -lt $deadline ] ||
+			{ sed 's/^/  client: /' /tmp/client.log | tail -20; fail "$name: client failed"; }
+		sleep 2
+	done
+	sed 's/^/  client: /' /tmp/client.log | tail -6
+}
+# pair_step NAME SERVER... -- CLIENT...: one step, the half of this role.
+pair_step() {
+	local name=$1; shift
+	local server=()
+	while [ "$1" != -- ]; do server+=("$1"); shift; done
+	shift
+	if [ "$role" = peer ]; then on_peer "$name" "${server[@]}"; else on_main "$name" "$@"; fi
+	port=$((port + 1))
+}
+
+driver_up
+gid=$(v4_gid_index)
+echo "$role: $MY_IP, $dev GID index $gid ($(cat /sys/class/infiniband/$dev/ports/1/gids/"$gid"))"
+[ "$role" = main ] && wait_for "the peer answers on the link" ping -c 1 -W 1 "$PEER"
+
+pair_step "ibv_rc_pingpong" ibv_rc_pingpong -d $dev -g "$gid" -n 200 -s 8192 -c -p $port -- \
+	ibv_rc_pingpong -d $dev -g "$gid" -n 200 -s 8192 -c -p $port $PEER
+pair_step "ibv_ud_pingpong" ibv_ud_pingpong -d $dev -g "$gid" -n 200 -s 1024 -c -p $port -- \
+	ibv_ud_pingpong -d $dev -g "$gid" -n 200 -s 1024 -c -p $port $PEER
+for t in ib_write_bw ib_read_bw ib_atomic_bw; do
+	pair_step "$t" $t -d $dev -x "$gid" -F -n 500 -p $port -- \
+		$t -d $dev -x "$gid" -F -n 500 -p $port $PEER
+done
+for t in ib_send_bw ib_send_lat; do
+	pair_step "$t -R" $t -d $dev -F -R -n 500 -p $port -- $t -d $dev -F -R -n 500 -p $port $PEER
+done
+pair_step "rping" rping -s -a $PEER -p $port -C 100 -- rping -c -a $PEER -p $port -C 100 -v
+if [ "$role" = main ]; then
+	grep -q "ping data: rdma-ping-99" /tmp/client.log || fail "rping: the client did not verify 100 pings"
+fi
+
+modprobe -a nvmet nvmet-rdma nvme-rdma
+if [ "$role" = peer ]; then
+	step "nvmet target on $MY_IP:$NVME_PORT"
+	nvmet_subsystem "$NQN" 64M
+	nvmet_port 1 rdma "$NVME_PORT" "$NQN"
+	# Serve until the main guest says it is done (a TCP connection on 9999).
+	timeout 600 python3 -c 'import socket; socket.create_server(("", 9999)).accept()' ||
+		fail "the main guest never said it was done with the target"
+	# As nvme-rdma.sh: unload under the listening target, not configfs teardown.
+	modprobe -r virtio_rdma || fail "virtio_rdma does not unload under nvmet"
+	echo "PASS (peer)"
+	exit 0
+fi
+
+step "nvme connect -t rdma -a $PEER"
+hostid=$(cat /proc/sys/kernel/random/uuid)
+deadline=$((SECONDS + 240))
+until nvme connect -t rdma -a "$PEER" -s "$NVME_PORT" -n "$NQN" \
+	--hostnqn "nqn.2014-08.org.nvmexpress:uuid:$hostid" --hostid "$hostid" 2>/tmp/connect.log; do
+	[ $SECONDS -lt $deadline ] || { cat /tmp/connect.log; fail "nvme connect to the peer failed"; }
+	sleep 2
+done
+nvmedev=""
+for c in /sys/class/nvme/nvme*; do
+	[ "$(cat "$c/subsysnqn" 2>/dev/null)" = "$NQN" ] && nvmedev=$(basename "$c")
+done
+[ -n "$nvmedev" ] || fail "no controller of $NQN"
+echo "$nvmedev: $(cat "/sys/class/nvme/$nvmedev/address")"
+ns=/dev/${nvmedev}n1
+wait_for "$ns" test -b "$ns"
+step "fio: 32 MiB of random 4 KiB writes to the peer's namespace, verified (crc32c)"
+fio --eta=never --name=rand4k --filename="$ns" --ioengine=libaio --direct=1 --iodepth=16 \
+	--rw=randwrite --bs=4k --size=32M --verify=crc32c --do_verify=1 \
+	--verify_fatal=1 --verify_state_save=0 --output=/tmp/fio.txt || { cat /tmp/fio.txt; fail "fio"; }
+grep -E "WRITE:|READ:" /tmp/fio.txt
+nvme disconnect -n "$NQN" || fail "nvme disconnect failed"
+echo >/dev/tcp/$PEER/9999 || fail "cannot tell the peer that the target is no longer needed"
+
+step "nothing of the clients is left"
+res=$(rdma res show qp link $dev/1 2>/dev/null | grep -v "comm \[" || true)
+[ -z "$res" ] || fail "QPs of user processes remain: $res"
+echo "PASS: two guests, one backend: verbs clients, rping and NVMe/RDMA between them"
