@@ -13,7 +13,8 @@
 #                         provider (incremental)
 #   make bench            the backend's benchmarks, perftest on virtio_rdma0 beside
 #                         rxe, and NVMe-oF over virtio_rdma0 beside NVMe/TCP, each
-#                         in one guest (never fail on timing)
+#                         in one guest and then between two guests (never fail
+#                         on timing)
 #
 # Caches live in $(VRDMA_CACHE) (default /var/cache/virtio-rdma), keyed by
 # their inputs. JOBS sets build parallelism (default 3).
@@ -64,3 +65,7 @@ bench: build
 		--target-dir "$$VRDMA_CACHE/cargo-target" -j1
 	@tools/testing/vm/run.sh --timeout 1800 -- bash tools/testing/bench/perftest.sh
 	@tools/testing/vm/run.sh --timeout 1800 -- bash tools/testing/bench/nvme-of.sh
+	@tools/testing/vm/run.sh --timeout 2400 --peer "bash tools/testing/bench/perftest.sh peer" \
+		-- bash tools/testing/bench/perftest.sh main
+	@tools/testing/vm/run.sh --timeout 1800 --peer "bash tools/testing/bench/nvme-of.sh peer" \
+		-- bash tools/testing/bench/nvme-of.sh main

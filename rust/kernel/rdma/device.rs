@@ -472,15 +472,24 @@ impl<T: Driver> Drop for Registration<T> {
 ///
 /// # Safety
 ///
-/// Called by the RDMA core only, on a device of driver `T`, with valid arguments.
+/// Called by the RDMA core only, on a device of driver `T`, with valid arguments (`udata` null
+/// or the user verb's).
 unsafe extern "C" fn query_device_callback<T: Driver>(
     ib: *mut bindings::ib_device,
     attr: *mut bindings::ib_device_attr,
-    _udata: *mut bindings::ib_udata,
+    udata: *mut bindings::ib_udata,
 ) -> c_int {
-    // SAFETY: `ib` is a device of driver `T` and `attr` is valid for writes (function safety
-    // requirement).
-    from_result(|| unsafe { T::query_device(Device::from_raw(ib), &mut *attr).map(|()| 0) })
+    from_result(|| {
+        // SAFETY: `udata` is null or the user verb's (function safety requirement).
+        if let Some(mut udata) = unsafe { Udata::from_raw_opt(udata) } {
+            // No driver data is defined for query_device: refuse what this driver does not know.
+            udata.read_request(&mut [])?;
+        }
+        // SAFETY: `ib` is a device of driver `T` and `attr` is valid for writes (function safety
+        // requirement).
+        unsafe { T::query_device(Device::from_raw(ib), &mut *attr) }?;
+        Ok(0)
+    })
 }
 
 /// `query_port` of the operations.

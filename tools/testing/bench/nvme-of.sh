@@ -1,26 +1,40 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # NVMe over Fabrics, RDMA on virtio_rdma0 beside TCP on virtio-net (the
-# peer transport), in one guest and one run: one nvmet subsystem (a 256 MiB
-# file on tmpfs) exported on both transports of eth0's address, the same fio
-# jobs against each connection, and a table of both results with their
-# ratio. Numbers vary with the host; only the ratios mean something, and
-# this guest runs the debug kernel (KASAN, lockdep) under TCG, which slows
-# both transports. Host and target share the guest, so TCP to its own
-# address runs over the loopback interface: the peer does not even pay for
-# virtio-net, while RDMA goes through the device (the backend copies between
-# guest buffers). It never fails on a number.
+# peer transport), in one run: one nvmet subsystem (a 256 MiB file on tmpfs)
+# exported on both transports, the same fio jobs against each connection,
+# and a table of both results with their ratio.
+#   nvme-of.sh            host and target in one guest: TCP to its own
+#                         address runs over the loopback interface, so it
+#                         does not even pay for virtio-net, while RDMA goes
+#                         through the device;
+#   nvme-of.sh main|peer  two guests (run.sh --peer): the target in the
+#                         peer, host, fio and the table here; TCP crosses
+#                         both virtio-nets and QEMU's datagram link, RDMA
+#                         the backend (guest memory to guest memory).
+# Numbers vary with the host; only the ratios mean something, and the guests
+# run the debug kernel (KASAN, lockdep) under TCG, which slows both
+# transports. It never fails on a number.
 set -euo pipefail
 source "$(dirname "$0")/../e2e/lib/common.sh"
 
-ADDR=10.0.2.15 NQN=nqn.2026-11.org.virtio-rdma:bench
+ROLE=${1:-same}
+ADDR=$MY_IP NQN=nqn.2026-11.org.virtio-rdma:bench
+[ "$ROLE" = same ] || ADDR=10.0.2.16
 RUNTIME=${VRDMA_BENCH_RUNTIME:-15}
 
 driver_up
 modprobe -a nvmet nvmet-rdma nvmet-tcp nvme-rdma nvme-tcp
-nvmet_subsystem "$NQN" 256M
-nvmet_port 1 rdma 4420 "$NQN"
-nvmet_port 2 tcp 4421 "$NQN"
+if [ "$ROLE" != main ]; then
+	nvmet_subsystem "$NQN" 256M
+	nvmet_port 1 rdma 4420 "$NQN"
+	nvmet_port 2 tcp 4421 "$NQN"
+fi
+if [ "$ROLE" = peer ]; then
+	peer_wait_done 1800
+	modprobe -r virtio_rdma
+	exit 0
+fi
 
 # JOB: name rw bs iodepth
 JOBS="rand4k-read randread 4k 16
@@ -31,7 +45,12 @@ seq128k-write write 128k 8"
 # run_jobs TRANSPORT SVCID: connects, runs every job, prints "job iops MiB/s".
 run_jobs() {
 	local t=$1 svcid=$2 dev="" c
-	nvme connect -t "$t" -a "$ADDR" -s "$svcid" -n "$NQN" >/dev/null || fail "nvme connect -t $t"
+	local deadline=$((SECONDS + 240))
+	# Two guests: retried until the peer's target listens.
+	until nvme connect -t "$t" -a "$ADDR" -s "$svcid" -n "$NQN" >/dev/null 2>/tmp/connect.log; do
+		[ $SECONDS -lt $deadline ] || { cat /tmp/connect.log; fail "nvme connect -t $t"; }
+		sleep 2
+	done
 	for c in /sys/class/nvme/nvme*; do
 		[ "$(cat "$c/subsysnqn")" = "$NQN" ] && [ "$(cat "$c/transport")" = "$t" ] && dev=$(basename "$c")
 	done
@@ -54,7 +73,9 @@ PY
 
 run_jobs rdma 4420 >/tmp/bench-rdma.txt
 run_jobs tcp 4421 >/tmp/bench-tcp.txt
-echo "NVMe-oF, fio ${RUNTIME} s per job, same target and guest (debug kernel, TCG)"
+where="target and host in one guest"
+[ "$ROLE" = same ] || { main_done; where="target in the peer guest"; }
+echo "NVMe-oF, fio ${RUNTIME} s per job, $where (debug kernel, TCG)"
 printf '%-15s %12s %10s %12s %10s %8s\n' job "rdma IOPS" "rdma MiB/s" "tcp IOPS" "tcp MiB/s" "rdma/tcp"
 paste -d ' ' /tmp/bench-rdma.txt /tmp/bench-tcp.txt | while read -r name ri rb _ ti tb; do
 	printf '%-15s %12s %10s %12s %10s %8s\n' "$name" "$ri" "$rb" "$ti" "$tb" \

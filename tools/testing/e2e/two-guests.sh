@@ -18,7 +18,7 @@ set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"
 
-role=${1:-main}
+ROLE=${1:-main}
 PEER=10.0.2.16 NQN=nqn.2026-11.org.virtio-rdma:two-guests NVME_PORT=4420
 dev=virtio_rdma0
 diagnose() {
@@ -26,44 +26,10 @@ diagnose() {
 	ip neigh show dev eth0 || true
 }
 
-# on_peer NAME SERVER...: the peer's half of a step.
-on_peer() {
-	local name=$1; shift
-	step "$name (server)"
-	local rc=0
-	timeout 300 "$@" >/tmp/server.log 2>&1 || rc=$?
-	if [ $rc != 0 ]; then
-		sed 's/^/  server: /' /tmp/server.log | tail -20
-		fail "$name: server exit $rc"
-	fi
-	sed 's/^/  server: /' /tmp/server.log | tail -4
-}
-# on_main NAME CLIENT...: this guest's half, retried while nobody listens.
-on_main() {
-	local name=$1; shift
-	step "$name (client)"
-	local deadline=$((SECONDS + 240))
-	until timeout 120 "$@" >/tmp/client.log 2>&1; do
-		[ $SECONDS -lt $deadline ] ||
-			{ sed 's/^/  client: /' /tmp/client.log | tail -20; fail "$name: client failed"; }
-		sleep 2
-	done
-	sed 's/^/  client: /' /tmp/client.log | tail -6
-}
-# pair_step NAME SERVER... -- CLIENT...: one step, the half of this role.
-pair_step() {
-	local name=$1; shift
-	local server=()
-	while [ "$1" != -- ]; do server+=("$1"); shift; done
-	shift
-	if [ "$role" = peer ]; then on_peer "$name" "${server[@]}"; else on_main "$name" "$@"; fi
-	port=$((port + 1))
-}
-
 driver_up
 gid=$(v4_gid_index)
-echo "$role: $MY_IP, $dev GID index $gid ($(cat /sys/class/infiniband/$dev/ports/1/gids/"$gid"))"
-[ "$role" = main ] && wait_for "the peer answers on the link" ping -c 1 -W 1 "$PEER"
+echo "$ROLE: $MY_IP, $dev GID index $gid ($(cat /sys/class/infiniband/$dev/ports/1/gids/"$gid"))"
+[ "$ROLE" = main ] && wait_for "the peer answers on the link" ping -c 1 -W 1 "$PEER"
 
 pair_step "ibv_rc_pingpong" ibv_rc_pingpong -d $dev -g "$gid" -n 200 -s 8192 -c -p $port -- \
 	ibv_rc_pingpong -d $dev -g "$gid" -n 200 -s 8192 -c -p $port $PEER
@@ -77,18 +43,16 @@ for t in ib_send_bw ib_send_lat; do
 	pair_step "$t -R" $t -d $dev -F -R -n 500 -p $port -- $t -d $dev -F -R -n 500 -p $port $PEER
 done
 pair_step "rping" rping -s -a $PEER -p $port -C 100 -- rping -c -a $PEER -p $port -C 100 -v
-if [ "$role" = main ]; then
+if [ "$ROLE" = main ]; then
 	grep -q "ping data: rdma-ping-99" /tmp/client.log || fail "rping: the client did not verify 100 pings"
 fi
 
 modprobe -a nvmet nvmet-rdma nvme-rdma
-if [ "$role" = peer ]; then
+if [ "$ROLE" = peer ]; then
 	step "nvmet target on $MY_IP:$NVME_PORT"
 	nvmet_subsystem "$NQN" 64M
 	nvmet_port 1 rdma "$NVME_PORT" "$NQN"
-	# Serve until the main guest says it is done (a TCP connection on 9999).
-	timeout 600 python3 -c 'import socket; socket.create_server(("", 9999)).accept()' ||
-		fail "the main guest never said it was done with the target"
+	peer_wait_done
 	# As nvme-rdma.sh: unload under the listening target, not configfs teardown.
 	modprobe -r virtio_rdma || fail "virtio_rdma does not unload under nvmet"
 	echo "PASS (peer)"
@@ -117,7 +81,7 @@ fio --eta=never --name=rand4k --filename="$ns" --ioengine=libaio --direct=1 --io
 	--verify_fatal=1 --verify_state_save=0 --output=/tmp/fio.txt || { cat /tmp/fio.txt; fail "fio"; }
 grep -E "WRITE:|READ:" /tmp/fio.txt
 nvme disconnect -n "$NQN" || fail "nvme disconnect failed"
-echo >/dev/tcp/$PEER/9999 || fail "cannot tell the peer that the target is no longer needed"
+main_done
 
 step "nothing of the clients is left"
 res=$(rdma res show qp link $dev/1 2>/dev/null | grep -v "comm \[" || true)

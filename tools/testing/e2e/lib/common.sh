@@ -26,10 +26,22 @@ v4_gid_of() {
 	IFS=. read -r a b c d <<<"$1"
 	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$a" "$b" "$c" "$d"
 }
-# The RoCEv2 GID of eth0's IPv4 address is in the port's table.
-v4_gid() { grep -qx "$(v4_gid_of "$MY_IP")" /sys/class/infiniband/virtio_rdma0/ports/1/gids/* 2>/dev/null; }
-# The index of that GID.
-v4_gid_index() { grep -lx "$(v4_gid_of "$MY_IP")" /sys/class/infiniband/virtio_rdma0/ports/1/gids/* | head -1 | xargs basename; }
+# v4_gid_index [DEV]: the index of the RoCEv2 GID of eth0's IPv4 address
+# in DEV's (virtio_rdma0's) port 1 table; fails if there is none.
+v4_gid_index() {
+	local g want
+	want=$(v4_gid_of "$MY_IP")
+	for g in /sys/class/infiniband/"${1:-virtio_rdma0}"/ports/1/gids/*; do
+		if [ "$(cat "$g")" = "$want" ] &&
+			[ "$(cat "${g/gids/gid_attrs/types}" 2>/dev/null)" = "RoCE v2" ]; then
+			basename "$g"
+			return 0
+		fi
+	done 2>/dev/null
+	return 1
+}
+# v4_gid [DEV]: that GID is in the table.
+v4_gid() { v4_gid_index "$@" >/dev/null; }
 # nvmet_subsystem NQN SIZE: an nvmet subsystem open to any host, with one
 # namespace backed by a SIZE file on tmpfs.
 nvmet_subsystem() {
@@ -86,3 +98,47 @@ pair() {
 	fi
 	port=$((port + 1))
 }
+
+# Two-guest runs (run.sh --peer): the peer (10.0.2.16) runs each step's
+# server, the main guest (10.0.2.15) its client, in the same order.
+# on_peer NAME SERVER...: the peer's half of a step.
+on_peer() {
+	local name=$1; shift
+	[ -n "${PAIR_QUIET:-}" ] || step "$name (server)"
+	local rc=0
+	timeout 300 "$@" >/tmp/server.log 2>&1 || rc=$?
+	if [ $rc != 0 ]; then
+		sed 's/^/  server: /' /tmp/server.log | tail -20
+		fail "$name: server exit $rc"
+	fi
+	[ -n "${PAIR_QUIET:-}" ] || sed 's/^/  server: /' /tmp/server.log | tail -4
+}
+# on_main NAME CLIENT...: this guest's half, retried while nobody listens.
+on_main() {
+	local name=$1; shift
+	[ -n "${PAIR_QUIET:-}" ] || step "$name (client)"
+	local deadline=$((SECONDS + 240))
+	until timeout 120 "$@" >/tmp/client.log 2>&1; do
+		[ $SECONDS -lt $deadline ] ||
+			{ sed 's/^/  client: /' /tmp/client.log | tail -20; fail "$name: client failed"; }
+		sleep 2
+	done
+	[ -n "${PAIR_QUIET:-}" ] || sed 's/^/  client: /' /tmp/client.log | tail -6
+}
+# pair_step NAME SERVER... -- CLIENT...: one step of a two-guest run, the
+# half of this guest's $ROLE: "peer" runs the server, "main" the client.
+pair_step() {
+	local name=$1; shift
+	local server=()
+	while [ "$1" != -- ]; do server+=("$1"); shift; done
+	shift
+	if [ "$ROLE" = peer ]; then on_peer "$name" "${server[@]}"; else on_main "$name" "$@"; fi
+	port=$((port + 1))
+}
+# The peer serves until the main guest says it is done (a TCP connection to
+# the peer's port 9999): for servers that do not end with their client.
+peer_wait_done() {
+	timeout "${1:-600}" python3 -c 'import socket; socket.create_server(("", 9999)).accept()' ||
+		fail "the main guest never said it was done"
+}
+main_done() { echo >/dev/tcp/10.0.2.16/9999 || fail "cannot tell the peer that we are done"; }

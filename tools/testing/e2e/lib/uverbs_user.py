@@ -6,7 +6,8 @@ and port as the kernel reports them, a PD, a memory registration of user
 pages, a CQ. Through raw uverbs commands on /dev/infiniband/uverbs0:
 GET_CONTEXT with the driver's (empty) request, with garbage in it, and with
 too little room for the driver's response; mmap of a context that has no
-rings (every offset fails with EINVAL). Exits non-zero on the first unmet
+rings (every offset fails with EINVAL); extended QUERY_DEVICE with and
+without provider data (data the driver does not know is refused). Exits non-zero on the first unmet
 expectation.
 
 usage: uverbs_user.py MAX_QP MAX_CQ MAX_QP_WR MAX_CQE
@@ -90,6 +91,34 @@ def get_context(driver_req, out_len, then=None):
     return rc, resp.raw
 
 
+IB_USER_VERBS_CMD_FLAG_EXTENDED = 0x80000000
+IB_USER_VERBS_EX_CMD_QUERY_DEVICE = 1
+
+
+def ex_query_device(fd, driver_req):
+    """Extended QUERY_DEVICE (which reaches the driver's query_device with
+    the provider's data) on a context's fd; returns errno or 0."""
+    resp = ctypes.create_string_buffer(512)
+    hdr = struct.pack("<IHH", IB_USER_VERBS_CMD_FLAG_EXTENDED | IB_USER_VERBS_EX_CMD_QUERY_DEVICE,
+                      1, len(resp) // 8)
+    ex_hdr = struct.pack("<QHHI", ctypes.addressof(resp), len(driver_req) // 8, 0, 0)
+    cmd = struct.pack("<II", 0, 0)  # comp_mask, reserved
+    try:
+        os.write(fd, hdr + ex_hdr + cmd + driver_req)
+    except OSError as ex:
+        return ex.errno
+    return 0
+
+
+def query_device_udata(fd):
+    rc = ex_query_device(fd, b"")
+    check(rc == 0, f"extended QUERY_DEVICE succeeds (errno {rc})")
+    rc = ex_query_device(fd, b"\0" * 8)
+    check(rc == 0, "QUERY_DEVICE with provider data of zeroes is accepted")
+    rc = ex_query_device(fd, b"\xff" * 8)
+    check(rc == errno.EOPNOTSUPP, f"QUERY_DEVICE with provider data the driver does not know is refused (errno {rc})")
+
+
 def mmap_refused(fd):
     for offset, prot in ((0, mmap.PROT_READ | mmap.PROT_WRITE), (0, mmap.PROT_READ),
                          (7 * 4096, mmap.PROT_READ), (1 << 40, mmap.PROT_READ)):
@@ -116,6 +145,8 @@ def raw_uverbs():
     check(r[CORE_RESP:CORE_RESP + 8] == b"\xee" * 8, "nothing written past the room given")
     rc, _ = get_context(b"", CORE_RESP + DRIVER_RESP, mmap_refused)
     check(rc == 0, "the context stays usable after refused mappings")
+    rc, _ = get_context(b"", CORE_RESP + DRIVER_RESP, query_device_udata)
+    check(rc == 0, "QUERY_DEVICE checks")
 
 
 def hold(flag, gone=None):
