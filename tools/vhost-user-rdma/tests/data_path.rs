@@ -1022,6 +1022,129 @@ fn cross_device_rc_and_gsi() {
     y.finish();
 }
 
+/// A guest attacks another guest's memory through the device that serves
+/// both: the responder (device `y`) checks the attacker's (`x`'s) rkeys,
+/// PDs and ranges against its own MRs, and nothing outside a valid MR of the
+/// QP's PD changes.
+#[test]
+fn cross_device_access_is_checked_by_the_responder() {
+    let mut x = Dev::start();
+    let mut y = Dev::start();
+    let px = x.create_pd();
+    let (py, py2) = (y.create_pd(), y.create_pd());
+    let (cx, cy) = (x.create_cq(12), y.create_cq(12));
+    let kx = x.dma_mr(px, ALL);
+    let key_pd2 = y.dma_mr(py2, ALL);
+    // y's user MR: 0x800 bytes at iova 0x1000_0000 over the page at DATA + 0x6_0000.
+    let table = DATA + 0x7_0000;
+    y.fill(table, &(DATA + 0x6_0000).to_le_bytes());
+    let (st, r) = reg_user_mr(&mut y, py, ALL, 0x800, 0x1000_0000, table, 1);
+    assert_eq!(st, VIRTIO_RDMA_S_OK);
+    let ukey = le32(&r, 4);
+    x.fill(DATA, &pattern(0x1000, 7));
+    let (gx, gy) = (x.gid, y.gid);
+    let cases = [
+        (
+            "WRITE with a key of another PD",
+            IB_WR_RDMA_WRITE,
+            DATA + 0x8_0000,
+            key_pd2,
+            8,
+        ),
+        (
+            "READ with a key of another PD",
+            IB_WR_RDMA_READ,
+            DATA + 0x8_0000,
+            key_pd2,
+            8,
+        ),
+        (
+            "WRITE past the user MR",
+            IB_WR_RDMA_WRITE,
+            0x1000_0000 + 0x7f8,
+            ukey,
+            16,
+        ),
+        (
+            "WRITE before the user MR",
+            IB_WR_RDMA_WRITE,
+            0x0fff_fff8,
+            ukey,
+            16,
+        ),
+        (
+            "READ with a key y does not have",
+            IB_WR_RDMA_READ,
+            DATA,
+            0x00de_ad00,
+            8,
+        ),
+        (
+            "WRITE with the attacker's own key (y's of that number, if any)",
+            IB_WR_RDMA_WRITE,
+            DATA + 0x8_0000,
+            kx,
+            8,
+        ),
+        (
+            "a valid WRITE",
+            IB_WR_RDMA_WRITE,
+            0x1000_0000 + 0x100,
+            ukey,
+            64,
+        ),
+    ];
+    for (name, op, raddr, rkey, len) in cases {
+        let a = x.create_qp(px, IB_QPT_RC, cx, false);
+        let b = y.create_qp(py, IB_QPT_RC, cy, false);
+        x.rc_up(a, gy, b, ALL, 0);
+        y.rc_up(b, gx, a, ALL, 0);
+        let page = y.read(DATA + 0x6_0000, 0x1000);
+        let other = y.read(DATA + 0x8_0000, 0x100);
+        x.send(
+            a,
+            &wqe(
+                1,
+                op,
+                IB_SEND_SIGNALED,
+                0,
+                &rdma(raddr, rkey),
+                &[(DATA, len, kx)],
+            ),
+        );
+        let st = x.wait(cx, 1)[0].status();
+        assert_eq!(
+            y.read(DATA + 0x8_0000, 0x100),
+            other,
+            "{name}: other PD's memory"
+        );
+        if name == "a valid WRITE" {
+            assert_eq!(st, IB_WC_SUCCESS, "{name}");
+            let mut want = page.clone();
+            want[0x100..0x100 + len as usize].copy_from_slice(&pattern(0x1000, 7)[..len as usize]);
+            assert_eq!(
+                y.read(DATA + 0x6_0000, 0x1000),
+                want,
+                "{name}: exactly the bytes written"
+            );
+        } else {
+            assert_eq!(st, IB_WC_REM_ACCESS_ERR, "{name}");
+            assert_eq!(x.qp_state(a), IB_QPS_ERR, "{name}: requester QP in error");
+            assert_eq!(
+                y.read(DATA + 0x6_0000, 0x1000),
+                page,
+                "{name}: user MR untouched"
+            );
+        }
+        x.quiet(cx);
+        y.quiet(cy);
+        x.ok(VIRTIO_RDMA_CMD_DESTROY_QP, &pair(a, 0), 0);
+        y.ok(VIRTIO_RDMA_CMD_DESTROY_QP, &pair(b, 0), 0);
+    }
+    x.finish();
+    y.finish();
+}
+
 fn reg_user_mr(
     d: &mut Dev,
     pdn: u32,
