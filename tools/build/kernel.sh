@@ -1,8 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# Builds the guest kernel: Debian's linux-source-7.3 (7.3.4), the patch
-# series in patches/, the overlay (this repository's kernel-tree files) and
-# the config fragments in kernel/configs/.
+# Builds a guest kernel ($KERNEL: debug, the default, or release):
+# Debian's linux-source-7.3 (7.3.4), the patch series in patches/, the
+# overlay (this repository's kernel-tree files) and a configuration of
+# allnoconfig + kernel/configs/virtio_rdma.config + the variant's fragment
+# (virtio_rdma_debug.config or virtio_rdma_release.config).
 #
 # The tree and its build directory are cached under a key of the patches,
 # the fragments, this script and the sysroot, so a changed patch or fragment
@@ -13,7 +15,7 @@ source "$(dirname "$0")/lib.sh"
 
 KERNEL_VERSION=7.3.4
 OVERLAY_DIRS="Documentation drivers include kernel rust samples"
-FRAGMENTS=$KERNEL_FRAGMENTS
+FRAGMENTS=$(kernel_fragments)
 MAKE_ARGS="LLVM=-22 BINDGEN=/usr/local/bin/bindgen"
 
 dest=$(kernel_dir)
@@ -25,8 +27,10 @@ if [ "${1:-}" != --inside ]; then
 	exec 9>"$VRDMA_CACHE/.kernel-build.lock"
 	flock -n 9 || { log "kernel: waiting for another kernel build to finish"; flock 9; }
 	in_sysroot "$BUILD/kernel.sh" --inside "$@" >&2
-	# Trees of other keys are stale (their inputs changed): free their space.
+	# Trees of this variant under other keys are stale (their inputs
+	# changed), as are trees of the days before variants: free their space.
 	for d in "$VRDMA_CACHE"/linux-*; do
+		[[ "${d##*/}" =~ ^linux-($KERNEL-)?[0-9a-f]{16}$ ]] || continue
 		[ "$d" = "$dest" ] || [ ! -d "$d" ] || { log "kernel: removing stale ${d##*/}"; rm -rf "$d"; }
 	done
 	echo "$dest"
@@ -46,10 +50,12 @@ if [ ! -e "$dest/.src-done" ]; then
 	v=$(make -s -C "$src" kernelversion)
 	[ "$v" = "$KERNEL_VERSION" ] ||
 		die "linux-source-7.3 is $v, expected $KERNEL_VERSION: update the pin in sysroot.packages and KERNEL_VERSION"
+	# No fuzz: the series must apply exactly, as git am would apply it.
 	for p in "$TOP"/patches/*.patch; do
 		[ -e "$p" ] || continue
 		log "kernel: applying ${p##*/}"
-		patch -d "$src" -p1 -s --no-backup-if-mismatch <"$p" || die "${p##*/} does not apply to $KERNEL_VERSION"
+		patch -d "$src" -p1 -s -F0 --no-backup-if-mismatch <"$p" ||
+			die "${p##*/} does not apply to $KERNEL_VERSION without fuzz"
 	done
 	touch "$dest/.src-done"
 fi
@@ -59,29 +65,49 @@ fi
 # overlay since the last sync are removed from the tree.
 manifest="$dest/overlay.manifest"
 (cd "$TOP" && for d in $OVERLAY_DIRS; do [ ! -d "$d" ] || find "$d" -type f; done | LC_ALL=C sort) >"$manifest.new"
+# Whether the last build completed is decided before the sync: a build
+# interrupted after the sync must not look complete to the next run.
+built=""
+[ -e "$dest/.build-done" ] && built=1
+rm -f "$dest/.build-done"
+changed=""
 if [ -f "$manifest" ]; then
-	LC_ALL=C comm -23 "$manifest" "$manifest.new" | while read -r f; do
+	changed=$(LC_ALL=C comm -23 "$manifest" "$manifest.new")
+	for f in $changed; do
 		log "kernel: removing $f (left the overlay)"
 		rm -f "$src/$f"
 	done
 fi
-(cd "$TOP" && rsync -rc --files-from="$manifest.new" . "$src/")
+changed+=$(cd "$TOP" && rsync -rci --files-from="$manifest.new" . "$src/")
 mv "$manifest.new" "$manifest"
+
+# Nothing changed since a build that completed: make would only walk the
+# tree (most of a minute), so the last build stands. A failed or
+# interrupted build leaves no .build-done, and extra make arguments
+# (CLIPPY=1) always build.
+if [ -z "$changed" ] && [ -n "$built" ] && [ $# = 0 ]; then
+	touch "$dest/.build-done"
+	log "kernel: $KERNEL up to date"
+	exit 0
+fi
 
 mkdir -p "$out"
 if [ ! -e "$out/.config-done" ]; then
-	log "kernel: configuring (x86_64_defconfig + kvm_guest.config + $FRAGMENTS)"
-	make -s -C "$src" O="$out" $MAKE_ARGS x86_64_defconfig >/dev/null
-	(cd "$out" && "$src/scripts/kconfig/merge_config.sh" -m -O "$out" .config \
-		"$src/kernel/configs/kvm_guest.config" $(printf "$src/%s " $FRAGMENTS) >/dev/null)
-	make -s -C "$src" O="$out" $MAKE_ARGS olddefconfig >/dev/null
-	# Every fragment line must have survived olddefconfig (a dependency that
-	# silently drops CONFIG_RUST would otherwise go unnoticed).
+	log "kernel: configuring $KERNEL (allnoconfig + $FRAGMENTS)"
+	# allnoconfig with the fragments as its fixed answers: every option they
+	# do not name, including those they make visible, is off unless it has
+	# no prompt. The minimal base is the point: build and boot time.
+	cat $(printf "$src/%s " $FRAGMENTS) >"$out/fragments.config"
+	make -s -C "$src" O="$out" $MAKE_ARGS KCONFIG_ALLCONFIG="$out/fragments.config" \
+		allnoconfig >/dev/null
+	# Every fragment line must have survived the configuration (a dependency that
+	# silently drops CONFIG_RUST would otherwise go unnoticed). An "=n" line
+	# holds when the option is not set at all.
 	bad=0
 	for f in $FRAGMENTS; do
 		while read -r line; do
 			case "$line" in
-			CONFIG_*=n) grep -qx "# ${line%=n} is not set" "$out/.config" || { echo "  $line" >&2; bad=1; } ;;
+			CONFIG_*=n) ! grep -qE "^${line%=n}=" "$out/.config" || { echo "  $line" >&2; bad=1; } ;;
 			CONFIG_*) grep -qx "$line" "$out/.config" || { echo "  $line" >&2; bad=1; } ;;
 			esac
 		done <"$src/$f"
@@ -97,4 +123,5 @@ rm -rf "$dest/modules.tmp"
 make -s -C "$src" O="$out" $MAKE_ARGS INSTALL_MOD_PATH="$dest/modules.tmp" modules_install >/dev/null
 rm -rf "$dest/modules"
 mv "$dest/modules.tmp" "$dest/modules"
+touch "$dest/.build-done"
 log "kernel: ready ($(make -s -C "$src" O="$out" kernelrelease))"

@@ -41,11 +41,26 @@ sysroot_dir() { echo "$VRDMA_CACHE/sysroot-$(sysroot_key)"; }
 qemu_key() { key "$BUILD/qemu.sh" "$TOP/tools/qemu/patches" "=$(sysroot_key)"; }
 qemu_bin() { echo "$VRDMA_CACHE/qemu-$(qemu_key)/build/qemu-system-x86_64"; }
 
-KERNEL_FRAGMENTS="kernel/configs/virtio_rdma.config kernel/configs/virtio_rdma_debug.config"
-kernel_key() {
-	key "$BUILD/kernel.sh" "$TOP/patches" $(printf "$TOP/%s " $KERNEL_FRAGMENTS) "=$(sysroot_key)"
+# KERNEL picks the guest kernel: "debug" (lockdep, KASAN, kmemleak: what the
+# tests run on) or "release" (no checkers: what make bench runs on). Both are
+# allnoconfig + the common fragment + the variant's fragment, each cached
+# under its own key.
+KERNEL=${KERNEL:-debug}
+case "$KERNEL" in
+debug | release) ;;
+*) die "KERNEL=$KERNEL: the kernels are debug and release" ;;
+esac
+kernel_fragments() {
+	echo kernel/configs/virtio_rdma.config "kernel/configs/virtio_rdma_$KERNEL.config"
 }
-kernel_dir() { echo "$VRDMA_CACHE/linux-$(kernel_key)"; }
+# The overlay's Kconfig files are in the key too: a new option must meet
+# allnoconfig, not the incremental syncconfig's defaults.
+kernel_key() {
+	key "$BUILD/kernel.sh" "$TOP/patches" $(printf "$TOP/%s " $(kernel_fragments)) \
+		$(cd "$TOP" && find drivers rust samples -name 'Kconfig*' | LC_ALL=C sort | sed "s|^|$TOP/|") \
+		"=$KERNEL" "=$(sysroot_key)"
+}
+kernel_dir() { echo "$VRDMA_CACHE/linux-$KERNEL-$(kernel_key)"; }
 
 # The rdma-core provider (tools/rdma-core), built in Debian's rdma-core tree.
 provider_key() {
