@@ -6,21 +6,28 @@
 #
 #   make setup            everything a fresh machine needs (cached)
 #   make check            every test layer; ends with "N passed, N failed"
+#   make check TEST='...' only the named layers (style cargo kunit runner
+#                         e2e) or e2e tests (e.g. TEST=nvme-rdma)
 #   make run CMD='...'    run a command in a fresh guest, exit with its status
+#                         (KERNEL=release: the release kernel)
 #   make run              the demonstration
 #   make shell            an interactive guest
 #   make build            kernel + modules, QEMU, the backend and the rdma-core
 #                         provider (incremental)
 #   make bench            the backend's benchmarks, perftest on virtio_rdma0 beside
 #                         rxe, and NVMe-oF over virtio_rdma0 beside NVMe/TCP, each
-#                         in one guest and then between two guests (never fail
-#                         on timing)
+#                         in one guest and then between two guests, on the
+#                         release kernel (never fail on timing)
 #
 # Caches live in $(VRDMA_CACHE) (default /var/cache/virtio-rdma), keyed by
-# their inputs. JOBS sets build parallelism (default 3).
+# their inputs. JOBS sets build parallelism (default 3). KERNEL picks the
+# guest kernel, debug (default: lockdep, KASAN, kmemleak) or release; make
+# check always tests the debug one and make bench measures the release one.
 
 SHELL := /bin/bash
 B := tools/build
+KERNEL ?= debug
+export KERNEL TEST
 
 .PHONY: setup deps sysroot qemu kernel backend provider build run shell check demo bench
 
@@ -56,10 +63,16 @@ run: build
 shell: build
 	@tools/testing/vm/run.sh --shell
 
+# make check's budget counts from here, so that the builds count too.
+check: override KERNEL := debug
+check: export VRDMA_CHECK_T0 := $(shell date +%s)
 check: build
+	@$(B)/kernel.sh >/dev/null && $(B)/testmods.sh # this kernel, whatever build made
 	@tools/testing/check.sh
 
+bench: override KERNEL := release
 bench: build
+	@$(B)/kernel.sh >/dev/null && $(B)/testmods.sh # this kernel, whatever build made
 	@source $(B)/lib.sh && in_sysroot cargo bench --locked \
 		--manifest-path tools/vhost-user-rdma/Cargo.toml \
 		--target-dir "$$VRDMA_CACHE/cargo-target" -j1

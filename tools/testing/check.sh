@@ -1,157 +1,350 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # make check: every test layer, each test counted once.
-#   0. style: rustfmt of every Rust file, checkpatch of the C files (kernel
-#      and rdma-core provider) and of the QEMU patches (QEMU's), clippy
-#      of tools/ (the kernel's
-#      Rust is linted by building with CLIPPY=1: tools/build/kernel.sh CLIPPY=1)
-#   1. cargo tests of tools/ (the device backend), in the sysroot, and a
-#      short run of each of its fuzz targets
-#   2. KUnit under QEMU (a TCG guest), parsed by the kernel's kunit.py
-#   3. the runner's own contract (exit status, timeout, and that a kernel
-#      WARN, a kmemleak report or a failing peer guest fails a run)
-#   4. end-to-end tests in fresh guests (tools/testing/e2e/*.sh) on the
-#      debug kernel: any WARN/lockdep/KASAN/kmemleak report fails the test
+#   style   rustfmt of every Rust file, checkpatch of the C files (kernel
+#           and rdma-core provider) and of the QEMU patches (QEMU's), clippy
+#           of tools/ (the kernel's Rust is linted by building with CLIPPY=1:
+#           tools/build/kernel.sh CLIPPY=1)
+#   cargo   cargo tests of tools/ (the device backend), in the sysroot, and a
+#           short run of each of its fuzz targets
+#   kunit   KUnit under QEMU (a TCG guest), parsed by the kernel's kunit.py
+#   runner  the runner's own contract (exit status, timeout, and that a
+#           kernel WARN, a kmemleak report or a failing peer guest fails a run)
+#   e2e     end-to-end tests (tools/testing/e2e/*.sh) on the debug kernel:
+#           any WARN/lockdep/KASAN/kmemleak report fails the test. Tests
+#           that need their own backend options ("# backend-args:"), a peer
+#           guest ("# peer:") or say "# guest: own" get a fresh guest each;
+#           the others share guests (run.sh --suite), each still with its
+#           own verdict, kernel log and leak check.
+#
+# TEST="WORD..." runs only part: a word is a layer's name or an e2e test's
+# name (a shell pattern: TEST='nvme-*'); e.g. TEST=rdma-link runs that test
+# alone. Every line says how long it took, and the end gives each layer's
+# wall time. VRDMA_BUDGET (minutes, default 80) is how long make check may
+# run, counted from make's start (VRDMA_CHECK_T0) so that the builds count
+# too: past it no further guest starts, and each test left out fails, saying
+# so, rather than CI's limit (90 min) killing the run without a verdict.
 # Ends with one line: "N passed, N failed".
 source "$(dirname "$0")/../build/lib.sh"
 set +e # a failing test is counted, not fatal
 RUN="$TOP/tools/testing/vm/run.sh"
+E2E="$TOP/tools/testing/e2e"
 logs="$VRDMA_CACHE/check-logs"
 rm -rf "$logs"
 mkdir -p "$logs"
 passed=0 failed=0 failures=()
+t0=${VRDMA_CHECK_T0:-$(date +%s)}
+budget=$((${VRDMA_BUDGET:-80} * 60))
+read -r -a test_words <<<"${TEST:-}"
 
-result() { # NAME STATUS
+min_sec() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+
+# result NAME STATUS [SECONDS]
+result() {
+	local t=""
+	[ -n "${3:-}" ] && t=" ($3 s)"
 	if [ "$2" = 0 ]; then
-		passed=$((passed + 1)); printf '  ok    %s\n' "$1"
+		passed=$((passed + 1)); printf '  ok    %s%s\n' "$1" "$t"
 	else
-		failed=$((failed + 1)); failures+=("$1"); printf '  FAIL  %s\n' "$1"
+		failed=$((failed + 1)); failures+=("$1"); printf '  FAIL  %s%s\n' "$1" "$t"
 	fi
 }
+# timed NAME CMD...: runs CMD; the result is its exit status, with its time.
+timed() {
+	local name=$1 s=$SECONDS
+	shift
+	"$@"
+	result "$name" $? $((SECONDS - s))
+}
 
-echo "== style (rustfmt, clippy)"
-# Kernel-side Rust of the overlay, with the kernel's own rustfmt settings.
-krs=$(cd "$TOP" && find rust drivers samples -name '*.rs' | sort)
-in_sysroot bash -c "cd '$TOP' && rustfmt --edition 2021 --check \
-	--config-path '$(kernel_dir)/src/.rustfmt.toml' $(echo $krs)" >"$logs/rustfmt-kernel.log" 2>&1
-result "rustfmt: kernel Rust ($(echo $krs | wc -w) files)" $?
-# The C files of the overlay, the test modules and programs, and the rdma-core provider
-# (rdma-core follows the kernel's style), with the kernel's checkpatch.
-cfiles=$(cd "$TOP" && find rust drivers include samples tools/testing/kmod tools/testing/e2e tools/rdma-core -name '*.[ch]' | sort)
-in_sysroot bash -c "cd '$TOP' && perl '$(kernel_dir)/src/scripts/checkpatch.pl' --no-tree --quiet \
-	-f $(echo $cfiles)" >"$logs/checkpatch.log" 2>&1
-result "checkpatch: C files ($(echo $cfiles | wc -w))" $?
-# The QEMU patches, as qemu-devel would check them: QEMU's checkpatch on each
-# (errors fail; patch 1's warning about imported Linux headers is expected).
-qemu_src="$(dirname "$(dirname "$(qemu_bin)")")/src"
-for p in "$TOP"/tools/qemu/patches/*.patch; do
-	in_sysroot perl "$qemu_src/scripts/checkpatch.pl" --no-signoff --quiet "$p" \
-		>"$logs/checkpatch-qemu-$(basename "$p" .patch).log" 2>&1
-	result "checkpatch (QEMU's): $(basename "$p")" $?
-done
-for manifest in "$TOP"/tools/*/Cargo.toml; do
-	crate=$(basename "$(dirname "$manifest")")
-	in_sysroot cargo fmt --manifest-path "$manifest" --check >"$logs/rustfmt-$crate.log" 2>&1
-	result "rustfmt: $crate" $?
-	in_sysroot cargo clippy --locked --manifest-path "$manifest" --all-targets \
-		--target-dir "$VRDMA_CACHE/cargo-target" -j"$JOBS" -- -D warnings \
-		>"$logs/clippy-$crate.log" 2>&1
-	result "clippy: $crate" $?
-done
-
-echo "== cargo tests (tools/)"
-for manifest in "$TOP"/tools/*/Cargo.toml; do
-	crate=$(basename "$(dirname "$manifest")")
-	log="$logs/cargo-$crate.log"
-	in_sysroot cargo test --locked --manifest-path "$manifest" \
-		--target-dir "$VRDMA_CACHE/cargo-target" -j"$JOBS" >"$log" 2>&1
-	rc=$?
-	n=0
-	while read -r name verdict; do
-		n=$((n + 1))
-		[ "$verdict" = ok ] && result "cargo $crate: $name" 0 || result "cargo $crate: $name" 1
-	done < <(sed -n 's/^test \(.*\) \.\.\. \(ok\|FAILED\|ignored\)$/\1 \2/p' "$log" | grep -v ' ignored$')
-	# A build failure or a crashed test binary reports no test lines.
-	if [ $rc != 0 ] || [ $n = 0 ]; then result "cargo $crate: build and run (see $log)" 1; fi
-done
-# Fuzzing of the backend's guest-facing parsers: a short run of each
-# cargo-fuzz target (tools/vhost-user-rdma/fuzz/run.sh; corpora kept).
-for target in ctrl_command work_request; do
-	in_sysroot "$TOP/tools/vhost-user-rdma/fuzz/run.sh" 20 "$target" \
-		>"$logs/fuzz-$target.log" 2>&1
-	result "fuzz vhost-user-rdma: $target (20 s)" $?
-done
-
-echo "== KUnit (under QEMU, parsed by kunit.py)"
-kunit_out="$logs/kunit"
-modules=$(sed 's/#.*//' "$TOP/tools/testing/kunit.modules" | xargs)
-"$RUN" --timeout 900 --out "$kunit_out" --append "kunit.enable=1 log_buf_len=16M" -- \
-	"rc=0; ${modules:+modprobe -a $modules || rc=\$?; }dmesg >/mnt/run/kunit.log; exit \$rc" \
-	>"$logs/kunit-guest.log" 2>&1
-rc=$?
-if [ $rc != 0 ] || [ ! -s "$kunit_out/kunit.log" ]; then
-	result "KUnit guest run (see $logs/kunit-guest.log)" 1
-else
-	kunit_py="$(kernel_dir)/src/tools/testing/kunit/kunit.py"
-	kt="$TOP/tools/testing/kunit-results.py"
-	n=0 parse_rc=0
-	python3 "$kt" split "$kunit_out/kunit.log" "$kunit_out/docs" || parse_rc=1
-	for doc in "$kunit_out"/docs/doc-*.log; do
-		[ -e "$doc" ] || continue
-		in_sysroot python3 "$kunit_py" parse --json="${doc%.log}.json" "$doc" \
-			>>"$logs/kunit-summary.log" 2>&1 || parse_rc=1
-		while read -r verdict name; do
-			n=$((n + 1))
-			# a skipped case (e.g. a doctest needing hardware) is not a failure
-			result "kunit: $name" "$([ "$verdict" = PASS ] || [ "$verdict" = SKIP ] && echo 0 || echo 1)"
-		done < <(python3 "$kt" cases "${doc%.log}.json" 2>/dev/null)
+# Layers: what TEST selects, and each one's wall time.
+layers=() layer_times=() layer_start=0
+layer() { # NAME TITLE
+	layer_end
+	layers+=("$1")
+	layer_start=$SECONDS
+	echo "== $2"
+}
+layer_end() {
+	[ ${#layers[@]} -gt ${#layer_times[@]} ] && layer_times+=($((SECONDS - layer_start)))
+}
+e2e_names=$(cd "$E2E" && ls *.sh | sed 's/\.sh$//')
+want_layer() {
+	local w
+	[ ${#test_words[@]} = 0 ] && return 0
+	for w in "${test_words[@]}"; do
+		[ "$w" = "$1" ] && return 0
 	done
-	if [ $n = 0 ] || [ $parse_rc != 0 ]; then
-		result "kunit.py parse (see $logs/kunit-summary.log)" 1
-	fi
-	grep -o "Testing complete.*" "$logs/kunit-summary.log" | sed 's/^/  /'
+	return 1
+}
+want_e2e() {
+	local w
+	[ ${#test_words[@]} = 0 ] && return 0
+	for w in "${test_words[@]}"; do
+		# shellcheck disable=SC2053 # a pattern on purpose
+		[ "$w" = e2e ] || [[ "$1" == $w ]] && return 0
+	done
+	return 1
+}
+for w in "${test_words[@]}"; do
+	case " style cargo kunit runner e2e " in *" $w "*) continue ;; esac
+	for n in $e2e_names; do
+		# shellcheck disable=SC2053
+		[[ "$n" == $w ]] && continue 2
+	done
+	die "TEST: '$w' names no layer (style cargo kunit runner e2e) and no test in $E2E"
+done
+
+# in_budget WHAT...: false (and each WHAT fails, saying why) once make
+# check has used its budget.
+in_budget() {
+	local used=$(($(date +%s) - t0)) what
+	[ $used -lt $budget ] && return 0
+	for what in "$@"; do
+		result "$what: not run, make check used $(min_sec $used) of its budget of $(min_sec $budget)" 1
+	done
+	return 1
+}
+# limit SECONDS: SECONDS, or what is left of the budget if that is less (a
+# guest is not let run past the budget; at least a minute).
+limit() {
+	local left=$((budget - ($(date +%s) - t0)))
+	[ $left -lt 60 ] && left=60
+	echo $(($1 < left ? $1 : left))
+}
+
+if want_layer style; then
+	layer style "style (rustfmt, checkpatch, clippy)"
+	# Kernel-side Rust of the overlay, with the kernel's own rustfmt settings.
+	krs=$(cd "$TOP" && find rust drivers samples -name '*.rs' | sort)
+	timed "rustfmt: kernel Rust ($(echo $krs | wc -w) files)" \
+		in_sysroot bash -c "cd '$TOP' && rustfmt --edition 2021 --check \
+		--config-path '$(kernel_dir)/src/.rustfmt.toml' $(echo $krs) >'$logs/rustfmt-kernel.log' 2>&1"
+	# The C files of the overlay, the test modules and programs, and the
+	# rdma-core provider (rdma-core follows the kernel's style), with the
+	# kernel's checkpatch. rdma-core's verbs return positive errno values,
+	# so the provider is not held to the kernel's negative ones.
+	cfiles=$(cd "$TOP" && find rust drivers include samples tools/testing/kmod tools/testing/e2e -name '*.[ch]' | sort)
+	timed "checkpatch: C files ($(echo $cfiles | wc -w))" \
+		in_sysroot bash -c "cd '$TOP' && perl '$(kernel_dir)/src/scripts/checkpatch.pl' --no-tree --quiet \
+		-f $(echo $cfiles) >'$logs/checkpatch.log' 2>&1"
+	cfiles=$(cd "$TOP" && find tools/rdma-core -name '*.[ch]' | sort)
+	timed "checkpatch: rdma-core provider ($(echo $cfiles | wc -w) files)" \
+		in_sysroot bash -c "cd '$TOP' && perl '$(kernel_dir)/src/scripts/checkpatch.pl' --no-tree --quiet \
+		--ignore USE_NEGATIVE_ERRNO -f $(echo $cfiles) >'$logs/checkpatch-provider.log' 2>&1"
+	# The QEMU patches, as qemu-devel would check them: QEMU's checkpatch on
+	# each (errors fail; patch 1's warning about imported Linux headers is
+	# expected).
+	qemu_src="$(dirname "$(dirname "$(qemu_bin)")")/src"
+	for p in "$TOP"/tools/qemu/patches/*.patch; do
+		timed "checkpatch (QEMU's): $(basename "$p")" \
+			in_sysroot bash -c "perl '$qemu_src/scripts/checkpatch.pl' --no-signoff --quiet '$p' \
+			>'$logs/checkpatch-qemu-$(basename "$p" .patch).log' 2>&1"
+	done
+	for manifest in "$TOP"/tools/*/Cargo.toml; do
+		crate=$(basename "$(dirname "$manifest")")
+		timed "rustfmt: $crate" in_sysroot bash -c \
+			"cargo fmt --manifest-path '$manifest' --check >'$logs/rustfmt-$crate.log' 2>&1"
+		timed "clippy: $crate" in_sysroot bash -c \
+			"cargo clippy --locked --manifest-path '$manifest' --all-targets \
+			--target-dir '$VRDMA_CACHE/cargo-target' -j$JOBS -- -D warnings \
+			>'$logs/clippy-$crate.log' 2>&1"
+	done
 fi
 
-echo "== runner contract"
-"$RUN" --timeout 300 -- 'exit 3' >"$logs/runner-status.log" 2>&1
-result "runner: guest command's exit status (3) comes back" "$([ $? = 3 ] && echo 0 || echo 1)"
-"$RUN" --timeout 40 -- 'sleep 1000' >"$logs/runner-timeout.log" 2>&1
-rc=$?
-grep -q "did not finish within" "$logs/runner-timeout.log" && [ $rc = 124 ]
-result "runner: a hung guest is killed with a clear message" $?
-# The checkers must be able to fail a test: provoke a WARN (lkdtm) and a leak
-# (the kmemleak sample module) and expect the runner's verdicts.
-"$RUN" --timeout 300 -- 'modprobe lkdtm && echo WARNING >/sys/kernel/debug/provoke-crash/DIRECT' \
-	>"$logs/runner-warn.log" 2>&1
-result "runner: a kernel WARN fails the run (98)" "$([ $? = 98 ] && echo 0 || echo 1)"
-"$RUN" --kmemleak --timeout 300 -- 'modprobe kmemleak-test' >"$logs/runner-kmemleak.log" 2>&1
-result "runner: a kmemleak report fails the run (97)" "$([ $? = 97 ] && echo 0 || echo 1)"
-# QEMU refuses a num-queues the backend cannot serve, at start, saying so.
-"$RUN" --timeout 120 --num-queues 70 -- true >"$logs/runner-num-queues.log" 2>&1
-rc=$?
-grep -q "maximum number of queues supported by the backend is 66" "$logs/runner-num-queues.log" &&
-	[ $rc != 0 ]
-result "qemu: num-queues above the backend's is refused at start" $?
-# A two-guest run fails when the peer's command fails, though the main's passed.
-"$RUN" --timeout 300 --peer 'exit 3' -- true >"$logs/runner-peer.log" 2>&1
-rc=$?
-grep -q "the peer guest failed" "$logs/runner-peer.log" && [ $rc = 3 ]
-result "runner: a failing peer guest fails the run (3)" $?
-leftover=$(pgrep -f "vrdma-run|vhost-user-rdma --socket" || true)
-result "runner: no process left behind" "$([ -z "$leftover" ] && echo 0 || echo 1)"
+if want_layer cargo; then
+	layer cargo "cargo tests (tools/)"
+	for manifest in "$TOP"/tools/*/Cargo.toml; do
+		crate=$(basename "$(dirname "$manifest")")
+		log="$logs/cargo-$crate.log"
+		s=$SECONDS
+		in_sysroot cargo test --locked --manifest-path "$manifest" \
+			--target-dir "$VRDMA_CACHE/cargo-target" -j"$JOBS" >"$log" 2>&1
+		rc=$?
+		echo "  ($crate: built and ran in $((SECONDS - s)) s)"
+		n=0
+		while read -r name verdict; do
+			n=$((n + 1))
+			[ "$verdict" = ok ] && result "cargo $crate: $name" 0 || result "cargo $crate: $name" 1
+		done < <(sed -n 's/^test \(.*\) \.\.\. \(ok\|FAILED\|ignored\)$/\1 \2/p' "$log" | grep -v ' ignored$')
+		# A build failure or a crashed test binary reports no test lines.
+		if [ $rc != 0 ] || [ $n = 0 ]; then result "cargo $crate: build and run (see $log)" 1; fi
+	done
+	# Fuzzing of the backend's guest-facing parsers: a short run of each
+	# cargo-fuzz target (tools/vhost-user-rdma/fuzz/run.sh; corpora kept).
+	for target in ctrl_command work_request; do
+		timed "fuzz vhost-user-rdma: $target (20 s)" in_sysroot bash -c \
+			"'$TOP/tools/vhost-user-rdma/fuzz/run.sh' 20 '$target' >'$logs/fuzz-$target.log' 2>&1"
+	done
+fi
 
-echo "== end-to-end (debug kernel, one fresh guest each)"
-for t in "$TOP"/tools/testing/e2e/*.sh; do
-	name=$(basename "$t" .sh)
-	# A test may ask for backend options with a "# backend-args: ..." line.
-	bargs=$(sed -n 's/^# backend-args: //p' "$t" | head -1)
-	# A "# peer: CMD" line runs CMD in a second guest beside it (run.sh --peer).
-	peer=$(sed -n 's/^# peer: //p' "$t" | head -1)
-	"$RUN" --kmemleak --timeout 900 --backend-args "$bargs" ${peer:+--peer "$peer"} \
-		--out "$logs/e2e-$name" -- "bash tools/testing/e2e/$name.sh" >"$logs/e2e-$name.log" 2>&1
-	result "e2e: $name" $?
+if want_layer kunit && in_budget "KUnit"; then
+	layer kunit "KUnit (under QEMU, parsed by kunit.py)"
+	kunit_out="$logs/kunit"
+	modules=$(sed 's/#.*//' "$TOP/tools/testing/kunit.modules" | xargs)
+	s=$SECONDS
+	"$RUN" --timeout "$(limit 900)" --out "$kunit_out" --append "kunit.enable=1 log_buf_len=16M" -- \
+		"rc=0; ${modules:+modprobe -a $modules || rc=\$?; }dmesg >/mnt/run/kunit.log; exit \$rc" \
+		>"$logs/kunit-guest.log" 2>&1
+	rc=$?
+	echo "  (the KUnit guest ran for $((SECONDS - s)) s)"
+	if [ $rc != 0 ] || [ ! -s "$kunit_out/kunit.log" ]; then
+		result "KUnit guest run (see $logs/kunit-guest.log)" 1
+	else
+		kunit_py="$(kernel_dir)/src/tools/testing/kunit/kunit.py"
+		kt="$TOP/tools/testing/kunit-results.py"
+		n=0 parse_rc=0
+		python3 "$kt" split "$kunit_out/kunit.log" "$kunit_out/docs" || parse_rc=1
+		for doc in "$kunit_out"/docs/doc-*.log; do
+			[ -e "$doc" ] || continue
+			in_sysroot python3 "$kunit_py" parse --json="${doc%.log}.json" "$doc" \
+				>>"$logs/kunit-summary.log" 2>&1 || parse_rc=1
+			while read -r verdict name; do
+				n=$((n + 1))
+				# a skipped case (e.g. a doctest needing hardware) is not a failure
+				result "kunit: $name" "$([ "$verdict" = PASS ] || [ "$verdict" = SKIP ] && echo 0 || echo 1)"
+			done < <(python3 "$kt" cases "${doc%.log}.json" 2>/dev/null)
+		done
+		if [ $n = 0 ] || [ $parse_rc != 0 ]; then
+			result "kunit.py parse (see $logs/kunit-summary.log)" 1
+		fi
+		grep -o "Testing complete.*" "$logs/kunit-summary.log" | sed 's/^/  /'
+	fi
+fi
+
+# expect_rc WANT LOG [PATTERN]: the last command's status was WANT (and LOG
+# says PATTERN).
+expect_rc() {
+	local rc=$?
+	[ "$rc" = "$1" ] && { [ -z "${3:-}" ] || grep -q "$3" "$2"; }
+}
+if want_layer runner && in_budget "runner contract"; then
+	layer runner "runner contract"
+	s=$SECONDS
+	"$RUN" --timeout 300 -- 'exit 3' >"$logs/runner-status.log" 2>&1
+	expect_rc 3 "$logs/runner-status.log"
+	result "runner: guest command's exit status (3) comes back" $? $((SECONDS - s))
+	s=$SECONDS
+	"$RUN" --timeout 20 -- 'sleep 1000' >"$logs/runner-timeout.log" 2>&1
+	expect_rc 124 "$logs/runner-timeout.log" "did not finish within"
+	result "runner: a hung guest is killed with a clear message" $? $((SECONDS - s))
+	# The checkers must be able to fail a test: provoke a WARN (lkdtm) and a
+	# leak (the kmemleak sample module) and expect the runner's verdicts.
+	s=$SECONDS
+	"$RUN" --timeout 300 -- 'modprobe lkdtm && echo WARNING >/sys/kernel/debug/provoke-crash/DIRECT' \
+		>"$logs/runner-warn.log" 2>&1
+	expect_rc 98 "$logs/runner-warn.log"
+	result "runner: a kernel WARN fails the run (98)" $? $((SECONDS - s))
+	s=$SECONDS
+	"$RUN" --kmemleak --timeout 300 -- 'modprobe kmemleak-test' >"$logs/runner-kmemleak.log" 2>&1
+	expect_rc 97 "$logs/runner-kmemleak.log"
+	result "runner: a kmemleak report fails the run (97)" $? $((SECONDS - s))
+	# A shared guest keeps each test's verdict its own: a test that leaks
+	# fails for it while the plain one after it passes and sees nothing of
+	# it; one that WARNs and leaves a module pinned fails for both, and the
+	# guest (tainted now) stops after it: the test after it is not run
+	# there. (tools/testing/vm/suite-selftest/)
+	s=$SECONDS
+	st="$TOP/tools/testing/vm/suite-selftest"
+	(cd "$TOP" && ls tools/testing/vm/suite-selftest/*.sh) >"$logs/runner-suite.list"
+	"$RUN" --kmemleak --timeout 600 --suite "$logs/runner-suite.list" --out "$logs/runner-suite" \
+		>"$logs/runner-suite.log" 2>&1
+	r="$logs/runner-suite/results"
+	[ "$(cat "$r/1-leak/status" 2>/dev/null)" = 97 ] &&
+		[ "$(cat "$r/2-pass/status" 2>/dev/null)" = 0 ] &&
+		[ "$(cat "$r/3-warn-and-pin/status" 2>/dev/null)" = 98 ] &&
+		grep -q "cannot be unloaded after the test.*nvmet" "$r/3-warn-and-pin/output.log" &&
+		[ ! -e "$r/4-not-run" ] &&
+		[ "$(cat "$logs/runner-suite/dirty" 2>/dev/null)" = 3-warn-and-pin ]
+	result "runner: a shared guest keeps each test's verdict (leak, WARN, module left) its own" $? \
+		$((SECONDS - s))
+	# QEMU refuses a num-queues the backend cannot serve, at start, saying so.
+	s=$SECONDS
+	"$RUN" --timeout 120 --num-queues 70 -- true >"$logs/runner-num-queues.log" 2>&1
+	rc=$?
+	grep -q "maximum number of queues supported by the backend is 66" "$logs/runner-num-queues.log" &&
+		[ $rc != 0 ]
+	result "qemu: num-queues above the backend's is refused at start" $? $((SECONDS - s))
+	# A two-guest run fails when the peer's command fails, though the main's
+	# passed.
+	s=$SECONDS
+	"$RUN" --timeout 300 --peer 'exit 3' -- true >"$logs/runner-peer.log" 2>&1
+	expect_rc 3 "$logs/runner-peer.log" "the peer guest failed"
+	result "runner: a failing peer guest fails the run (3)" $? $((SECONDS - s))
+	leftover=$(pgrep -f "vrdma-run|vhost-user-rdma --socket" || true)
+	result "runner: no process left behind" "$([ -z "$leftover" ] && echo 0 || echo 1)"
+fi
+
+# e2e_result NAME DIR: the verdict of test NAME from a suite's results DIR.
+e2e_result() {
+	cp "$2/$1/output.log" "$logs/e2e-$1.log" 2>/dev/null
+	result "e2e: $1" "$(cat "$2/$1/status")" "$(cat "$2/$1/seconds" 2>/dev/null)"
+}
+# run_shared NAME...: the tests in as few guests as they allow.
+run_shared() {
+	local rest=("$@") next n k=0 out cur
+	while [ ${#rest[@]} -gt 0 ]; do
+		in_budget "${rest[@]/#/e2e: }" || return
+		k=$((k + 1))
+		out="$logs/e2e-shared-$k"
+		printf 'tools/testing/e2e/%s.sh\n' "${rest[@]}" >"$logs/e2e-shared-$k.list"
+		echo "  (shared guest $k: ${rest[*]})"
+		"$RUN" --kmemleak --timeout "$(limit $((120 + 600 * ${#rest[@]})))" --suite "$logs/e2e-shared-$k.list" \
+			--out "$out" >"$out.log" 2>&1
+		cur=$(cat "$out/current" 2>/dev/null)
+		next=()
+		for n in "${rest[@]}"; do
+			if [ -f "$out/results/$n/status" ]; then
+				e2e_result "$n" "$out/results"
+			elif [ "$n" = "$cur" ]; then
+				cp "$out/results/$n/output.log" "$logs/e2e-$n.log" 2>/dev/null
+				result "e2e: $n (the guest ended during it: $out.log)" 1
+			else
+				next+=("$n")
+			fi
+		done
+		[ -f "$out/dirty" ] && echo "  ($(cat "$out/dirty") left the guest changed ($out/results/$(cat "$out/dirty")/dirty.diff): the rest get a new guest)"
+		if [ ${#next[@]} = ${#rest[@]} ]; then
+			for n in "${next[@]}"; do result "e2e: $n (the guest ran no test: $out.log)" 1; done
+			return
+		fi
+		rest=("${next[@]}")
+	done
+}
+
+if want_layer e2e || [ -n "$(for n in $e2e_names; do want_e2e "$n" && echo "$n"; done)" ]; then
+	layer e2e "end-to-end (debug kernel, kmemleak)"
+	shared=()
+	for n in $e2e_names; do
+		want_e2e "$n" || continue
+		t="$E2E/$n.sh"
+		# A test may ask for backend options with a "# backend-args: ..."
+		# line, and a "# peer: CMD" line runs CMD in a second guest beside it
+		# (run.sh --peer); such a test, and one that says "# guest: own",
+		# gets a guest of its own.
+		bargs=$(sed -n 's/^# backend-args: //p' "$t" | head -1)
+		peer=$(sed -n 's/^# peer: //p' "$t" | head -1)
+		if [ -z "$bargs$peer" ] && ! grep -q '^# guest: own' "$t"; then
+			shared+=("$n")
+			continue
+		fi
+		in_budget "e2e: $n" || continue
+		s=$SECONDS
+		"$RUN" --kmemleak --timeout "$(limit 900)" --backend-args "$bargs" ${peer:+--peer "$peer"} \
+			--out "$logs/e2e-$n" -- "bash tools/testing/e2e/$n.sh" >"$logs/e2e-$n.log" 2>&1
+		result "e2e: $n (own guest)" $? $((SECONDS - s))
+	done
+	[ ${#shared[@]} = 0 ] || run_shared "${shared[@]}"
+fi
+layer_end
+
+echo
+echo "== times"
+for i in "${!layers[@]}"; do
+	printf '  %-8s %s\n' "${layers[$i]}" "$(min_sec "${layer_times[$i]}")"
 done
-
+printf '  %-8s %s (make check from its start, builds included; budget %s)\n' total \
+	"$(min_sec $(($(date +%s) - t0)))" "$(min_sec $budget)"
 echo
 if [ $failed -gt 0 ]; then
 	echo "failed:"

@@ -9,6 +9,7 @@
 # PDs, disconnect, then the driver unloaded under the still listening
 # target. The runner fails the test on any kernel WARN/lockdep/KASAN report
 # or kmemleak leak.
+# guest: own (nvmet stays configured and pinned: see the end)
 set -euo pipefail
 
 ADDR=10.0.2.15 PORT=4420 NQN=nqn.2026-11.org.virtio-rdma:e2e
@@ -87,7 +88,8 @@ left=$(rdma res show qp link virtio_rdma0/1 2>/dev/null | grep -c "type RC" || t
 # queue's Connect that arrives before the CM's RTU is executed inside
 # rdma_cm's handler (handler_mutex, then nvmet_config_sem) -- lockdep reports
 # that inversion in nvmet-rdma whichever RDMA device carries it, whenever
-# the data path beats the CM's workqueues, as this device's does.
+# the data path beats the CM's workqueues, as this device's does. So nvmet
+# stays pinned, and the test has a guest of its own (the header says so).
 modprobe -r virtio_rdma || fail "virtio_rdma does not unload under nvmet"
 [ ! -e /sys/class/infiniband/virtio_rdma0 ] || fail "virtio_rdma0 still registered"
 echo "PASS: NVMe/RDMA over virtio_rdma0: connect, fio verify (4k random, 128k sequential), disconnect, device removed under the target"

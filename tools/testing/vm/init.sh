@@ -2,88 +2,276 @@
 # SPDX-License-Identifier: GPL-2.0
 # PID 1 of a test guest. The root filesystem is the build sysroot over
 # virtio-9p (read-only); the runner's share is mounted at /mnt/run and holds
-# the command to run ("cmd") and receives its exit status ("status"). The
-# checkout is at /opt ($VRDMA_SRC); the command runs there.
+# what to run and receives the verdicts, and the list of rdma-core providers
+# (Debian's and the project's, which libibverbs finds through
+# /etc/libibverbs.d). Mounts: fstab beside this file. The checkout is at /opt
+# ($VRDMA_SRC); commands run there. Two ways to run:
 #
-# After the command, the kernel log is searched for reports of the debug
-# checkers (WARN, BUG, lockdep, KASAN, sleeping in atomic, and with
-# kmemleak=1 on the command line, kmemleak): any report fails the run.
+# - one command ("cmd"): its exit status goes to "status";
+# - a suite ("suite", one test script per line, run by run.sh --suite):
+#   the tests run one after the other in this guest, each as if in a guest
+#   of its own: an empty kernel log, its own checker verdict, and afterwards
+#   its processes killed, its modules unloaded, /tmp emptied and the
+#   network set up again. Each test's verdict, duration, output and kernel
+#   log go to results/NAME/. A test after which the guest is not as it was
+#   (a module that cannot be unloaded, other state) ends the suite early
+#   ("dirty" names it), and the runner gives the rest a fresh guest.
+#
+# After a command or test the kernel log is searched for reports of the
+# debug checkers (WARN, BUG, lockdep, KASAN, sleeping in atomic, and with
+# kmemleak=1 on the command line, kmemleak): any report fails it.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root TERM=${TERM:-linux} LANG=C.UTF-8 VRDMA_SRC=/opt
 
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev 2>/dev/null
-mkdir -p /dev/pts /dev/shm
-mount -t devpts devpts /dev/pts
-for d in /tmp /run /var/tmp /dev/shm /root; do mount -t tmpfs tmpfs "$d"; done
-mount -t debugfs debugfs /sys/kernel/debug
-mount -t configfs configfs /sys/kernel/config
-mount -t 9p -o trans=virtio,version=9p2000.L,cache=none run /mnt/run
-mkdir -p /run/lock /var/tmp
-hostname vrdma-guest
+# Every program started costs a fifth of a second under TCG with KASAN, so
+# the set-up starts as few as it can: two mounts, one ip.
+mount -t proc proc /proc # mount -a needs it to see what is mounted
+mount -a -T /opt/tools/testing/vm/fstab
+echo vrdma-guest >/proc/sys/kernel/hostname
 
-param() { sed -n "s/.*\bvrdma.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
+read -r -a cmdline </proc/cmdline
+# param NAME: the value of vrdma.NAME= on the kernel command line.
+param() {
+	local w
+	for w in "${cmdline[@]}"; do
+		[ "${w%%=*}" = "vrdma.$1" ] && echo "${w#*=}"
+	done
+}
 
 # Networking: slirp's address plan (10.0.2.0/24, gateway .2); the runner
 # gives a two-guest run's peer 10.0.2.16 (vrdma.ip).
-ip link set lo up
-ip link set eth0 up 2>/dev/null &&
-	ip addr add "$(param ip)/24" dev eth0 &&
-	ip route add default via 10.0.2.2
-
-# The project's rdma-core provider (tools/rdma-core), brought by the runner:
-# libibverbs finds providers through /etc/libibverbs.d, so the guest sees
-# Debian's list there plus ours.
-if [ -f /mnt/run/provider/libvirtio_rdma-rdmav34.so ]; then
-	mkdir -p /run/libibverbs.d
-	cp /etc/libibverbs.d/*.driver /run/libibverbs.d/
-	echo "driver /mnt/run/provider/libvirtio_rdma" >/run/libibverbs.d/virtio_rdma.driver
-	mount --bind /run/libibverbs.d /etc/libibverbs.d
-fi
+net_up() {
+	ip -force -batch - 2>/dev/null <<-EOF
+		link set lo up
+		link set eth0 up
+		addr replace $(param ip)/24 dev eth0
+		route replace default via 10.0.2.2
+	EOF
+}
+net_up
 
 kmemleak=$(param kmemleak)
 mode=$(param mode)
 
+# checker_reports [FILE]: the debug checkers' reports in FILE (a saved
+# kernel log) or in the kernel log.
 checker_reports() {
-	dmesg | grep -E -A30 \
-		'WARNING:|BUG:|Oops|general protection fault|KASAN|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|sleeping function called from invalid context|UBSAN:|kernel BUG' |
-		head -200
+	local pattern='WARNING:|BUG:|Oops|general protection fault|KASAN|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|sleeping function called from invalid context|UBSAN:|kernel BUG'
+	if [ -n "${1:-}" ]; then
+		grep -E -A30 "$pattern" "$1"
+	else
+		dmesg | grep -E -A30 "$pattern"
+	fi | head -200
 }
 
-if [ "$kmemleak" = 1 ] && [ -e /sys/kernel/debug/kmemleak ]; then
-	# Forget what booting allocated: only the command's leaks count.
+# kmemleak_scan ENDED: kmemleak reports objects unreferenced across scans
+# and older than 5 s, so the scans wait until 6 s after ENDED ($SECONDS when
+# the command ended).
+kmemleak_scan() {
+	local wait=$((6 - (SECONDS - $1)))
+	[ $wait -le 0 ] || sleep $wait
+	echo scan >/sys/kernel/debug/kmemleak
+	echo scan >/sys/kernel/debug/kmemleak
+}
+# kmemleak_verdict ENDED: prints the leaks found since the last "clear" and
+# fails if there are any.
+kmemleak_verdict() {
+	[ "$kmemleak" = 1 ] && [ -e /sys/kernel/debug/kmemleak ] || return 0
+	kmemleak_scan "$1"
+	local leaks
+	leaks=$(cat /sys/kernel/debug/kmemleak)
+	[ -n "$leaks" ] || return 0
+	echo "==== kmemleak found leaks (this fails the run) ===="
+	echo "$leaks" | head -100
+	return 1
+}
+kmemleak_clear() {
+	[ "$kmemleak" = 1 ] && [ -e /sys/kernel/debug/kmemleak ] || return 0
 	echo clear >/sys/kernel/debug/kmemleak
-fi
-dmesg_before=$(checker_reports)
+}
+
+# In a suite a leak is the test's during which (or during whose cleanup)
+# the object was allocated, whenever a scan finds it: an object can stay
+# referenced from stale memory (a freed stack, a module's data freed late)
+# and show up unreferenced only in a later test's scan, or after the last.
+# suite_starts holds each test's start in jiffies, suite_names its name.
+jiffies() {
+	local k v
+	while read -r k v _; do
+		[ "$k" = jiffies: ] && { echo "$v"; return; }
+	done </proc/timer_list
+}
+# leak_found BLOCK: files one leak report with the test it belongs to:
+# appended to its kmemleak.log, and a test that had passed fails (97).
+leak_found() {
+	local block=$1 j i owner="" d
+	[[ "$block" =~ jiffies\ ([0-9]+) ]] || return 0
+	j=${BASH_REMATCH[1]}
+	for i in "${!suite_starts[@]}"; do
+		[ "$j" -ge "${suite_starts[$i]}" ] && owner=${suite_names[$i]}
+	done
+	if [ -z "$owner" ]; then
+		echo "$block" >>/mnt/run/boot-leaks.log # booting's: kept, not judged
+		return 0
+	fi
+	d=/mnt/run/results/$owner
+	[ -s "$d/kmemleak.log" ] || echo "==== kmemleak found leaks (this fails the test) ====" >"$d/kmemleak.log"
+	echo "$block" >>"$d/kmemleak.log"
+	: >"$d/leaked"
+	if [ -e "$d/status" ] && [ "$(<"$d/status")" = 0 ]; then
+		echo "==== kmemleak: an object allocated during this test was found leaked later (this fails it) ====" >>"$d/output.log"
+		echo 97 >"$d/status"
+	fi
+}
+# suite_leaks ENDED: scans, files every leak found with its test, forgets them.
+suite_leaks() {
+	[ "$kmemleak" = 1 ] && [ -e /sys/kernel/debug/kmemleak ] || return 0
+	kmemleak_scan "$1"
+	local line block=""
+	while IFS= read -r line; do
+		if [[ "$line" == "unreferenced object "* ]] && [ -n "$block" ]; then
+			leak_found "$block"
+			block=""
+		fi
+		block+="$line"$'\n'
+	done </sys/kernel/debug/kmemleak
+	[ -z "$block" ] || leak_found "$block"
+	kmemleak_clear
+}
+
+# What a test may change and must leave as it found it (after the cleanup
+# below): loaded modules, RDMA devices, addresses, routes and links, mounts,
+# and the kernel's own state: a taint (a WARN taints) or lockdep switched
+# off by its first report would make every later test run unchecked.
+fingerprint() {
+	lsmod | awk 'NR > 1 { print $1 }' | sort
+	ls /sys/class/infiniband 2>/dev/null
+	# (not the addresses SLAAC adds whenever slirp's router advertisement
+	# arrives: they come and go with no test's doing)
+	ip -o addr show | grep -v " dynamic" | awk '{ print $2, $4 }'
+	ip -o link show | awk '{ print $2, $3, $5 }'
+	ip -4 route show
+	awk '{ print $2, $3 }' /proc/mounts | sort
+	echo "tainted $(</proc/sys/kernel/tainted)"
+	grep -s "debug_locks:" /proc/lockdep_stats
+}
+
+# new_modules: the modules loaded now that were not when the suite began.
+# (No process substitution in this file: the guest has no /dev/fd.)
+new_modules() {
+	local m
+	for m in $(lsmod | awk 'NR > 1 { print $1 }'); do
+		case " $modules_before " in *" $m "*) ;; *) echo "$m" ;; esac
+	done
+}
+
+# no_processes: true once no process but this one (PID 1) is left; kernel
+# threads have no executable.
+no_processes() {
+	local p
+	for p in /proc/[0-9]*; do
+		[ "${p#/proc/}" = 1 ] || [ ! -e "$p/exe" ] || return 1
+	done
+}
+
+# cleanup: undoes what a test may leave behind: processes (this is PID 1:
+# kill -1 reaches every other process; they are waited for, up to 10 s),
+# modules loaded since the suite began (dependents first, a few passes), the
+# tmpfs mounts (fresh ones), the network setup.
+cleanup() {
+	local pass m
+	kill -KILL -1 2>/dev/null
+	for pass in {1..50}; do
+		no_processes && break
+		sleep 0.2
+	done
+	for pass in 1 2 3 4; do
+		for m in $(new_modules); do
+			modprobe -r "$m" 2>/dev/null
+		done
+	done
+	umount -l /tmp /dev/shm /root /var/tmp /run
+	mount -a -t tmpfs -T /opt/tools/testing/vm/fstab
+	net_up
+}
+
+# suite_test NAME SCRIPT: one test of a suite (see the head of this file).
+# The verdict: the test's own status; else 98 for a checker's report in the
+# kernel log, 97 for a leak, 96 for modules it left that cannot be unloaded.
+suite_test() {
+	local name=$1 script=$2 d=/mnt/run/results/$1 status start ended left
+	mkdir -p "$d"
+	echo "$name" >/mnt/run/current
+	suite_names+=("$name")
+	suite_starts+=("$(jiffies)")
+	start=$SECONDS
+	(cd "$VRDMA_SRC" && timeout -k 10 "$test_timeout" bash "$script" </dev/null) >"$d/output.log" 2>&1
+	status=$?
+	[ $status = 124 ] && echo "==== did not finish within ${test_timeout}s: killed ====" >>"$d/output.log"
+	cleanup
+	ended=$SECONDS
+	left=$(echo $(new_modules))
+	suite_leaks $ended
+	[ -e "$d/leaked" ] && [ $status = 0 ] && status=97
+	# Read and clear the log in one go: whatever the test, its cleanup or
+	# the scan made the kernel print is judged here, and nothing of it
+	# reaches the next test.
+	dmesg -c >"$d/dmesg.log"
+	if [ -n "$(checker_reports "$d/dmesg.log")" ]; then
+		{ echo "==== kernel reported a problem (this fails the test) ===="; checker_reports "$d/dmesg.log"; } >>"$d/output.log"
+		status=98
+	fi
+	[ ! -e "$d/kmemleak.log" ] || head -100 "$d/kmemleak.log" >>"$d/output.log"
+	if [ -n "$left" ]; then
+		echo "==== modules that cannot be unloaded after the test (this fails it): $left ====" >>"$d/output.log"
+		[ $status = 0 ] && status=96
+	fi
+	echo $((SECONDS - start)) >"$d/seconds"
+	echo "$status" >"$d/status"
+	echo "$name: status $status ($(cat "$d/seconds") s)"
+	rm -f /mnt/run/current
+	if [ "$(fingerprint)" != "$fingerprint_before" ]; then
+		echo "$name" >/mnt/run/dirty
+		echo "$fingerprint_before" >"$d/fingerprint.before"
+		fingerprint >"$d/fingerprint.after"
+		diff "$d/fingerprint.before" "$d/fingerprint.after" >"$d/dirty.diff"
+		return 1
+	fi
+}
 
 if [ "$mode" = shell ]; then
 	echo "virtio-rdma test guest: modules of $(uname -r) in /usr/lib/modules; exit the shell to power off"
 	setsid -c bash -l </dev/ttyS0 >/dev/ttyS0 2>&1
-	status=$?
+	status=0
+elif [ -f /mnt/run/suite ]; then
+	test_timeout=$(param test_timeout)
+	: "${test_timeout:=900}"
+	modules_before=$(echo $(lsmod | awk 'NR > 1 { print $1 }'))
+	fingerprint_before=$(fingerprint)
+	# Booting's log and leaks are kept, not judged (as for a single command).
+	dmesg -c >/mnt/run/boot-dmesg.log
+	kmemleak_clear
+	suite_names=() suite_starts=()
+	while read -r script; do
+		suite_test "$(basename "$script" .sh)" "$script" || break
+	done </mnt/run/suite
+	# Leaks that surface only after the last test ran.
+	suite_leaks $SECONDS
+	status=0
 else
+	kmemleak_clear # forget what booting allocated: only the command's leaks count
+	dmesg_before=$(checker_reports)
 	cd "$VRDMA_SRC"
 	bash /mnt/run/cmd </dev/null
 	status=$?
-fi
-
-reports=$(checker_reports)
-if [ "$reports" != "$dmesg_before" ]; then
-	echo "==== kernel reported a problem (this fails the run) ===="
-	echo "$reports"
-	[ $status = 0 ] && status=98
-fi
-if [ "$kmemleak" = 1 ] && [ -e /sys/kernel/debug/kmemleak ]; then
-	# kmemleak reports objects unreferenced across scans and older than 5 s.
-	sleep 6
-	echo scan >/sys/kernel/debug/kmemleak
-	echo scan >/sys/kernel/debug/kmemleak
-	leaks=$(cat /sys/kernel/debug/kmemleak)
-	if [ -n "$leaks" ]; then
-		echo "==== kmemleak found leaks (this fails the run) ===="
-		echo "$leaks" | head -100
-		[ $status = 0 ] && status=97
+	ended=$SECONDS
+	reports=$(checker_reports)
+	if [ "$reports" != "$dmesg_before" ]; then
+		echo "==== kernel reported a problem (this fails the run) ===="
+		echo "$reports"
+		[ $status = 0 ] && status=98
 	fi
+	kmemleak_verdict $ended || { [ $status = 0 ] && status=97; }
 fi
 
 echo "$status" >/mnt/run/status

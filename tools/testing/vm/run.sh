@@ -4,7 +4,7 @@
 #
 #   run.sh [--shell] [--timeout SECONDS] [--kmemleak] [--out DIR]
 #          [--append KERNEL-PARAMS] [--backend-args ARGS] [--num-queues N]
-#          [--peer PEER-CMD] [--] CMD...
+#          [--peer PEER-CMD] [--suite FILE] [--] CMD...
 #
 # The guest is the project's kernel under the project's QEMU (TCG unless a
 # real KVM module is loaded), its root is the build sysroot over virtio-9p,
@@ -24,10 +24,16 @@
 # process serves both devices, the two NICs share a link of their own (the
 # main guest is 10.0.2.15, the peer 10.0.2.16, no slirp), and the run fails
 # if either guest fails. The peer's files (console.log, status) are in peer/.
+# --suite FILE runs the test scripts FILE lists (one path a line, relative
+# to the checkout) one after the other in this one guest instead of CMD,
+# each with its own verdict in results/NAME/ (see init.sh); the run's own
+# status then only says whether the guest got through the list.
+# KERNEL=release in the environment boots the release kernel (no checkers)
+# instead of the debug one.
 source "$(dirname "$0")/../../build/lib.sh"
 
 mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append="" backend_args="" num_queues=""
-peer_cmd=""
+peer_cmd="" suite=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--shell) mode=shell ;;
@@ -38,13 +44,14 @@ while [ $# -gt 0 ]; do
 	--backend-args) backend_args=$2; shift ;;
 	--num-queues) num_queues=$2; shift ;;
 	--peer) peer_cmd=$2; shift ;;
+	--suite) suite=$2; shift ;;
 	--) shift; break ;;
 	-*) die "unknown option $1" ;;
 	*) break ;;
 	esac
 	shift
 done
-[ $mode = shell ] || [ $# -gt 0 ] || die "no command given (or use --shell)"
+[ $mode = shell ] || [ $# -gt 0 ] || [ -n "$suite" ] || die "no command given (or use --shell or --suite)"
 
 kdir=$(kernel_dir) qemu=$(qemu_bin) backend=$(backend_bin) provider=$(provider_lib)
 [ -f "$kdir/build/arch/x86/boot/bzImage" ] || die "no kernel at $kdir: run 'make build'"
@@ -55,16 +62,26 @@ kdir=$(kernel_dir) qemu=$(qemu_bin) backend=$(backend_bin) provider=$(provider_l
 share=$(mktemp -d /tmp/vrdma-run.XXXXXX)
 trap 'rm -rf "$share"' EXIT
 printf '%s\n' "$*" >"$share/cmd"
-# The guest's libibverbs loads the project's provider from the share.
-mkdir "$share/provider"
-cp "$provider" "$share/provider/"
+if [ -n "$suite" ]; then
+	[ $mode = run ] && [ -z "$peer_cmd" ] || die "--suite runs in one guest, without --shell or --peer"
+	cp "$suite" "$share/suite"
+fi
+# provider_share DIR: the guest's libibverbs loads the project's provider
+# from DIR (its /mnt/run): DIR/libibverbs.d, which the guest mounts over
+# /etc/libibverbs.d, lists Debian's providers and ours.
+provider_share() {
+	mkdir -p "$1/provider" "$1/libibverbs.d"
+	cp "$provider" "$1/provider/"
+	cp "$(sysroot_dir)"/etc/libibverbs.d/*.driver "$1/libibverbs.d/"
+	echo "driver /mnt/run/provider/libvirtio_rdma" >"$1/libibverbs.d/virtio_rdma.driver"
+}
+provider_share "$share"
 peer=0
 if [ -n "$peer_cmd" ]; then
 	[ $mode = run ] || die "--peer needs a command in the main guest, not --shell"
 	peer=1
-	mkdir -p "$share/peer/provider"
+	provider_share "$share/peer"
 	printf '%s\n' "$peer_cmd" >"$share/peer/cmd"
-	cp "$provider" "$share/peer/provider/"
 fi
 
 rc=0
