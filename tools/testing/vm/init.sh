@@ -199,7 +199,7 @@ cleanup() {
 # The verdict: the test's own status; else 98 for a checker's report in the
 # kernel log, 97 for a leak, 96 for modules it left that cannot be unloaded.
 suite_test() {
-	local name=$1 script=$2 d=/mnt/run/results/$1 status start ended left
+	local name=$1 script=$2 d=/mnt/run/results/$1 status start ended left reports now
 	mkdir -p "$d"
 	echo "$name" >/mnt/run/current
 	suite_names+=("$name")
@@ -217,8 +217,9 @@ suite_test() {
 	# the scan made the kernel print is judged here, and nothing of it
 	# reaches the next test.
 	dmesg -c >"$d/dmesg.log"
-	if [ -n "$(checker_reports "$d/dmesg.log")" ]; then
-		{ echo "==== kernel reported a problem (this fails the test) ===="; checker_reports "$d/dmesg.log"; } >>"$d/output.log"
+	reports=$(checker_reports "$d/dmesg.log")
+	if [ -n "$reports" ]; then
+		printf '%s\n%s\n' "==== kernel reported a problem (this fails the test) ====" "$reports" >>"$d/output.log"
 		status=98
 	fi
 	[ ! -e "$d/kmemleak.log" ] || head -100 "$d/kmemleak.log" >>"$d/output.log"
@@ -230,10 +231,11 @@ suite_test() {
 	echo "$status" >"$d/status"
 	echo "$name: status $status ($(cat "$d/seconds") s)"
 	rm -f /mnt/run/current
-	if [ "$(fingerprint)" != "$fingerprint_before" ]; then
+	now=$(fingerprint)
+	if [ "$now" != "$fingerprint_before" ]; then
 		echo "$name" >/mnt/run/dirty
 		echo "$fingerprint_before" >"$d/fingerprint.before"
-		fingerprint >"$d/fingerprint.after"
+		echo "$now" >"$d/fingerprint.after"
 		diff "$d/fingerprint.before" "$d/fingerprint.after" >"$d/dirty.diff"
 		return 1
 	fi
