@@ -54,9 +54,9 @@ pub fn post(ctrl: &Ctrl, cqn: u32, cqe: &VirtioRdmaCqReq, solicited: bool) -> Re
         return Err(CqError::NoCq(cqn));
     };
     let guard = ctrl.mem().memory();
-    let what = format_args!("{}: CQ {cqn}", ctrl.name());
+    let bad = |why: std::fmt::Arguments<'_>| ctrl.guest_warn(format_args!("CQ {cqn}: {why}"));
     vring
-        .put_record(&guard, cqe.as_bytes(), &what)
+        .put_record(&guard, cqe.as_bytes(), &bad)
         .map_err(|e| match e {
             RecordError::NoBuffer => CqError::Overrun(cqn),
             RecordError::Ring(e) => CqError::Ring(cqn, e),

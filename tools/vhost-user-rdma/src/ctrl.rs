@@ -8,8 +8,10 @@
 //! it panic: every length, port, index and handle is checked, and a bad
 //! request gets a status, never a side effect.
 
+use std::fmt;
 use std::net::Ipv6Addr;
 use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
 
 use log::{debug, info, warn};
 use zerocopy::little_endian::{U16, U32};
@@ -21,7 +23,9 @@ use crate::fabric::{self, Fabric};
 use crate::limits::{self, Limits};
 use crate::mr::MrTable;
 use crate::qp::Qp;
+use crate::ratelimit::{RateLimit, Verdict};
 use crate::resources::{GidEntry, GidTable, HandleTable};
+use crate::stats::{Counter, Stats};
 use crate::vring::{Mem, RdmaVring};
 
 /// Size of the response header.
@@ -100,6 +104,8 @@ pub struct Ctrl {
     state: Mutex<State>,
     mem: Mem,
     vrings: OnceLock<Vec<RdmaVring>>,
+    stats: Stats,
+    log_limit: RateLimit,
 }
 
 /// A failed command: the status for the guest.
@@ -140,6 +146,30 @@ impl Ctrl {
             state: Mutex::new(State::new(&limits)),
             mem,
             vrings: OnceLock::new(),
+            stats: Stats::default(),
+            log_limit: RateLimit::default(),
+        }
+    }
+
+    /// The device's counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Logs a warning the guest caused (a malformed or refused request),
+    /// rate limited per device so that no guest can flood the host's log.
+    pub fn guest_warn(&self, why: fmt::Arguments<'_>) {
+        if !log::log_enabled!(log::Level::Warn) {
+            return;
+        }
+        match self.log_limit.check(Instant::now()) {
+            Verdict::Print { suppressed } => {
+                if suppressed > 0 {
+                    warn!("{}: {suppressed} similar messages suppressed", self.name);
+                }
+                warn!("{}: {why}", self.name);
+            }
+            Verdict::Suppress => self.stats.inc(Counter::LogsSuppressed),
         }
     }
 
@@ -225,11 +255,9 @@ impl Ctrl {
     /// most `room`; empty if not even a status fits).
     pub fn execute(&self, request: &[u8], room: usize) -> Vec<u8> {
         if room < RSP_HDR_LEN {
-            warn!(
-                "{}: control request without room for a status ({room} writable bytes, need \
-                 {RSP_HDR_LEN}); dropped",
-                self.name
-            );
+            self.guest_warn(format_args!(
+                "control request without room for a status ({room} writable bytes, need \
+                 {RSP_HDR_LEN}); dropped"));
             return Vec::new();
         }
         let fabric = fabric::lock();
@@ -249,24 +277,21 @@ impl Ctrl {
 
     fn run(&self, fabric: &Fabric, request: &[u8], room: usize) -> CmdResult {
         let Ok((hdr, body)) = VirtioRdmaCtrlHdr::read_from_prefix(request) else {
-            warn!(
-                "{}: control request of {} bytes is shorter than its {}-byte header",
-                self.name,
+            self.guest_warn(format_args!(
+                "control request of {} bytes is shorter than its {}-byte header",
                 request.len(),
                 core::mem::size_of::<VirtioRdmaCtrlHdr>()
-            );
+            ));
             return Err(VIRTIO_RDMA_S_INVALID);
         };
         let cmd = hdr.cmd.get();
         let Some((name, rsp_len)) = command_info(cmd) else {
-            warn!("{}: unknown control command {cmd}", self.name);
+            self.guest_warn(format_args!("unknown control command {cmd}"));
             return Err(VIRTIO_RDMA_S_UNSUPPORTED);
         };
         if room < rsp_len {
-            warn!(
-                "{}: {name}: response buffer has {room} bytes after the status, needs {rsp_len}",
-                self.name
-            );
+            self.guest_warn(format_args!(
+                "{name}: response buffer has {room} bytes after the status, needs {rsp_len}"));
             return Err(VIRTIO_RDMA_S_INVALID);
         }
         match cmd {
@@ -289,7 +314,7 @@ impl Ctrl {
             VIRTIO_RDMA_CMD_DESTROY_QP => self.destroy_qp(body),
             VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ => self.req_notify_cq(body),
             _ => {
-                warn!("{}: {name} is not implemented", self.name);
+                self.guest_warn(format_args!("{name} is not implemented"));
                 Err(VIRTIO_RDMA_S_UNSUPPORTED)
             }
         }
@@ -302,23 +327,21 @@ impl Ctrl {
         body: &[u8],
     ) -> Result<T, u8> {
         T::read_from_prefix(body).map(|(v, _)| v).map_err(|_| {
-            warn!(
-                "{}: {cmd}: request body of {} bytes, needs {}",
-                self.name,
+            self.guest_warn(format_args!(
+                "{cmd}: request body of {} bytes, needs {}",
                 body.len(),
                 core::mem::size_of::<T>()
-            );
+            ));
             VIRTIO_RDMA_S_INVALID
         })
     }
 
     fn check_port(&self, cmd: &str, port: u32) -> Result<(), u8> {
         if port == 0 || port > limits::PHYS_PORT_CNT {
-            warn!(
-                "{}: {cmd}: port {port} does not exist (ports are 1..={})",
-                self.name,
+            self.guest_warn(format_args!(
+                "{cmd}: port {port} does not exist (ports are 1..={})",
                 limits::PHYS_PORT_CNT
-            );
+            ));
             return Err(VIRTIO_RDMA_S_INVALID);
         }
         Ok(())
@@ -350,11 +373,10 @@ impl Ctrl {
 
     fn create_pd(&self) -> CmdResult {
         let Some(pdn) = self.lock().pds.alloc() else {
-            warn!(
-                "{}: CREATE_PD: all {} protection domains are in use",
-                self.name,
+            self.guest_warn(format_args!(
+                "CREATE_PD: all {} protection domains are in use",
                 limits::MAX_PD
-            );
+            ));
             return Err(VIRTIO_RDMA_S_NO_RESOURCE);
         };
         debug!("{}: CREATE_PD -> pdn {pdn}", self.name);
@@ -372,11 +394,11 @@ impl Ctrl {
         if st.pds.contains(pdn)
             && (st.mrs.uses_pd(pdn) || st.qps.iter().flatten().any(|q| q.pdn == pdn))
         {
-            warn!("{}: DESTROY_PD: pdn {pdn} still has MRs or QPs", self.name);
+            self.guest_warn(format_args!("DESTROY_PD: pdn {pdn} still has MRs or QPs"));
             return Err(VIRTIO_RDMA_S_BUSY);
         }
         if !st.pds.free(pdn) {
-            warn!("{}: DESTROY_PD: pdn {pdn} does not exist", self.name);
+            self.guest_warn(format_args!("DESTROY_PD: pdn {pdn} does not exist"));
             return Err(VIRTIO_RDMA_S_NOT_FOUND);
         }
         debug!("{}: DESTROY_PD pdn {pdn}", self.name);
@@ -388,11 +410,10 @@ impl Ctrl {
         self.check_port("QUERY_PKEY", req.port.get())?;
         let index = req.index.get();
         if u32::from(index) >= u32::from(limits::PKEY_TBL_LEN) {
-            warn!(
-                "{}: QUERY_PKEY: index {index} is past the P_Key table ({} entries)",
-                self.name,
+            self.guest_warn(format_args!(
+                "QUERY_PKEY: index {index} is past the P_Key table ({} entries)",
                 limits::PKEY_TBL_LEN
-            );
+            ));
             return Err(VIRTIO_RDMA_S_INVALID);
         }
         let rsp = VirtioRdmaRspQueryPkey {
@@ -404,11 +425,10 @@ impl Ctrl {
 
     fn check_gid_index(&self, cmd: &str, index: u16) -> Result<usize, u8> {
         if u32::from(index) >= limits::GID_TBL_LEN {
-            warn!(
-                "{}: {cmd}: GID index {index} is past the GID table ({} entries)",
-                self.name,
+            self.guest_warn(format_args!(
+                "{cmd}: GID index {index} is past the GID table ({} entries)",
                 limits::GID_TBL_LEN
-            );
+            ));
             return Err(VIRTIO_RDMA_S_INVALID);
         }
         Ok(usize::from(index))
@@ -421,7 +441,7 @@ impl Ctrl {
         let index = self.check_gid_index("ADD_GID", req.index.get())?;
         let gid_type = req.gid_type.get();
         if gid_type > MAX_GID_TYPE {
-            warn!("{}: ADD_GID: unknown GID type {gid_type}", self.name);
+            self.guest_warn(format_args!("ADD_GID: unknown GID type {gid_type}"));
             return Err(VIRTIO_RDMA_S_INVALID);
         }
         let entry = GidEntry {
@@ -454,10 +474,8 @@ impl Ctrl {
                 Ok(Vec::new())
             }
             None => {
-                warn!(
-                    "{}: DEL_GID: port {port} index {index} holds no GID",
-                    self.name
-                );
+                self.guest_warn(format_args!(
+                    "DEL_GID: port {port} index {index} holds no GID"));
                 Err(VIRTIO_RDMA_S_NOT_FOUND)
             }
         }

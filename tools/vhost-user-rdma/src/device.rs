@@ -163,12 +163,11 @@ impl VhostUserBackend for RdmaDevice {
         match range {
             Some(r) => self.config[r].to_vec(),
             None => {
-                warn!(
-                    "{}: config read of {size} bytes at offset {offset} is outside the \
+                self.ctrl.guest_warn(format_args!(
+                    "config read of {size} bytes at offset {offset} is outside the \
                      {}-byte config space",
-                    self.name,
                     self.config.len()
-                );
+                ));
                 Vec::new()
             }
         }
@@ -178,11 +177,10 @@ impl VhostUserBackend for RdmaDevice {
         // The config space is read-only. Failing the message would make
         // vhost-user-backend drop the whole connection, so the write is
         // ignored instead.
-        warn!(
-            "{}: driver wrote {} bytes of read-only config space at offset {offset}; ignored",
-            self.name,
+        self.ctrl.guest_warn(format_args!(
+            "driver wrote {} bytes of read-only config space at offset {offset}; ignored",
             buf.len()
-        );
+        ));
         Ok(())
     }
 

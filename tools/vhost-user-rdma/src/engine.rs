@@ -21,7 +21,7 @@ use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use log::{debug, error, warn};
+use log::{debug, error};
 use vhost_user_backend::VringT;
 use virtio_queue::{DescriptorChain, QueueT};
 use vm_memory::{
@@ -282,7 +282,7 @@ pub fn flush(_fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
     };
     let post = |cqn: u32, c: VirtioRdmaCqReq| {
         if let Err(e) = cq::post(ctrl, cqn, &c, false) {
-            warn!("{}: QP {qpn}: flush completion lost: {e}", ctrl.name());
+            ctrl.guest_warn(format_args!("QP {qpn}: flush completion lost: {e}"));
         }
     };
     if let Some(sq) = ctrl.sq_vring(qpn) {
@@ -393,7 +393,7 @@ fn run_sq(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, vring: &RdmaVring) {
         let wqe = match wqe::parse_send(&bytes, caps.max_send_sge, caps.max_inline_data) {
             Ok(w) => w,
             Err(m) => {
-                warn!("{}: QP {qpn}: bad SQ element: {}", ctrl.name(), m.why);
+                ctrl.guest_warn(format_args!("QP {qpn}: bad SQ element: {}", m.why));
                 give_back(ctrl, vring, head);
                 let c = cqe(
                     m.wr_id,
@@ -514,12 +514,11 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
         IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_RDMA_WRITE | IB_WR_RDMA_WRITE_WITH_IMM
     );
     if s.unreliable() && !uc_op {
-        warn!(
-            "{}: QP {qpn}: wr_id {}: opcode {} is not a UC operation",
-            ctrl.name(),
+        ctrl.guest_warn(format_args!(
+            "QP {qpn}: wr_id {}: opcode {} is not a UC operation",
             w.wr_id,
             w.opcode
-        );
+        ));
         return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
     }
     // RC and UC: the connected peer, found by its GID; it must be a QP of
@@ -828,7 +827,7 @@ fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
             pdn,
         }),
         Err(m) => {
-            warn!("{}: QP {}: bad RQ element: {}", pc.name(), peer.qpn, m.why);
+            pc.guest_warn(format_args!("QP {}: bad RQ element: {}", peer.qpn, m.why));
             give_back(pc, rq, head);
             let c = cqe(m.wr_id, IB_WC_LOC_QP_OP_ERR, IB_WC_RECV, peer.qpn);
             complete(fabric, pc, peer.qpn, recv_cqn, &c, false);
@@ -1120,7 +1119,7 @@ fn local_inv(ctrl: &Ctrl, pdn: u32, rkey: u32) -> u8 {
     if invalidate(ctrl, pdn, rkey) {
         IB_WC_SUCCESS
     } else {
-        warn!("{}: LOCAL_INV of key {rkey:#x} refused", ctrl.name());
+        ctrl.guest_warn(format_args!("LOCAL_INV of key {rkey:#x} refused"));
         IB_WC_LOC_QP_OP_ERR
     }
 }

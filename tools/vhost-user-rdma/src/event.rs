@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use log::{error, warn};
+use log::error;
 use vhost_user_backend::VringT;
 use vm_memory::GuestAddressSpace;
 use zerocopy::little_endian::U32;
@@ -66,8 +66,8 @@ pub fn post(ctrl: &Ctrl, event: Event) {
         return;
     };
     let guard = ctrl.mem().memory();
-    let what = format_args!("{}: event queue", ctrl.name());
-    match vring.put_record(&guard, event.record().as_bytes(), &what) {
+    let bad = |why: fmt::Arguments<'_>| ctrl.guest_warn(format_args!("event queue: {why}"));
+    match vring.put_record(&guard, event.record().as_bytes(), &bad) {
         Ok(()) => {
             if vring.needs_notification().unwrap_or(true) {
                 if let Err(e) = vring.signal_used_queue() {
@@ -75,10 +75,9 @@ pub fn post(ctrl: &Ctrl, event: Event) {
                 }
             }
         }
-        Err(RecordError::NoBuffer) => warn!(
-            "{}: event {event} lost: the driver left no event buffer",
-            ctrl.name()
-        ),
+        Err(RecordError::NoBuffer) => ctrl.guest_warn(format_args!(
+            "event {event} lost: the driver left no event buffer"
+        )),
         Err(e) => error!("{}: event {event} lost: {e}", ctrl.name()),
     }
 }

@@ -3,7 +3,7 @@
 //! Each checks every argument before it changes anything; a failed command
 //! has no effect.
 
-use log::{debug, warn};
+use log::debug;
 use vm_memory::GuestAddressSpace;
 use zerocopy::little_endian::U32;
 use zerocopy::IntoBytes;
@@ -43,7 +43,7 @@ fn mr_rsp(mrn: u32, key: u32) -> Vec<u8> {
 
 impl Ctrl {
     fn bad(&self, cmd: &str, why: std::fmt::Arguments<'_>, status: u8) -> u8 {
-        warn!("{}: {cmd}: {why}", self.name());
+        self.guest_warn(format_args!("{cmd}: {why}"));
         status
     }
 

@@ -21,7 +21,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 
-use log::{error, warn};
+use log::error;
 use vhost_user_backend::{VringRwLock, VringStateGuard, VringStateMutGuard, VringT};
 use virtio_queue::{Error as VirtQueError, QueueT};
 use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
@@ -105,13 +105,13 @@ pub enum RecordError {
 impl RdmaVring {
     /// Writes `record` into the next available buffer and returns that
     /// buffer in the used ring with the record's length. A buffer that is
-    /// too small or not device-writable is returned with length 0 (logged
-    /// as a buffer of `what`) and the next one is tried. Does not signal.
+    /// too small or not device-writable is returned with length 0 (told to
+    /// `bad`) and the next one is tried. Does not signal.
     pub fn put_record(
         &self,
         mem: &GuestMemoryMmap,
         record: &[u8],
-        what: &dyn fmt::Display,
+        bad: &dyn Fn(fmt::Arguments<'_>),
     ) -> Result<(), RecordError> {
         loop {
             let chain = self.get_mut().get_queue_mut().pop_descriptor_chain(mem);
@@ -131,7 +131,7 @@ impl RdmaVring {
             let len = match written {
                 Ok(()) => record.len() as u32,
                 Err(e) => {
-                    warn!("{what}: bad buffer {head}: {e}");
+                    bad(format_args!("bad buffer {head}: {e}"));
                     0
                 }
             };
