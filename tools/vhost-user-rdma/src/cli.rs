@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Command line.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use clap::Parser;
 use log::LevelFilter;
 
-use crate::limits::{ConfigOverride, Limits, LimitsError, Mac};
+use crate::limits::{ConfigOverride, Limits, LimitsError, Mac, Pinned};
 
 /// vhost-user backend for the virtio-rdma device (virtio device ID 42).
 ///
@@ -14,8 +15,11 @@ use crate::limits::{ConfigOverride, Limits, LimitsError, Mac};
 /// Start QEMU with `-device vhost-user-rdma-pci,chardev=...`: QEMU asks the
 /// backend for the number of virtqueues (2 + max_cq + 2 * max_qp, at most
 /// 256; --print-num-queues prints it). The process exits when every frontend
-/// has disconnected, or on SIGTERM/SIGINT; socket files are removed.
-/// A later option overrides an earlier one.
+/// has disconnected, or on SIGTERM/SIGINT; socket files are removed. SIGUSR1
+/// logs each device's objects and counters. A later option overrides an
+/// earlier one, except the per-device ones (--socket, --mac, --ip, --max-mr,
+/// --max-mr-pages), which are given once for every device or once per
+/// --socket, in the same order.
 #[derive(Debug, Parser)]
 #[command(name = "vhost-user-rdma", version, args_override_self = true)]
 pub struct Cli {
@@ -45,7 +49,25 @@ pub struct Cli {
     #[arg(long = "mac", value_name = "XX:XX:XX:XX:XX:XX")]
     pub macs: Vec<Mac>,
 
-    /// Log level: off, error, warn, info, debug, trace.
+    /// Addresses this device's guest may use as GIDs (comma separated; the
+    /// link-local GID of its --mac is always allowed), or `any`: any GID no
+    /// other device holds. One per --socket, in order.
+    #[arg(long = "ip", value_name = "ADDR[,ADDR...]|any", value_parser = parse_ips)]
+    pub ips: Vec<Option<Vec<IpAddr>>>,
+
+    /// MRs per device (also reported as max_mr). Once, or once per --socket.
+    #[arg(long = "max-mr", value_name = "N")]
+    pub max_mrs: Vec<u32>,
+
+    /// Page-table entries (4 KiB pages registered, counted with
+    /// repetition) the MRs of a device may hold together; each costs the
+    /// backend 8 bytes. Default: 8 per page of the guest's memory, at least
+    /// 262144. Once, or once per --socket.
+    #[arg(long = "max-mr-pages", value_name = "N")]
+    pub max_mr_pages: Vec<u64>,
+
+    /// Log level: off, error, warn, info, debug, trace. RUST_LOG (env_logger
+    /// syntax) refines it, e.g. RUST_LOG=vhost_user_rdma::engine=debug.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
     pub log_level: LevelFilter,
 
@@ -58,6 +80,37 @@ pub struct Cli {
     /// Print the number of virtqueues for these limits and exit.
     #[arg(long)]
     pub print_num_queues: bool,
+}
+
+/// `any`, or a comma-separated list of IP addresses.
+fn parse_ips(s: &str) -> Result<Option<Vec<IpAddr>>, String> {
+    if s == "any" {
+        return Ok(None);
+    }
+    s.split(',')
+        .map(|a| a.parse().map_err(|e| format!("`{a}`: {e}")))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// The value of a per-device option for device `i` of `sockets`: none
+/// given, one for all, or one per socket.
+fn per_socket<T: Clone>(
+    option: &'static str,
+    values: &[T],
+    i: usize,
+    sockets: usize,
+) -> Result<Option<T>, LimitsError> {
+    match values.len() {
+        0 => Ok(None),
+        1 => Ok(values.first().cloned()),
+        n if n == sockets => Ok(values.get(i).cloned()),
+        given => Err(LimitsError::PerSocket {
+            option,
+            given,
+            sockets,
+        }),
+    }
 }
 
 /// The MAC a lone device pairs with when no --mac is given.
@@ -88,15 +141,29 @@ impl Cli {
                 return Err(LimitsError::SameMac(*a));
             }
         }
-        Ok(self
-            .sockets
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let mac = self.macs.get(i).copied().unwrap_or(DEFAULT_MAC);
-                (s.clone(), limits.with_mac(mac))
-            })
-            .collect())
+        let n = self.sockets.len();
+        if n > 1 && self.ips.len() == 1 && self.ips[0].is_some() {
+            // One pinned list for several devices: they would fight over it.
+            return Err(LimitsError::PerSocket {
+                option: "--ip",
+                given: 1,
+                sockets: n,
+            });
+        }
+        let mut out = Vec::new();
+        for (i, s) in self.sockets.iter().enumerate() {
+            let mac = self.macs.get(i).copied().unwrap_or(DEFAULT_MAC);
+            let mut l = limits.with_mac(mac);
+            if let Some(ips) = per_socket("--ip", &self.ips, i, n)?.flatten() {
+                l = l.with_pinned(Some(Pinned::new(&ips)?));
+            }
+            if let Some(max) = per_socket("--max-mr", &self.max_mrs, i, n)? {
+                l = l.with_max_mr(max)?;
+            }
+            let pages = per_socket("--max-mr-pages", &self.max_mr_pages, i, n)?;
+            out.push((s.clone(), l.with_max_mr_pages(pages)));
+        }
+        Ok(out)
     }
 }
 
@@ -217,6 +284,52 @@ mod tests {
             ]),
             Err(LimitsError::SameMac(_))
         ));
+    }
+
+    #[test]
+    fn per_device_options() {
+        let devices = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["x"].iter().chain(args)).expect("parses");
+            cli.devices()
+        };
+        let two = [
+            "--socket",
+            "a",
+            "--socket",
+            "b",
+            "--mac",
+            "02:00:00:00:00:01",
+            "--mac",
+            "02:00:00:00:00:02",
+        ];
+        let with = |more: &[&str]| devices(&[&two[..], more].concat());
+        let d = with(&["--ip", "10.0.2.15", "--ip", "any", "--max-mr", "100"]).expect("valid");
+        let mapped = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 2, 16];
+        assert!(!d[0].1.gid_allowed(&mapped), "a is pinned to 10.0.2.15");
+        assert!(d[1].1.gid_allowed(&mapped), "b takes any");
+        assert_eq!((d[0].1.max_mr(), d[1].1.max_mr()), (100, 100), "once: all");
+        let d = with(&["--max-mr-pages", "5", "--max-mr-pages", "6"]).expect("valid");
+        assert_eq!(
+            (d[0].1.mr_pages_for(1 << 30), d[1].1.mr_pages_for(0)),
+            (5, 6)
+        );
+        assert!(matches!(
+            with(&["--ip", "10.0.2.15"]),
+            Err(LimitsError::PerSocket { option: "--ip", .. })
+        ));
+        assert!(matches!(
+            with(&["--max-mr", "1", "--max-mr", "2", "--max-mr", "3"]),
+            Err(LimitsError::PerSocket { given: 3, .. })
+        ));
+        assert!(matches!(
+            with(&["--max-mr", "0"]),
+            Err(LimitsError::MaxMr(0))
+        ));
+        assert!(Cli::try_parse_from(["x", "--socket", "a", "--ip", "10.0.2"]).is_err());
+        let one = devices(&["--socket", "a", "--ip", "10.0.2.15,fd00::1"]).expect("valid");
+        let mut own = mapped;
+        own[15] = 15;
+        assert!(one[0].1.gid_allowed(&own) && !one[0].1.gid_allowed(&mapped));
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub struct State {
     pub(crate) cqs: Vec<Option<Cq>>,
     /// Indexed by qpn (0 is never used).
     pub(crate) qps: Vec<Option<Qp>>,
+    /// Page-table entries the MRs hold (user MRs: their pages; fast-reg
+    /// MRs: twice their capacity, for the staged and the current table).
+    pub(crate) mr_pages: u64,
 }
 
 impl State {
@@ -52,10 +55,24 @@ impl State {
         State {
             pds: HandleTable::new(limits::MAX_PD),
             gids: GidTable::new(limits::GID_TBL_LEN as usize),
-            mrs: MrTable::new(limits::MAX_MR),
+            mrs: MrTable::new(limits.max_mr()),
             cqs: (0..limits.max_cq()).map(|_| None).collect(),
             qps: (0..limits.max_qp()).map(|_| None).collect(),
+            mr_pages: 0,
         }
+    }
+
+    /// What the tables hold, for log lines.
+    fn census(&self) -> String {
+        format!(
+            "{} PDs, {} MRs ({} page-table entries), {} CQs, {} QPs, {} GIDs",
+            self.pds.len(),
+            self.mrs.len(),
+            self.mr_pages,
+            self.cqs.iter().flatten().count(),
+            self.qps.iter().flatten().count(),
+            self.gids.len()
+        )
     }
 
     /// Whether CQ `cqn` exists.
@@ -178,10 +195,27 @@ impl Ctrl {
         let _ = self.vrings.set(vrings);
     }
 
-    /// Forgets every object (device reset).
+    /// Forgets every object (device reset): from here on no key, QP or
+    /// GID of the old objects names anything, for this guest or another.
     pub fn reset(&self) {
         let _fabric = fabric::lock();
-        *self.lock() = State::new(&self.limits);
+        let old = std::mem::replace(&mut *self.lock(), State::new(&self.limits));
+        info!(
+            "{}: device reset; destroyed {}; counters: {}",
+            self.name,
+            old.census(),
+            self.stats
+        );
+    }
+
+    /// Logs what the device holds and its counters.
+    pub fn log_stats(&self) {
+        info!(
+            "{}: holds {}; counters: {}",
+            self.name,
+            self.lock().census(),
+            self.stats
+        );
     }
 
     /// Name for log lines.
@@ -257,7 +291,8 @@ impl Ctrl {
         if room < RSP_HDR_LEN {
             self.guest_warn(format_args!(
                 "control request without room for a status ({room} writable bytes, need \
-                 {RSP_HDR_LEN}); dropped"));
+                 {RSP_HDR_LEN}); dropped"
+            ));
             return Vec::new();
         }
         let fabric = fabric::lock();
@@ -291,7 +326,8 @@ impl Ctrl {
         };
         if room < rsp_len {
             self.guest_warn(format_args!(
-                "{name}: response buffer has {room} bytes after the status, needs {rsp_len}"));
+                "{name}: response buffer has {room} bytes after the status, needs {rsp_len}"
+            ));
             return Err(VIRTIO_RDMA_S_INVALID);
         }
         match cmd {
@@ -299,7 +335,7 @@ impl Ctrl {
             VIRTIO_RDMA_CMD_CREATE_PD => self.create_pd(),
             VIRTIO_RDMA_CMD_DESTROY_PD => self.destroy_pd(body),
             VIRTIO_RDMA_CMD_QUERY_PKEY => self.query_pkey(body),
-            VIRTIO_RDMA_CMD_ADD_GID => self.add_gid(body),
+            VIRTIO_RDMA_CMD_ADD_GID => self.add_gid(fabric, body),
             VIRTIO_RDMA_CMD_DEL_GID => self.del_gid(body),
             VIRTIO_RDMA_CMD_CREATE_CQ => self.create_cq(body),
             VIRTIO_RDMA_CMD_DESTROY_CQ => self.destroy_cq(body),
@@ -434,7 +470,10 @@ impl Ctrl {
         Ok(usize::from(index))
     }
 
-    fn add_gid(&self, body: &[u8]) -> CmdResult {
+    /// Sets a GID table entry. A GID belongs to one device of the fabric
+    /// (it is how traffic finds its destination): one another device holds,
+    /// or one the operator did not allow this device, is refused.
+    fn add_gid(&self, fabric: &Fabric, body: &[u8]) -> CmdResult {
         let req: VirtioRdmaCmdAddGid = self.parse("ADD_GID", body)?;
         let port = req.port_num.get();
         self.check_port("ADD_GID", port)?;
@@ -444,6 +483,22 @@ impl Ctrl {
             self.guest_warn(format_args!("ADD_GID: unknown GID type {gid_type}"));
             return Err(VIRTIO_RDMA_S_INVALID);
         }
+        let shown = Ipv6Addr::from(req.gid);
+        if !self.limits.gid_allowed(&req.gid) {
+            self.stats.inc(Counter::GidRefused);
+            let why = format_args!("ADD_GID: {shown} is not an address this device may use");
+            self.guest_warn(why);
+            return Err(VIRTIO_RDMA_S_INVALID);
+        }
+        let taken = fabric::devices(fabric)
+            .iter()
+            .any(|d| !std::ptr::eq(d.ctrl(), self) && d.ctrl().has_gid(&req.gid));
+        if taken {
+            self.stats.inc(Counter::GidRefused);
+            let why = format_args!("ADD_GID: {shown} belongs to another device");
+            self.guest_warn(why);
+            return Err(VIRTIO_RDMA_S_BUSY);
+        }
         let entry = GidEntry {
             gid: req.gid,
             gid_type,
@@ -452,9 +507,8 @@ impl Ctrl {
             return Err(VIRTIO_RDMA_S_INVALID);
         }
         info!(
-            "{}: ADD_GID port {port} index {index} gid {} type {gid_type}",
-            self.name,
-            Ipv6Addr::from(req.gid)
+            "{}: ADD_GID port {port} index {index} gid {shown} type {gid_type}",
+            self.name
         );
         Ok(Vec::new())
     }
@@ -475,7 +529,8 @@ impl Ctrl {
             }
             None => {
                 self.guest_warn(format_args!(
-                    "DEL_GID: port {port} index {index} holds no GID"));
+                    "DEL_GID: port {port} index {index} holds no GID"
+                ));
                 Err(VIRTIO_RDMA_S_NOT_FOUND)
             }
         }

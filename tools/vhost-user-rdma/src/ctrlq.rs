@@ -44,7 +44,9 @@ pub fn handle_chain(
     let mut writer = match chain.clone().writer(mem) {
         Ok(w) => w,
         Err(e) => {
-            ctrl.guest_warn(format_args!("control chain {head}: bad device-writable part ({e}); no response written"));
+            ctrl.guest_warn(format_args!(
+                "control chain {head}: bad device-writable part ({e}); no response written"
+            ));
             return 0;
         }
     };
@@ -52,28 +54,36 @@ pub fn handle_chain(
         Ok(mut reader) => {
             let len = reader.available_bytes();
             if len > MAX_REQUEST_LEN {
-                ctrl.guest_warn(format_args!("control chain {head}: request of {len} bytes exceeds {MAX_REQUEST_LEN}"));
+                ctrl.guest_warn(format_args!(
+                    "control chain {head}: request of {len} bytes exceeds {MAX_REQUEST_LEN}"
+                ));
                 Vec::new()
             } else {
                 let mut buf = vec![0u8; len];
                 match reader.read_exact(&mut buf) {
                     Ok(()) => buf,
                     Err(e) => {
-                        ctrl.guest_warn(format_args!("control chain {head}: cannot read the request ({e})"));
+                        ctrl.guest_warn(format_args!(
+                            "control chain {head}: cannot read the request ({e})"
+                        ));
                         Vec::new()
                     }
                 }
             }
         }
         Err(e) => {
-            ctrl.guest_warn(format_args!("control chain {head}: bad device-readable part ({e})"));
+            ctrl.guest_warn(format_args!(
+                "control chain {head}: bad device-readable part ({e})"
+            ));
             Vec::new()
         }
     };
     // An empty request is answered INVALID (too short for a header).
     let response = ctrl.execute(&request, writer.available_bytes());
     if let Err(e) = writer.write_all(&response) {
-        ctrl.guest_warn(format_args!("control chain {head}: cannot write the response ({e})"));
+        ctrl.guest_warn(format_args!(
+            "control chain {head}: cannot write the response ({e})"
+        ));
     }
     u32::try_from(writer.bytes_written()).unwrap_or(u32::MAX)
 }

@@ -255,5 +255,6 @@ pub fn serve_with(
     let result = daemon.serve(socket);
     worker.stop();
     info!("{name}: frontend disconnected");
+    dev.ctrl().log_stats();
     result.map_err(|e| DeviceError::Daemon(name.clone(), e))
 }

@@ -38,7 +38,8 @@ use crate::fabric::{self, Fabric};
 use crate::ib::*;
 use crate::limits;
 use crate::mr::MrKind;
-use crate::qp::{rnr_delay_us, RnrWait};
+use crate::qp::{self, rnr_delay_us, RnrWait};
+use crate::stats::Counter;
 use crate::vring::RdmaVring;
 use crate::wqe::{self, wr_id_of, RecvWqe, SendWqe, Sge, SGE_LEN, SQ_HDR_LEN};
 
@@ -464,6 +465,10 @@ struct Sender {
     qkey: u32,
     dgid: [u8; 16],
     dest_qpn: u32,
+    sgid_index: u8,
+    /// PSN of its next request (RC/UC).
+    psn: u32,
+    path_mtu: u8,
 }
 
 impl Sender {
@@ -493,6 +498,9 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
         qkey: q.attr.qkey.get(),
         dgid: q.attr.ah_attr.dgid,
         dest_qpn: q.attr.dest_qp_num.get(),
+        sgid_index: q.attr.ah_attr.sgid_index,
+        psn: q.attr.sq_psn.get(),
+        path_mtu: q.attr.path_mtu,
     }) else {
         return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
     };
@@ -516,43 +524,20 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
     if s.unreliable() && !uc_op {
         ctrl.guest_warn(format_args!(
             "QP {qpn}: wr_id {}: opcode {} is not a UC operation",
-            w.wr_id,
-            w.opcode
+            w.wr_id, w.opcode
         ));
         return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
     }
     // RC and UC: the connected peer, found by its GID; it must be a QP of
-    // the same type able to receive.
-    let Some(peer_dev) = fabric::by_gid(fabric, &s.dgid, ctrl) else {
-        if s.unreliable() {
-            return uc_no_peer(
-                ctrl,
-                qpn,
-                &s,
-                w,
-                format_args!("no device holds the destination GID"),
-            );
-        }
-        return Exec::Done(IB_WC_RETRY_EXC_ERR, 0);
-    };
-    let peer = Peer {
-        dev: peer_dev,
-        qpn: s.dest_qpn,
-    };
-    let ready = peer
-        .ctrl()
-        .lock()
-        .qp(peer.qpn)
-        .is_some_and(|q| q.qp_type == s.qp_type && q.can_receive());
-    if !ready {
-        if s.unreliable() {
-            let why = format_args!("destination QP {} is not a UC QP in RTR/RTS", peer.qpn);
-            return uc_no_peer(ctrl, qpn, &s, w, why);
-        }
+    // the same type able to receive, connected to this very QP, expecting
+    // this PSN.
+    let peer = match admit(fabric, ctrl, qpn, &s) {
+        Ok(peer) => peer,
+        Err(why) if s.unreliable() => return uc_no_peer(ctrl, qpn, &s, w, format_args!("{why}")),
         // Nobody answers: the transport's retries run out.
-        return Exec::Done(IB_WC_RETRY_EXC_ERR, 0);
-    }
-    match w.opcode {
+        Err(_) => return Exec::Done(IB_WC_RETRY_EXC_ERR, 0),
+    };
+    let done = match w.opcode {
         IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_SEND_WITH_INV => {
             connected_send(fabric, ctrl, qpn, &s, &peer, w)
         }
@@ -562,7 +547,99 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
             Exec::Done(atomic(fabric, ctrl, &s, &peer, w), 8)
         }
         _ => Exec::Done(IB_WC_LOC_QP_OP_ERR, 0),
+    };
+    // The request went out (an RNR NAK'd one is sent again later with the
+    // same PSN): both ends move past its packets.
+    if !matches!(done, Exec::Rnr(_)) {
+        let n = qp::packets(w.opcode, w.payload_len(), s.path_mtu);
+        if let Some(q) = ctrl.lock().qp_mut(qpn) {
+            q.attr.sq_psn = U32::new(qp::psn_add(s.psn, n));
+        }
+        if let Some(q) = peer.ctrl().lock().qp_mut(peer.qpn) {
+            q.attr.rq_psn = U32::new(qp::psn_add(q.attr.rq_psn.get(), n));
+        }
     }
+    done
+}
+
+/// Why an RC/UC request reaches no responder.
+enum Refused {
+    /// The sender has no source GID at its path's index.
+    NoSource,
+    /// No device holds the destination GID.
+    NoDevice,
+    /// The destination QP is not a QP of the sender's type in RTR/RTS.
+    NotReady(u32),
+    /// The destination QP is connected to another QP (dropped, counted).
+    NotPeer(u32),
+    /// The PSN is not the one the responder expects (dropped, counted).
+    BadPsn(u32, u32, u32),
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refused::NoSource => write!(f, "the source GID index holds no GID"),
+            Refused::NoDevice => write!(f, "no device holds the destination GID"),
+            Refused::NotReady(n) => {
+                write!(f, "destination QP {n} is not a QP of this type in RTR/RTS")
+            }
+            Refused::NotPeer(n) => write!(f, "destination QP {n} is connected to another QP"),
+            Refused::BadPsn(n, psn, expected) => {
+                write!(f, "QP {n} expects PSN {expected}, not {psn}")
+            }
+        }
+    }
+}
+
+/// The responder of an RC/UC request from QP `qpn` of `ctrl`, if it takes
+/// requests from that QP: the QP the sender's path names, on the device
+/// holding its destination GID, of the same type, in RTR or RTS, whose own
+/// path names the sender (its destination QPN is `qpn` and its destination
+/// GID the sender's source GID, which only the sender's device can hold),
+/// and whose expected PSN is the sender's. A request from anyone else is
+/// dropped as a responder drops packets that are not for it, and counted
+/// on the responder's device.
+fn admit(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender) -> Result<Peer, Refused> {
+    let sgid = ctrl
+        .lock()
+        .gids
+        .get(usize::from(s.sgid_index))
+        .map(|e| e.gid)
+        .ok_or(Refused::NoSource)?;
+    let dev = fabric::by_gid(fabric, &s.dgid).ok_or(Refused::NoDevice)?;
+    let peer = Peer {
+        dev,
+        qpn: s.dest_qpn,
+    };
+    let pc = peer.ctrl();
+    let st = pc.lock();
+    let q = st
+        .qp(peer.qpn)
+        .filter(|q| q.qp_type == s.qp_type && q.can_receive())
+        .ok_or(Refused::NotReady(peer.qpn))?;
+    if q.attr.dest_qp_num.get() != qpn || q.attr.ah_attr.dgid != sgid {
+        pc.stats().inc(Counter::NotPeer);
+        debug!(
+            "{}: QP {}: request from a QP that is not its peer dropped",
+            pc.name(),
+            peer.qpn
+        );
+        return Err(Refused::NotPeer(peer.qpn));
+    }
+    let expected = q.attr.rq_psn.get();
+    if expected != s.psn {
+        pc.stats().inc(Counter::BadPsn);
+        debug!(
+            "{}: QP {}: PSN {} (expected {expected}) dropped",
+            pc.name(),
+            peer.qpn,
+            s.psn
+        );
+        return Err(Refused::BadPsn(peer.qpn, s.psn, expected));
+    }
+    drop(st);
+    Ok(peer)
 }
 
 /// A UC message with nobody to take it. The requester's local checks still
@@ -1241,7 +1318,7 @@ fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
     }
     let done = Exec::Done(IB_WC_SUCCESS, len as u32);
     // Unreliable: a datagram nobody can take is dropped, the send succeeds.
-    let Some(dev) = fabric::by_gid(fabric, &av.dgid, ctrl) else {
+    let Some(dev) = fabric::by_gid(fabric, &av.dgid) else {
         debug!("{}: QP {qpn}: UD send to unknown GID dropped", ctrl.name());
         return done;
     };
@@ -1254,12 +1331,16 @@ fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
     } else {
         ud.remote_qkey.get()
     };
-    let accepts = peer
+    let (ready, qkey_ok) = peer
         .ctrl()
         .lock()
         .qp(peer.qpn)
-        .is_some_and(|q| q.is_ud() && q.can_receive() && q.attr.qkey.get() == qkey);
-    if !accepts {
+        .filter(|q| q.is_ud() && q.can_receive())
+        .map_or((false, false), |q| (true, q.attr.qkey.get() == qkey));
+    if ready && !qkey_ok {
+        peer.ctrl().stats().inc(Counter::BadQkey);
+    }
+    if !qkey_ok {
         debug!(
             "{}: QP {qpn}: UD send to QP {} dropped",
             ctrl.name(),

@@ -39,17 +39,15 @@ pub fn devices(f: &Fabric) -> Vec<Arc<RdmaDevice>> {
     f.iter().filter_map(Weak::upgrade).collect()
 }
 
-/// The device whose GID table holds `gid`. `local` wins if it holds it:
-/// guests often share addresses (every QEMU user-network guest is
-/// 10.0.2.15), and traffic to one's own address must stay local.
-pub fn by_gid(f: &Fabric, gid: &[u8; 16], local: &Ctrl) -> Option<Arc<RdmaDevice>> {
-    let holders: Vec<_> = devices(f)
+/// The device whose GID table holds `gid`: there is at most one, as
+/// ADD_GID refuses a GID another device holds.
+pub fn by_gid(f: &Fabric, gid: &[u8; 16]) -> Option<Arc<RdmaDevice>> {
+    devices(f).into_iter().find(|d| d.ctrl().has_gid(gid))
+}
+
+/// The device whose control engine is `ctrl`.
+pub fn by_ctrl(f: &Fabric, ctrl: &Ctrl) -> Option<Arc<RdmaDevice>> {
+    devices(f)
         .into_iter()
-        .filter(|d| d.ctrl().has_gid(gid))
-        .collect();
-    let own = holders
-        .iter()
-        .position(|d| std::ptr::eq(d.ctrl(), local))
-        .unwrap_or(0);
-    holders.into_iter().nth(own)
+        .find(|d| std::ptr::eq(d.ctrl(), ctrl))
 }

@@ -5,6 +5,7 @@
 //! config space, the control commands and the command line agree.
 
 use std::fmt;
+use std::net::IpAddr;
 
 use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::IntoBytes;
@@ -154,7 +155,35 @@ pub enum LimitsError {
     /// Two devices with one MAC (and so one link-local GID).
     #[error("--mac {0} is given twice: each device needs its own")]
     SameMac(Mac),
+    /// More pinned addresses than a device holds.
+    #[error("at most {MAX_PINNED} addresses per --ip, got {0}")]
+    TooManyPinned(usize),
+    /// A per-device option given neither once nor once per socket.
+    #[error(
+        "{option} given {given} times for {sockets} --socket: give it once, or once per --socket"
+    )]
+    PerSocket {
+        /// The option.
+        option: &'static str,
+        /// How often it was given.
+        given: usize,
+        /// Sockets given.
+        sockets: usize,
+    },
+    /// max_mr outside what a key can name.
+    #[error("--max-mr must be 1..={MAX_MR}, got {0}")]
+    MaxMr(u32),
 }
+
+/// Most addresses an operator can pin to one device (`--ip`).
+pub const MAX_PINNED: usize = 8;
+/// Page-table entries a device may hold per page of its guest's memory,
+/// when the operator sets no `--max-mr-pages`: registering every page of
+/// the guest eight times over (page tables of 1/64 of the guest's RAM).
+pub const MR_PAGES_PER_GUEST_PAGE: u64 = 8;
+/// The least page-table budget a device gets (1 GiB worth of 4 KiB pages),
+/// whatever its guest's memory.
+pub const MIN_MR_PAGES: u64 = 1 << 18;
 
 /// Most `--config-override`s one device takes.
 pub const MAX_OVERRIDES: usize = 8;
@@ -244,7 +273,39 @@ impl std::str::FromStr for ConfigOverride {
     }
 }
 
-/// The limits one device serves.
+/// The GIDs an operator allows one device (`--ip`): the GIDs of these
+/// addresses (IPv4 as IPv4-mapped) and the link-local GID of its MAC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pinned {
+    gids: [[u8; 16]; MAX_PINNED],
+    len: usize,
+}
+
+impl Pinned {
+    /// The GIDs of `addrs`.
+    pub fn new(addrs: &[IpAddr]) -> Result<Self, LimitsError> {
+        if addrs.len() > MAX_PINNED {
+            return Err(LimitsError::TooManyPinned(addrs.len()));
+        }
+        let mut gids = [[0u8; 16]; MAX_PINNED];
+        for (g, a) in gids.iter_mut().zip(addrs) {
+            *g = match a {
+                IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+                IpAddr::V6(v6) => v6.octets(),
+            };
+        }
+        Ok(Pinned {
+            gids,
+            len: addrs.len(),
+        })
+    }
+
+    fn contains(&self, gid: &[u8; 16]) -> bool {
+        self.gids[..self.len].contains(gid)
+    }
+}
+
+/// The limits one device serves, and what it allows its guest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     max_qp: u32,
@@ -252,6 +313,9 @@ pub struct Limits {
     queue_size: u16,
     mac: Mac,
     overrides: [Option<ConfigOverride>; MAX_OVERRIDES],
+    max_mr: u32,
+    max_mr_pages: Option<u64>,
+    pinned: Option<Pinned>,
 }
 
 impl Limits {
@@ -283,7 +347,68 @@ impl Limits {
             queue_size,
             mac,
             overrides: [None; MAX_OVERRIDES],
+            max_mr: MAX_MR,
+            max_mr_pages: None,
+            pinned: None,
         })
+    }
+
+    /// The same limits with at most `max_mr` MRs.
+    pub fn with_max_mr(mut self, max_mr: u32) -> Result<Self, LimitsError> {
+        if max_mr == 0 || max_mr > MAX_MR {
+            return Err(LimitsError::MaxMr(max_mr));
+        }
+        self.max_mr = max_mr;
+        Ok(self)
+    }
+
+    /// The same limits with a page-table budget of `pages` entries (`None`:
+    /// derived from the guest's memory, see [`Limits::mr_pages_for`]).
+    pub fn with_max_mr_pages(mut self, pages: Option<u64>) -> Self {
+        self.max_mr_pages = pages;
+        self
+    }
+
+    /// The same limits, allowing only the GIDs `pinned` names (`None`: any
+    /// GID no other device holds).
+    pub fn with_pinned(mut self, pinned: Option<Pinned>) -> Self {
+        self.pinned = pinned;
+        self
+    }
+
+    /// MRs a device may hold.
+    pub fn max_mr(&self) -> u32 {
+        self.max_mr
+    }
+
+    /// Page-table entries all MRs of a device may hold together, for a
+    /// guest of `guest_bytes` of memory: what the operator set, else
+    /// [`MR_PAGES_PER_GUEST_PAGE`] per guest page, at least
+    /// [`MIN_MR_PAGES`]. Each entry costs the host 8 bytes, so this bounds
+    /// what a guest can make the backend allocate.
+    pub fn mr_pages_for(&self, guest_bytes: u64) -> u64 {
+        self.max_mr_pages.unwrap_or_else(|| {
+            (guest_bytes / u64::from(abi::VIRTIO_RDMA_PAGE_SIZE))
+                .saturating_mul(MR_PAGES_PER_GUEST_PAGE)
+                .max(MIN_MR_PAGES)
+        })
+    }
+
+    /// The link-local GID of the paired NIC (fe80::/64 with the MAC's
+    /// modified EUI-64, as the kernel derives its default GID).
+    pub fn link_local_gid(&self) -> [u8; 16] {
+        let mut gid = [0u8; 16];
+        gid[..2].copy_from_slice(&[0xfe, 0x80]);
+        gid[8..].copy_from_slice(&self.sys_image_guid());
+        gid
+    }
+
+    /// Whether the operator lets this device hold `gid`.
+    pub fn gid_allowed(&self, gid: &[u8; 16]) -> bool {
+        match &self.pinned {
+            None => true,
+            Some(p) => p.contains(gid) || *gid == self.link_local_gid(),
+        }
     }
 
     /// The same limits, with config fields reported as `overrides` say.
@@ -359,7 +484,7 @@ impl Limits {
             max_sge_rd: U32::new(MAX_SGE),
             max_cq: U32::new(self.max_cq),
             max_cqe: U32::new(qs),
-            max_mr: U32::new(MAX_MR),
+            max_mr: U32::new(self.max_mr),
             max_pd: U32::new(MAX_PD),
             max_qp_rd_atom: U32::new(MAX_QP_RD_ATOM),
             max_res_rd_atom: U32::new(MAX_QP_RD_ATOM * self.max_qp),
@@ -434,6 +559,47 @@ mod tests {
         }
         .to_string();
         assert!(msg.contains("max_cq (254)") && msg.contains("max_qp (1)") && msg.contains("257"));
+    }
+
+    #[test]
+    fn pinned_gids_and_quotas() {
+        let l = Limits::new(1, 1, 2, MAC).expect("valid");
+        let any = [9u8; 16];
+        assert!(l.gid_allowed(&any), "nothing pinned: any GID");
+        let v4: IpAddr = "10.0.2.15".parse().expect("ip");
+        let v6: IpAddr = "fd00::5".parse().expect("ip");
+        let p = l.with_pinned(Some(Pinned::new(&[v4, v6]).expect("pinned")));
+        let mapped = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 2, 15];
+        assert!(p.gid_allowed(&mapped));
+        assert!(p.gid_allowed(
+            &"fd00::5"
+                .parse::<std::net::Ipv6Addr>()
+                .expect("v6")
+                .octets()
+        ));
+        let ll: std::net::Ipv6Addr = "fe80::5054:ff:fe12:3456".parse().expect("ll");
+        assert_eq!(p.link_local_gid(), ll.octets());
+        assert!(p.gid_allowed(&ll.octets()), "the MAC's link-local GID");
+        assert!(!p.gid_allowed(&any));
+        let mut other = mapped;
+        other[15] = 16;
+        assert!(!p.gid_allowed(&other), "another guest's address");
+        assert!(Pinned::new(&[v4; MAX_PINNED + 1]).is_err());
+        assert_eq!(l.mr_pages_for(1 << 30), (1 << 18) * MR_PAGES_PER_GUEST_PAGE);
+        assert_eq!(l.mr_pages_for(1 << 20), MIN_MR_PAGES);
+        assert_eq!(l.with_max_mr_pages(Some(5)).mr_pages_for(1 << 30), 5);
+        assert_eq!(l.with_max_mr(0), Err(LimitsError::MaxMr(0)));
+        assert_eq!(
+            l.with_max_mr(MAX_MR + 1),
+            Err(LimitsError::MaxMr(MAX_MR + 1))
+        );
+        let small = l.with_max_mr(7).expect("valid");
+        let off = std::mem::offset_of!(VirtioRdmaConfig, max_mr);
+        assert_eq!(
+            &small.config_space()[off..off + 4],
+            &[7, 0, 0, 0],
+            "config says it"
+        );
     }
 
     #[test]

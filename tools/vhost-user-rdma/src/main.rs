@@ -10,11 +10,11 @@ use std::thread;
 
 use clap::Parser;
 use log::{error, info};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 use vhost_user_rdma::cli::Cli;
-use vhost_user_rdma::device;
+use vhost_user_rdma::{device, fabric};
 
 fn usage_error(e: impl std::fmt::Display) -> ExitCode {
     eprintln!("vhost-user-rdma: {e}");
@@ -25,6 +25,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     env_logger::Builder::new()
         .filter_level(cli.log_level)
+        .parse_env("RUST_LOG")
         .target(env_logger::Target::Stderr)
         .init();
 
@@ -82,13 +83,20 @@ fn main() -> ExitCode {
     }
 }
 
-/// On SIGTERM/SIGINT: remove the socket files and exit 0.
+/// On SIGTERM/SIGINT: remove the socket files and exit 0. On SIGUSR1: log
+/// every device's objects and counters.
 fn watch_signals(sockets: Vec<PathBuf>) -> std::io::Result<()> {
-    let mut signals = Signals::new([SIGTERM, SIGINT])?;
+    let mut signals = Signals::new([SIGTERM, SIGINT, SIGUSR1])?;
     thread::Builder::new()
         .name("signals".to_string())
         .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
+            for sig in signals.forever() {
+                if sig == SIGUSR1 {
+                    for dev in fabric::devices(&fabric::lock()) {
+                        dev.ctrl().log_stats();
+                    }
+                    continue;
+                }
                 info!("signal {sig}: removing sockets and exiting");
                 for s in &sockets {
                     let _ = std::fs::remove_file(s);

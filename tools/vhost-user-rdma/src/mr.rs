@@ -27,6 +27,13 @@ pub fn make_key(mrn: u32, key: u8) -> u32 {
     (mrn << 8) | u32::from(key)
 }
 
+/// A random key byte for a new MR, from the operating system's generator.
+pub fn fresh_key_byte() -> Result<u8, getrandom::Error> {
+    let mut b = [0u8; 1];
+    getrandom::fill(&mut b)?;
+    Ok(b[0])
+}
+
 /// Pages a region of `length` bytes at `iova` touches.
 pub fn pages_needed(iova: u64, length: u64) -> Option<u64> {
     (iova & PAGE_MASK)
@@ -150,6 +157,17 @@ impl Mr {
             left -= n;
         }
         Ok(out)
+    }
+
+    /// Page-table entries this MR holds against its device's quota: a
+    /// user MR its table; a fast-registration MR twice its capacity (the
+    /// table MAP_MR_SG stages and the one a REG_MR work request maps).
+    pub fn table_cost(&self) -> u64 {
+        match self.kind {
+            MrKind::Dma => 0,
+            MrKind::User => self.map.pages.len() as u64,
+            MrKind::FastReg { max_pages } => 2 * u64::from(max_pages),
+        }
     }
 
     /// lkey/rkey of this MR.

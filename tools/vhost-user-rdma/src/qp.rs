@@ -270,6 +270,33 @@ pub fn modify(
     Ok((cur, next))
 }
 
+/// PSNs are 24 bits.
+const PSN_MASK: u32 = (1 << 24) - 1;
+
+/// `psn + n`, modulo 2^24.
+pub fn psn_add(psn: u32, n: u32) -> u32 {
+    psn.wrapping_add(n) & PSN_MASK
+}
+
+/// Bytes per packet of `enum ib_mtu` `mtu` (256 << (mtu - 1)).
+fn mtu_bytes(mtu: u8) -> u64 {
+    256 << (mtu.clamp(1, 5) - 1)
+}
+
+/// PSNs a request of `opcode` moving `len` bytes takes, as on the wire:
+/// one per packet of the path MTU (at least one) for SENDs, RDMA writes and
+/// the response of an RDMA read, one for an atomic.
+pub fn packets(opcode: u8, len: u64, mtu: u8) -> u32 {
+    if matches!(
+        opcode,
+        IB_WR_ATOMIC_CMP_AND_SWP | IB_WR_ATOMIC_FETCH_AND_ADD
+    ) {
+        return 1;
+    }
+    let n = len.div_ceil(mtu_bytes(mtu)).max(1);
+    u32::try_from(n & u64::from(PSN_MASK)).unwrap_or(1)
+}
+
 /// The RNR NAK delay IB encodes in `min_rnr_timer`, in microseconds.
 pub fn rnr_delay_us(min_rnr_timer: u8) -> u64 {
     const TABLE: [u64; 32] = [
@@ -324,6 +351,17 @@ mod tests {
         assert_eq!(init(remote), Ok((IB_QPS_RESET, IB_QPS_INIT)));
         assert_eq!(init(0), Ok((IB_QPS_RESET, IB_QPS_INIT)));
         assert_eq!(init(1 << 30), Err(VIRTIO_RDMA_S_INVALID));
+    }
+
+    #[test]
+    fn psns_count_packets_and_wrap() {
+        assert_eq!(packets(IB_WR_SEND, 0, limits::IB_MTU_1024), 1);
+        assert_eq!(packets(IB_WR_SEND, 1024, limits::IB_MTU_1024), 1);
+        assert_eq!(packets(IB_WR_RDMA_WRITE, 1025, limits::IB_MTU_1024), 2);
+        assert_eq!(packets(IB_WR_RDMA_READ, 4096, 1), 16);
+        assert_eq!(packets(IB_WR_ATOMIC_FETCH_AND_ADD, 8, 1), 1);
+        assert_eq!(psn_add(PSN_MASK, 1), 0);
+        assert_eq!(psn_add(PSN_MASK - 1, 3), 1);
     }
 
     #[test]

@@ -112,6 +112,16 @@ impl GidTable {
             .position(|e| e.is_some_and(|e| e.gid == *gid))
     }
 
+    /// Entries set.
+    pub fn len(&self) -> usize {
+        self.entries.iter().flatten().count()
+    }
+
+    /// Whether no entry is set.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Entry `index`, if set.
     pub fn get(&self, index: usize) -> Option<GidEntry> {
         self.entries.get(index).copied().flatten()

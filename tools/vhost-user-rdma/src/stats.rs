@@ -95,7 +95,10 @@ mod tests {
         assert_eq!(s.get(Counter::NotPeer), 1);
         assert_eq!(s.get(Counter::BadPsn), 0);
         let text = s.to_string();
-        assert!(text.starts_with("dropped_not_peer=1 dropped_bad_psn=0"), "{text}");
+        assert!(
+            text.starts_with("dropped_not_peer=1 dropped_bad_psn=0"),
+            "{text}"
+        );
         assert!(text.ends_with("logs_suppressed=5"), "{text}");
     }
 }

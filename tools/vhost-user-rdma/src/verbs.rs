@@ -3,8 +3,8 @@
 //! Each checks every argument before it changes anything; a failed command
 //! has no effect.
 
-use log::debug;
-use vm_memory::GuestAddressSpace;
+use log::{debug, error};
+use vm_memory::{GuestAddressSpace, GuestMemoryBackend, GuestMemoryRegion};
 use zerocopy::little_endian::U32;
 use zerocopy::IntoBytes;
 
@@ -17,6 +17,7 @@ use crate::ib::*;
 use crate::limits;
 use crate::mr::{self, Mr, MrKind, PageMap};
 use crate::qp::{self, Qp, QpCaps};
+use crate::stats::Counter;
 
 /// Largest page table of a user MR (max_mr_size in pages).
 const MAX_USER_MR_PAGES: u64 = limits::MAX_MR_SIZE / VIRTIO_RDMA_PAGE_SIZE as u64;
@@ -116,15 +117,57 @@ impl Ctrl {
         Ok(())
     }
 
-    fn insert_mr(&self, cmd: &str, mr: Mr) -> CmdResult {
-        let Some(mrn) = self.lock().mrs.insert(mr) else {
-            return Err(self.bad(
-                cmd,
-                format_args!("all MRs are in use"),
-                VIRTIO_RDMA_S_NO_RESOURCE,
-            ));
+    /// Page-table entries all MRs of this device may hold (see
+    /// [`Limits::mr_pages_for`](crate::limits::Limits::mr_pages_for)).
+    fn mr_page_budget(&self) -> u64 {
+        let guest: u64 = self.mem().memory().iter().map(|r| r.len()).sum();
+        self.limits().mr_pages_for(guest)
+    }
+
+    /// Fails with NO_RESOURCE (counted) if one more MR with `cost`
+    /// page-table entries would exceed the device's quotas. Checked before
+    /// a page table is read, so that an oversized one costs nothing.
+    fn check_mr_quota(&self, cmd: &str, cost: u64) -> Result<(), u8> {
+        let budget = self.mr_page_budget();
+        let (count, held) = {
+            let st = self.lock();
+            (st.mrs.len(), st.mr_pages)
         };
-        let key = mr::make_key(mrn, 0);
+        let max = self.limits().max_mr() as usize;
+        let why = if count >= max {
+            format!("all {max} MRs are in use")
+        } else if held.saturating_add(cost) > budget {
+            format!("{cost} more page-table entries exceed the quota ({held} of {budget} held)")
+        } else {
+            return Ok(());
+        };
+        self.stats().inc(Counter::OverQuota);
+        Err(self.bad(cmd, format_args!("{why}"), VIRTIO_RDMA_S_NO_RESOURCE))
+    }
+
+    /// Adds `mr` with a fresh random key byte (so that a key cannot be
+    /// guessed from the MR number, as HCAs vary theirs), within quota.
+    fn insert_mr(&self, cmd: &str, mut mr: Mr) -> CmdResult {
+        let cost = mr.table_cost();
+        self.check_mr_quota(cmd, cost)?;
+        mr.key = match mr::fresh_key_byte() {
+            Ok(k) => k,
+            Err(e) => {
+                error!("{}: {cmd}: no random key byte: {e}", self.name());
+                return Err(VIRTIO_RDMA_S_NO_RESOURCE);
+            }
+        };
+        let key_byte = mr.key;
+        let mut st = self.lock();
+        let Some(mrn) = st.mrs.insert(mr) else {
+            drop(st);
+            self.stats().inc(Counter::OverQuota);
+            let why = format_args!("all MRs are in use");
+            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NO_RESOURCE));
+        };
+        st.mr_pages += cost;
+        drop(st);
+        let key = mr::make_key(mrn, key_byte);
         debug!("{}: {cmd} -> mrn {mrn} key {key:#x}", self.name());
         Ok(mr_rsp(mrn, key))
     }
@@ -252,6 +295,7 @@ impl Ctrl {
             table: req.pages.get(),
             npages: req.npages.get(),
         };
+        self.check_mr_quota("REG_USER_MR", u64::from(t.npages))?;
         let map = self.page_map("REG_USER_MR", t, MAX_USER_MR_PAGES, true)?;
         let mr = Mr {
             pdn,
@@ -268,7 +312,15 @@ impl Ctrl {
     pub(crate) fn dereg_mr(&self, body: &[u8]) -> CmdResult {
         let req: VirtioRdmaCmdDeregMr = self.parse("DEREG_MR", body)?;
         let mrn = req.mrn.get();
-        if self.lock().mrs.remove(mrn).is_none() {
+        let removed = {
+            let mut st = self.lock();
+            let mr = st.mrs.remove(mrn);
+            if let Some(mr) = &mr {
+                st.mr_pages = st.mr_pages.saturating_sub(mr.table_cost());
+            }
+            mr
+        };
+        if removed.is_none() {
             let why = format_args!("mrn {mrn} does not exist");
             return Err(self.bad("DEREG_MR", why, VIRTIO_RDMA_S_NOT_FOUND));
         }

@@ -59,17 +59,30 @@ fn too_many_queues_is_refused() {
         err.contains("max_cq (32)") && err.contains("max_qp (120)") && err.contains("274"),
         "{err}"
     );
-    for bad in [
-        ["--max-qp", "0"],
-        ["--max-cq", "0"],
-        ["--queue-size", "1000"],
+    // Each refused as a usage error (exit 2, with its reason) before any
+    // socket is touched: a device that tried to serve would fail with 1.
+    for (bad, why) in [
+        (&["--max-qp", "0"][..], "--max-qp must be at least 1"),
+        (&["--max-cq", "0"], "--max-cq must be at least 1"),
+        (
+            &["--queue-size", "1000"],
+            "--queue-size 1000 must be a power of two",
+        ),
+        (&["--max-mr", "0"], "--max-mr must be"),
+        (&["--ip", "10.0.2.15,fd00::1,any"], "`any`"),
+        (
+            &["--max-mr", "1", "--max-mr", "2"],
+            "--max-mr given 2 times for 1 --socket",
+        ),
     ] {
         let out = Command::new(BIN)
             .args(["--socket", "/nonexistent/x.sock"])
             .args(bad)
             .output()
             .expect("run");
-        assert!(!out.status.success(), "{bad:?} refused");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(err.contains(why), "{bad:?}: {err}");
     }
 }
 

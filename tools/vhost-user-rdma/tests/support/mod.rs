@@ -118,14 +118,21 @@ impl Dev {
 
     /// A device with `mem_size` bytes of guest memory.
     pub fn start_with_mem(mem_size: usize) -> Dev {
+        Dev::start_with(mem_size, |l| l)
+    }
+
+    /// A device with `mem_size` bytes of guest memory and the test limits
+    /// as `adjust` changes them.
+    pub fn start_with(mem_size: usize, adjust: impl FnOnce(Limits) -> Limits) -> Dev {
         let _ = env_logger::builder().is_test(true).try_init();
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let dir = TempDir::new_with_prefix("/tmp/vrdma-dp").expect("tempdir");
         let socket: PathBuf = dir.as_path().join(format!("vrdma{id}.sock"));
         let (tx, rx) = mpsc::channel();
         let path = socket.clone();
+        let lim = adjust(limits(id as u8));
         let thread = thread::spawn(move || {
-            device::serve_with(&path, limits(id as u8), |dev| {
+            device::serve_with(&path, lim, |dev| {
                 let _ = tx.send(dev.clone());
             })
         });
@@ -186,9 +193,7 @@ impl Dev {
             fe.set_vring_enable(index, true).expect("enable");
             vqs.push(vq);
         }
-        let mut gid = [0u8; 16];
-        gid[..2].copy_from_slice(&[0xfe, 0x80]);
-        gid[12..].copy_from_slice(&id.to_be_bytes());
+        let gid = test_gid(id);
         let mut d = Dev {
             _dir: dir,
             fe: Some(fe),
@@ -203,6 +208,18 @@ impl Dev {
         req.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
         d.ok(VIRTIO_RDMA_CMD_ADD_GID, &req, 0);
         d
+    }
+
+    /// VHOST_USER_RESET_DEVICE, then what a frontend does to start the
+    /// device again (features, vrings enabled).
+    pub fn reset(&mut self) {
+        let fe = self.fe.as_mut().expect("connected");
+        fe.reset_device().expect("reset");
+        let f = fe.get_features().expect("features");
+        fe.set_features(f).expect("set features");
+        for index in 0..self.vqs.len() {
+            fe.set_vring_enable(index, true).expect("enable");
+        }
     }
 
     pub fn write_desc(&self, q: usize, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
@@ -440,6 +457,19 @@ impl Dev {
 
     /// RESET -> INIT -> RTR -> RTS for an RC QP connected to (`gid`, `dest`).
     pub fn rc_up(&mut self, qpn: u32, gid: [u8; 16], dest: u32, access: u32, rnr_retry: u8) {
+        self.rc_up_psn(qpn, gid, dest, access, rnr_retry, (0, 0));
+    }
+
+    /// [`Dev::rc_up`] with (SQ PSN, RQ PSN) `psns`.
+    pub fn rc_up_psn(
+        &mut self,
+        qpn: u32,
+        gid: [u8; 16],
+        dest: u32,
+        access: u32,
+        rnr_retry: u8,
+        psns: (u32, u32),
+    ) {
         let mut a = VirtioRdmaQpAttr::new_zeroed();
         a.qp_state = IB_QPS_INIT;
         a.port_num = 1;
@@ -452,6 +482,7 @@ impl Dev {
         a.ah_attr.dgid = gid;
         a.ah_attr.port_num = 1;
         a.min_rnr_timer = 1;
+        a.rq_psn = U32::new(psns.1);
         let rtr = IB_QP_STATE
             | IB_QP_AV
             | IB_QP_PATH_MTU
@@ -464,6 +495,7 @@ impl Dev {
         a.rnr_retry = rnr_retry;
         a.timeout = 14;
         a.retry_cnt = 7;
+        a.sq_psn = U32::new(psns.0);
         let rts = IB_QP_STATE
             | IB_QP_TIMEOUT
             | IB_QP_RETRY_CNT
@@ -521,6 +553,12 @@ impl Dev {
         assert_eq!(self.modify(qpn, IB_QP_STATE, a), VIRTIO_RDMA_S_OK);
     }
 
+    /// QUERY_QP: the QP's attributes.
+    pub fn query(&mut self, qpn: u32) -> VirtioRdmaQpAttr {
+        let r = self.ok(VIRTIO_RDMA_CMD_QUERY_QP, &pair(qpn, 0), 96);
+        VirtioRdmaQpAttr::read_from_prefix(&r).expect("attr").0
+    }
+
     pub fn qp_state(&mut self, qpn: u32) -> u8 {
         let r = self.ok(VIRTIO_RDMA_CMD_QUERY_QP, &pair(qpn, 0), 96);
         r[0]
@@ -563,6 +601,36 @@ impl Dev {
             assert!(r.is_ok(), "serve failed: {r:?}");
         }
     }
+}
+
+/// The GID `Dev::start` gives device `id`: fe80::`id`.
+pub fn test_gid(id: u32) -> [u8; 16] {
+    let mut gid = [0u8; 16];
+    gid[..2].copy_from_slice(&[0xfe, 0x80]);
+    gid[12..].copy_from_slice(&id.to_be_bytes());
+    gid
+}
+
+/// REG_USER_MR: (status, response body).
+pub fn reg_user_mr(
+    d: &mut Dev,
+    pdn: u32,
+    access: u32,
+    length: u64,
+    iova: u64,
+    table: u64,
+    npages: u32,
+) -> (u8, Vec<u8>) {
+    let req = VirtioRdmaCmdRegUserMr {
+        pdn: U32::new(pdn),
+        access_flags: U32::new(access),
+        length: U64::new(length),
+        iova: U64::new(iova),
+        pages: U64::new(table),
+        npages: U32::new(npages),
+        reserved: U32::new(0),
+    };
+    d.cmd(VIRTIO_RDMA_CMD_REG_USER_MR, req.as_bytes(), 16)
 }
 
 pub fn le32(b: &[u8], off: usize) -> u32 {
