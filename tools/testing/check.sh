@@ -13,7 +13,8 @@
 #   e2e     end-to-end tests (tools/testing/e2e/*.sh) on the debug kernel:
 #           any WARN/lockdep/KASAN/kmemleak report fails the test. Tests
 #           that need their own backend options ("# backend-args:"), a peer
-#           guest ("# peer:") or say "# guest: own" get a fresh guest each;
+#           guest ("# peer:"), a reboot ("# reboot", run.sh --reboot) or say
+#           "# guest: own" get a fresh guest each;
 #           the others share guests (run.sh --suite), each still with its
 #           own verdict, kernel log and leak check.
 #
@@ -172,7 +173,7 @@ if want_layer cargo; then
 	done
 	# Fuzzing of the backend's guest-facing parsers: a short run of each
 	# cargo-fuzz target (tools/vhost-user-rdma/fuzz/run.sh; corpora kept).
-	for target in ctrl_command work_request; do
+	for target in ctrl_command work_request data_path; do
 		timed "fuzz vhost-user-rdma: $target (20 s)" in_sysroot bash -c \
 			"'$TOP/tools/vhost-user-rdma/fuzz/run.sh' 20 '$target' >'$logs/fuzz-$target.log' 2>&1"
 	done
@@ -320,18 +321,21 @@ if want_layer e2e || [ -n "$(for n in $e2e_names; do want_e2e "$n" && echo "$n";
 		t="$E2E/$n.sh"
 		# A test may ask for backend options with a "# backend-args: ..."
 		# line, and a "# peer: CMD" line runs CMD in a second guest beside it
-		# (run.sh --peer); such a test, and one that says "# guest: own",
-		# gets a guest of its own.
+		# (run.sh --peer), a "# reboot" line lets the guest reboot (run.sh
+		# --reboot); such a test, and one that says "# guest: own", gets a
+		# guest of its own.
 		bargs=$(sed -n 's/^# backend-args: //p' "$t" | head -1)
 		peer=$(sed -n 's/^# peer: //p' "$t" | head -1)
-		if [ -z "$bargs$peer" ] && ! grep -q '^# guest: own' "$t"; then
+		reboot=""
+		if grep -q '^# reboot$' "$t"; then reboot=--reboot; fi
+		if [ -z "$bargs$peer$reboot" ] && ! grep -q '^# guest: own' "$t"; then
 			shared+=("$n")
 			continue
 		fi
 		in_budget "e2e: $n" || continue
 		s=$SECONDS
 		"$RUN" --kmemleak --timeout "$(limit 900)" --backend-args "$bargs" ${peer:+--peer "$peer"} \
-			--out "$logs/e2e-$n" -- "bash tools/testing/e2e/$n.sh" >"$logs/e2e-$n.log" 2>&1
+			$reboot --out "$logs/e2e-$n" -- "bash tools/testing/e2e/$n.sh" >"$logs/e2e-$n.log" 2>&1
 		result "e2e: $n (own guest)" $? $((SECONDS - s))
 	done
 	[ ${#shared[@]} = 0 ] || run_shared "${shared[@]}"

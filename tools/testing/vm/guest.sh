@@ -3,15 +3,17 @@
 # The inside half of run.sh: PID 1 of the run's namespace, in the sysroot.
 # Starts the device backend, then QEMU, then reports the guest's status.
 # usage: guest.sh MODE TIMEOUT KMEMLEAK SHARE BZIMAGE QEMU BACKEND APPEND
-#                 [BACKEND-ARGS [NUM-QUEUES [PEER]]]
+#                 [BACKEND-ARGS [NUM-QUEUES [PEER [REBOOT]]]]
 # With PEER=1 a second guest (the peer) runs $SHARE/peer/cmd beside the
 # main one: one backend process serves both devices, and the two guests'
-# NICs share a link of their own (no slirp) — 10.0.2.15 and 10.0.2.16.
+# NICs share a link of their own (no slirp) — 10.0.2.15 and 10.0.2.16,
+# each device pinned to its guest's addresses (--ip). With REBOOT=1 the
+# main guest may reboot (QEMU without -no-reboot; see init.sh).
 set -uo pipefail
 mode=$1 timeout=$2 kmemleak=$3 share=$4 bzimage=$5 qemu=$6 backend=$7 extra=$8
 # Extra backend options, split on spaces (e.g. --config-override FIELD=VALUE).
 read -r -a BACKEND_ARGS <<<"${9:-}"
-num_queues=${10:-} peer=${11:-0}
+num_queues=${10:-} peer=${11:-0} reboot=${12:-0}
 guests=1
 [ "$peer" = 1 ] && guests=2
 
@@ -21,6 +23,9 @@ mkdir -p "$rundir"
 devices=()
 for ((i = 0; i < guests; i++)); do
 	devices+=(--socket "$rundir/vrdma$i.sock" --mac "$(mac $i)")
+	# Two guests are two tenants: each device takes only its guest's
+	# address (and its MAC's link-local GID), as an operator would pin them.
+	[ $guests = 1 ] || devices+=(--ip "10.0.2.$((15 + i))")
 done
 "$backend" "${devices[@]}" --max-qp 16 --max-cq 32 "${BACKEND_ARGS[@]}" 2>"$share/backend.log" &
 backend_pid=$!
@@ -54,8 +59,9 @@ append+=" $extra"
 # timer interrupts during early boot in some runs (seen under TCG, not our
 # code).
 guest_args() {
-	local i=$1 dir=$share net=(-netdev user,id=net0)
+	local i=$1 dir=$share net=(-netdev user,id=net0) noreboot=(-no-reboot)
 	[ "$i" = 1 ] && dir=$share/peer
+	[ "$i" = 0 ] && [ "$reboot" = 1 ] && noreboot=()
 	if [ $guests = 2 ]; then
 		# A link of their own: each guest's NIC sends its frames to the
 		# other's datagram socket.
@@ -65,7 +71,8 @@ guest_args() {
 		-L /usr/share/qemu -L /usr/share/seabios
 		-machine q35,accel=$accel,memory-backend=mem -cpu max,la57=off -smp 2 -m 2G
 		-object memory-backend-memfd,id=mem,size=2G,share=on
-		-kernel "$bzimage" -append "$append vrdma.ip=10.0.2.$((15 + i))" -no-reboot
+		-kernel "$bzimage" -append "$append vrdma.ip=10.0.2.$((15 + i)) vrdma.reboot=$reboot"
+		"${noreboot[@]}"
 		-display none -vga none -monitor none
 		-fsdev local,id=root,path=/,security_model=none,readonly=on
 		-device virtio-9p-pci,fsdev=root,mount_tag=root

@@ -7,7 +7,11 @@
 # /etc/libibverbs.d). Mounts: fstab beside this file. The checkout is at /opt
 # ($VRDMA_SRC); commands run there. Two ways to run:
 #
-# - one command ("cmd"): its exit status goes to "status";
+# - one command ("cmd"): its exit status goes to "status". With
+#   vrdma.reboot=1 (run.sh --reboot) the command may end with status 99 to
+#   have the guest reboot at once, leaving its processes and objects as a
+#   crash or a reset would; the command then runs again in the new boot,
+#   with VRDMA_BOOT one higher (1 in the first boot);
 # - a suite ("suite", one test script per line, run by run.sh --suite):
 #   the tests run one after the other in this guest, each as if in a guest
 #   of its own: an empty kernel log, its own checker verdict, and afterwards
@@ -52,6 +56,10 @@ net_up
 
 kmemleak=$(param kmemleak)
 mode=$(param mode)
+# Boots of this run so far, this one included (kept in the share).
+VRDMA_BOOT=$(($(cat /mnt/run/boots 2>/dev/null || echo 0) + 1))
+echo "$VRDMA_BOOT" >/mnt/run/boots
+export VRDMA_BOOT
 
 # checker_reports [FILE]: the debug checkers' reports in FILE (a saved
 # kernel log) or in the kernel log.
@@ -271,8 +279,18 @@ else
 	if [ "$reports" != "$dmesg_before" ]; then
 		echo "==== kernel reported a problem (this fails the run) ===="
 		echo "$reports"
-		[ $status = 0 ] && status=98
+		{ [ $status = 0 ] || [ $status = 99 ]; } && status=98
 	fi
+	if [ $status = 99 ] && [ "$(param reboot)" = 1 ]; then
+		# The kernel's reports so far are judged; what the command left
+		# is not: the reboot is the point.
+		echo "==== boot $VRDMA_BOOT: the command asks for a reboot ===="
+		sync
+		umount -l /mnt/run
+		echo b >/proc/sysrq-trigger
+		sleep 10
+	fi
+	[ $status = 99 ] && status=1 # a reboot nobody allowed
 	kmemleak_verdict $ended || { [ $status = 0 ] && status=97; }
 fi
 

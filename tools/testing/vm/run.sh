@@ -4,7 +4,7 @@
 #
 #   run.sh [--shell] [--timeout SECONDS] [--kmemleak] [--out DIR]
 #          [--append KERNEL-PARAMS] [--backend-args ARGS] [--num-queues N]
-#          [--peer PEER-CMD] [--suite FILE] [--] CMD...
+#          [--peer PEER-CMD] [--suite FILE] [--reboot] [--] CMD...
 #
 # The guest is the project's kernel under the project's QEMU (TCG unless a
 # real KVM module is loaded), its root is the build sysroot over virtio-9p,
@@ -28,12 +28,14 @@
 # to the checkout) one after the other in this one guest instead of CMD,
 # each with its own verdict in results/NAME/ (see init.sh); the run's own
 # status then only says whether the guest got through the list.
+# --reboot lets the main guest reboot: CMD exits with 99 to reboot at once
+# and runs again in the new boot with VRDMA_BOOT counting boots (init.sh).
 # KERNEL=release in the environment boots the release kernel (no checkers)
 # instead of the debug one.
 source "$(dirname "$0")/../../build/lib.sh"
 
 mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append="" backend_args="" num_queues=""
-peer_cmd="" suite=""
+peer_cmd="" suite="" reboot=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--shell) mode=shell ;;
@@ -45,6 +47,7 @@ while [ $# -gt 0 ]; do
 	--num-queues) num_queues=$2; shift ;;
 	--peer) peer_cmd=$2; shift ;;
 	--suite) suite=$2; shift ;;
+	--reboot) reboot=1 ;;
 	--) shift; break ;;
 	-*) die "unknown option $1" ;;
 	*) break ;;
@@ -90,7 +93,7 @@ rc=0
 in_sysroot --binds "$kdir/modules/lib/modules:/usr/lib/modules $share:$share $TOP:/opt" \
 	"$TOP/tools/testing/vm/guest.sh" "$mode" "$timeout" "$kmemleak" "$share" \
 	"$kdir/build/arch/x86/boot/bzImage" "$qemu" "$backend" "$append" "$backend_args" \
-	"$num_queues" "$peer" || rc=$?
+	"$num_queues" "$peer" "$reboot" || rc=$?
 if [ -n "$out" ]; then
 	mkdir -p "$out"
 	cp -r "$share"/. "$out"/

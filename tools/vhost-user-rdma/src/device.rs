@@ -147,7 +147,6 @@ impl VhostUserBackend for RdmaDevice {
     }
 
     fn reset_device(&self) {
-        info!("{}: device reset; all objects forgotten", self.name);
         self.ctrl.reset();
     }
 

@@ -20,6 +20,9 @@ use crate::limits::{Limits, Mac, MAX_INLINE_DATA, MAX_SGE};
 use crate::mr;
 use crate::wqe;
 
+mod data_path;
+pub use data_path::{data_path, data_path_seeds};
+
 /// Guest memory of a fuzzed device.
 const MEM_SIZE: usize = 1 << 20;
 /// Where [`work_request`]'s setup puts the user MR's page table.

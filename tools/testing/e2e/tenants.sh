@@ -1,0 +1,50 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Two guests as two tenants of one backend process (lib/tenant.py). This
+# guest (10.0.2.15) is the victim: a QP connected to its real peer, a QP of
+# its own guest, and a remote-access MR. The peer guest (10.0.2.16) is the
+# attacker: told the victim's GID, QPN, expected PSN, rkey and address, it
+# connects QPs of its own to the victim and tries RDMA WRITE, READ, both
+# atomics, SEND and WRITE_WITH_IMM, then guessed keys and neighbouring QPs:
+# every attempt fails at the attacker (the responder drops requests that are
+# not from its connected peer), the victim's MR is unchanged, its QP stays
+# in RTS and its posted receive untouched. Then the attacker puts this
+# guest's address on its own NIC: its device does not get this guest's GID,
+# and this guest's traffic to its own GID still reaches this guest (the real
+# peer's SEND and WRITE). Last, unloading the driver resets the device, and
+# the backend's log of that reset counts every attempt as dropped.
+# peer: bash tools/testing/e2e/tenants.sh peer
+set -euo pipefail
+
+source "$(dirname "$0")/lib/common.sh"
+
+ROLE=${1:-main}
+driver_up
+gid=$(v4_gid_index)
+if [ "$ROLE" = peer ]; then
+	step "the attacker"
+	python3 tools/testing/e2e/lib/tenant.py attacker "$gid" || fail "the attacker's expectations"
+	echo "PASS (peer)"
+	exit 0
+fi
+
+wait_for "the peer answers on the link" ping -c 1 -W 1 10.0.2.16
+step "the victim"
+python3 tools/testing/e2e/lib/tenant.py victim 10.0.2.16 "$gid" | tee /tmp/victim.log ||
+	fail "the victim's expectations"
+tried=$(sed -n 's/^ok: all \([0-9]*\) attacks failed at the attacker$/\1/p' /tmp/victim.log)
+
+step "the backend counted the drops"
+modprobe -r virtio_rdma
+# The device reset of the unbind logs the device's counters.
+dropped() {
+	sed -n 's/.*vrdma0: device reset; destroyed.*dropped_not_peer=\([0-9]*\).*/\1/p' \
+		/mnt/run/backend.log | tail -1
+}
+wait_for "the backend's reset line" test -n "$(dropped)"
+n=$(dropped)
+echo "  vrdma0: dropped_not_peer=$n, attacks $tried"
+[ "$n" = "$tried" ] || fail "the backend counted $n drops for $tried attacks"
+grep -q "vrdma1: ADD_GID: ::ffff:10.0.2.15 is not an address this device may use" /mnt/run/backend.log ||
+	fail "the backend did not log the refused GID"
+echo PASS
