@@ -764,7 +764,7 @@ fn uc_losses_fail_nobody() {
     // the write is dropped, no receive is consumed, the responder stays in
     // RTS and the requester succeeds.
     let ro = d.dma_mr(1, IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ);
-    for (id, rkey) in [(4, key | 0x5a), (5, ro)] {
+    for (id, rkey) in [(4, key ^ 0x5a), (5, ro)] {
         d.recv(b, 60 + id, &[(DATA + 0x3000, 16, key)]);
         d.send(
             a,
@@ -831,12 +831,12 @@ fn uc_losses_fail_nobody() {
     // A local error still fails the requester and moves it to error; the
     // responder's receive is not consumed.
     d.recv(b, 70, &[(DATA + 0x4000, 16, key)]);
-    d.send(a, &wqe(8, IB_WR_SEND, 0, 0, &[], &[(DATA, 5, key | 0x5a)]));
+    d.send(a, &wqe(8, IB_WR_SEND, 0, 0, &[], &[(DATA, 5, key ^ 0x5a)]));
     let wc = d.wait(cq, 1)[0];
     assert_eq!((wc.wr_id(), wc.status()), (8, IB_WC_LOC_PROT_ERR));
     assert_eq!((d.qp_state(a), d.qp_state(b)), (IB_QPS_ERR, IB_QPS_RTS));
     // So does one on the way to a missing responder.
-    d.send(c, &wqe(9, IB_WR_SEND, 0, 0, &[], &[(DATA, 5, key | 0x5a)]));
+    d.send(c, &wqe(9, IB_WR_SEND, 0, 0, &[], &[(DATA, 5, key ^ 0x5a)]));
     assert_eq!(d.wait(cq, 1)[0].status(), IB_WC_LOC_PROT_ERR);
     assert_eq!(d.qp_state(c), IB_QPS_ERR);
     d.move_to_err(b);
