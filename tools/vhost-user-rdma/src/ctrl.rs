@@ -8,12 +8,15 @@
 //! it panic: every length, port, index and handle is checked, and a bad
 //! request gets a status, never a side effect.
 
+use std::collections::BTreeSet;
 use std::fmt;
+use std::io;
 use std::net::Ipv6Addr;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use log::{debug, info, warn};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use zerocopy::little_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -123,6 +126,12 @@ pub struct Ctrl {
     vrings: OnceLock<Vec<RdmaVring>>,
     stats: Stats,
     log_limit: RateLimit,
+    /// SQs to serve again (see `engine.rs`, fairness), and what wakes the
+    /// device's loop for them.
+    scheduled: Mutex<BTreeSet<u32>>,
+    wake: EventFd,
+    /// Key bytes are random unless a fuzz target fixes them.
+    fixed_key_byte: Option<u8>,
 }
 
 /// A failed command: the status for the guest.
@@ -156,8 +165,8 @@ fn command_info(cmd: u32) -> Option<(&'static str, usize)> {
 
 impl Ctrl {
     /// A device with empty tables; `name` prefixes its log lines.
-    pub fn new(name: &str, limits: Limits, mem: Mem) -> Self {
-        Ctrl {
+    pub fn new(name: &str, limits: Limits, mem: Mem) -> io::Result<Self> {
+        Ok(Ctrl {
             name: name.to_string(),
             limits,
             state: Mutex::new(State::new(&limits)),
@@ -165,7 +174,55 @@ impl Ctrl {
             vrings: OnceLock::new(),
             stats: Stats::default(),
             log_limit: RateLimit::default(),
+            scheduled: Mutex::new(BTreeSet::new()),
+            wake: EventFd::new(EFD_NONBLOCK)?,
+            fixed_key_byte: None,
+        })
+    }
+
+    /// The same device with key byte `key` for every new MR: a fuzz target
+    /// must be deterministic (and its seeds name keys).
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn with_fixed_key_byte(mut self, key: u8) -> Self {
+        self.fix_key_byte(key);
+        self
+    }
+
+    /// [`Ctrl::with_fixed_key_byte`] in place.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn fix_key_byte(&mut self, key: u8) {
+        self.fixed_key_byte = Some(key);
+    }
+
+    /// The key byte of a new MR.
+    pub(crate) fn key_byte(&self) -> Result<u8, getrandom::Error> {
+        match self.fixed_key_byte {
+            Some(k) => Ok(k),
+            None => crate::mr::fresh_key_byte(),
         }
+    }
+
+    /// Has the device's loop serve QP `qpn`'s SQ (again) soon, after what
+    /// it is doing: a budgeted pass left elements, a QP reached RTS with
+    /// elements posted, or an RNR wait ended.
+    pub fn schedule_sq(&self, qpn: u32) {
+        self.scheduled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(qpn);
+        if let Err(e) = self.wake.write(1) {
+            warn!("{}: cannot wake the device's loop: {e}", self.name);
+        }
+    }
+
+    /// The SQs scheduled so far (and none from then on).
+    pub fn take_scheduled(&self) -> BTreeSet<u32> {
+        std::mem::take(&mut *self.scheduled.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Readable when SQs are scheduled; the device's loop watches it.
+    pub fn wake(&self) -> &EventFd {
+        &self.wake
     }
 
     /// The device's counters.

@@ -64,15 +64,21 @@ pub struct RdmaDevice {
 
 impl RdmaDevice {
     /// A device named `name` (for logs) serving `limits` over `mem`.
-    pub fn new(name: &str, limits: Limits, mem: Mem) -> Self {
-        RdmaDevice {
+    pub fn new(name: &str, limits: Limits, mem: Mem) -> io::Result<Self> {
+        Ok(RdmaDevice {
             name: name.to_string(),
             limits,
             config: limits.config_space(),
-            ctrl: Ctrl::new(name, limits, mem.clone()),
+            ctrl: Ctrl::new(name, limits, mem.clone())?,
             mem,
             event_idx: AtomicBool::new(false),
-        }
+        })
+    }
+
+    /// Key byte `key` for every new MR (see [`Ctrl::with_fixed_key_byte`]).
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn fix_key_byte(&mut self, key: u8) {
+        self.ctrl.fix_key_byte(key);
     }
 
     /// Name used in log lines.
@@ -225,7 +231,7 @@ pub fn serve_with(
         .unwrap_or_else(|| socket.display().to_string());
     let setup = |e| DeviceError::Setup(name.clone(), e);
     let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
-    let dev = Arc::new(RdmaDevice::new(&name, limits, mem.clone()));
+    let dev = Arc::new(RdmaDevice::new(&name, limits, mem.clone()).map_err(setup)?);
     let hub = VringHub::new().map_err(setup)?;
     let mut daemon = hub
         .collect(|| VhostUserDaemon::new(name.clone(), dev.clone(), mem))

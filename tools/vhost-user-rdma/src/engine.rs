@@ -10,6 +10,13 @@
 //! moves; a check that fails gives the IB completion status and, as IB
 //! does, moves the QP (and for responder errors the responder QP) to error.
 //!
+//! Fairness: one kick of an SQ executes at most [`SQ_BUDGET`] elements,
+//! taking the fabric lock for each element and releasing it between them,
+//! so that another device's thread (another guest) gets its turn between
+//! any two of this QP's elements; an SQ with more left is scheduled again
+//! ([`Ctrl::schedule_sq`]) and served after the device's other queues. A
+//! posted receive retries only the senders stalled on that very QP.
+//!
 //! UC QPs are connected like RC but nothing acknowledges their messages:
 //! what the responder does not take (no receive posted, a failed remote
 //! access check, a responder that is gone) is lost without stalling or
@@ -56,10 +63,35 @@ enum Exec {
 
 type Slices<'m> = Vec<VolatileSlice<'m, ()>>;
 
-/// Serves a kick of QP `qpn`'s SQ.
+/// SQ elements one pass executes before the device's other queues get
+/// their turn.
+pub const SQ_BUDGET: usize = 8;
+
+/// Serves a kick of QP `qpn`'s SQ: one budgeted pass.
 pub fn sq_kicked(ctrl: &Ctrl, qpn: u32) {
-    let fabric = fabric::lock();
-    process_sq(&fabric, ctrl, qpn);
+    let Some(vring) = ctrl.sq_vring(qpn) else {
+        return;
+    };
+    for _ in 0..SQ_BUDGET {
+        let fabric = fabric::lock();
+        if !sq_step(&fabric, ctrl, qpn, vring) {
+            // Whatever stopped it (empty ring, error, RNR stall, state),
+            // the driver's next post must kick: with EVENT_IDX that needs
+            // avail_event to be current.
+            let _ = vring.enable_notification();
+            return;
+        }
+    }
+    // Budget used up: more after the other queues.
+    ctrl.schedule_sq(qpn);
+}
+
+/// Serves the SQs scheduled for another pass ([`Ctrl::schedule_sq`]), one
+/// pass each.
+pub fn run_scheduled(ctrl: &Ctrl) {
+    for qpn in ctrl.take_scheduled() {
+        sq_kicked(ctrl, qpn);
+    }
 }
 
 /// Serves a kick of QP `qpn`'s RQ: a new receive may unblock a sender
@@ -74,7 +106,7 @@ pub fn rq_kicked(ctrl: &Ctrl, qpn: u32) {
     if state == Some(IB_QPS_ERR) {
         flush(&fabric, ctrl, qpn);
     }
-    retry_rnr(&fabric, false);
+    retry_senders_of(&fabric, ctrl, qpn);
 }
 
 /// Retries due RNR waits (timer); returns the time until the next one.
@@ -112,21 +144,27 @@ pub fn next_timer(ctrl: &Ctrl) -> Option<Duration> {
         .min()
 }
 
-/// Retries every stalled sender of every device (a receive was posted).
-fn retry_rnr(fabric: &Fabric, timed: bool) {
-    for dev in fabric::devices(fabric) {
-        let waiting: Vec<u32> = {
-            let st = dev.ctrl().lock();
-            st.qps
-                .iter()
-                .enumerate()
-                .filter(|(_, q)| q.as_ref().is_some_and(|q| q.rnr.is_some()))
-                .map(|(n, _)| n as u32)
-                .collect()
-        };
-        for qpn in waiting {
-            retry_one(fabric, dev.ctrl(), qpn, timed);
-        }
+/// Retries the senders stalled on RNR whose responder is QP `qpn` of
+/// `ctrl` (a receive was posted there): the QPs connected to it, which
+/// admission lets only its peer be.
+fn retry_senders_of(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
+    let Some(peer) = ctrl
+        .lock()
+        .qp(qpn)
+        .map(|q| (q.attr.ah_attr.dgid, q.attr.dest_qp_num.get()))
+    else {
+        return;
+    };
+    let Some(dev) = fabric::by_gid(fabric, &peer.0) else {
+        return;
+    };
+    let stalled = dev
+        .ctrl()
+        .lock()
+        .qp(peer.1)
+        .is_some_and(|q| q.rnr.is_some());
+    if stalled {
+        retry_one(fabric, dev.ctrl(), peer.1, false);
     }
 }
 
@@ -162,7 +200,8 @@ fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
             let ok = status == IB_WC_SUCCESS;
             finish(fabric, ctrl, qpn, wait.head, &wait.wqe, status, len);
             if ok {
-                process_sq(fabric, ctrl, qpn);
+                // The rest of the SQ, on its own device's thread.
+                ctrl.schedule_sq(qpn);
             }
         }
     }
@@ -355,19 +394,9 @@ pub fn discard(ctrl: &Ctrl, qpn: u32) {
     }
 }
 
-/// Executes the SQ of QP `qpn` while it is in RTS and not stalled.
-pub fn process_sq(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
-    let Some(vring) = ctrl.sq_vring(qpn) else {
-        return;
-    };
-    run_sq(fabric, ctrl, qpn, vring);
-    // Whatever stopped the loop (empty ring, error, RNR stall, state), the
-    // driver's next post must kick: with EVENT_IDX that needs avail_event
-    // to be current.
-    let _ = vring.enable_notification();
-}
-
-fn run_sq(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, vring: &RdmaVring) {
+/// Executes the next SQ element of QP `qpn` if it is in RTS and not
+/// stalled; whether it did (and the SQ may hold more).
+fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, vring: &RdmaVring) -> bool {
     loop {
         let Some((state, stalled, caps)) = ctrl
             .lock()
@@ -376,19 +405,22 @@ fn run_sq(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, vring: &RdmaVring) {
         else {
             // No QP: elements wait until one is created (the driver posts
             // only to QPs it created; a hostile one just fills its ring).
-            return;
+            return false;
         };
         match state {
-            IB_QPS_ERR => return flush(fabric, ctrl, qpn),
+            IB_QPS_ERR => {
+                flush(fabric, ctrl, qpn);
+                return false;
+            }
             IB_QPS_RTS if !stalled => {}
-            _ => return,
+            _ => return false,
         }
         let _ = vring.disable_notification();
         let max = SQ_HDR_LEN + SGE_LEN * caps.max_send_sge as usize + caps.max_inline_data as usize;
         let Some((head, bytes)) = pop(ctrl, vring, max + 1) else {
             match vring.enable_notification() {
                 Ok(true) => continue,
-                _ => return,
+                _ => return false,
             }
         };
         let wqe = match wqe::parse_send(&bytes, caps.max_send_sge, caps.max_inline_data) {
@@ -405,21 +437,19 @@ fn run_sq(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, vring: &RdmaVring) {
                 let send_cqn = ctrl.lock().qp(qpn).map(|q| q.send_cqn).unwrap_or(0);
                 complete(fabric, ctrl, qpn, send_cqn, &c, false);
                 to_error(fabric, ctrl, qpn);
-                return;
+                return false;
             }
         };
         match execute(fabric, ctrl, qpn, &wqe) {
             Exec::Done(status, len) => {
                 finish(fabric, ctrl, qpn, head, &wqe, status, len);
-                if status != IB_WC_SUCCESS {
-                    return;
-                }
+                return status == IB_WC_SUCCESS;
             }
             Exec::Rnr(delay) => {
                 let rnr_retry = ctrl.lock().qp(qpn).map(|q| q.attr.rnr_retry).unwrap_or(0);
                 if rnr_retry == 0 {
                     finish(fabric, ctrl, qpn, head, &wqe, IB_WC_RNR_RETRY_EXC_ERR, 0);
-                    return;
+                    return false;
                 }
                 if let Some(q) = ctrl.lock().qp_mut(qpn) {
                     q.rnr = Some(RnrWait {
@@ -429,7 +459,7 @@ fn run_sq(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, vring: &RdmaVring) {
                         next_try: Instant::now() + delay,
                     });
                 }
-                return;
+                return false;
             }
         }
     }

@@ -34,6 +34,8 @@ fn device() -> Ctrl {
         GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), MEM_SIZE)]).expect("guest memory");
     let limits = Limits::new(8, 4, 16, Mac([0x52, 0x54, 0, 0, 0, 1])).expect("limits");
     Ctrl::new("fuzz", limits, GuestMemoryAtomic::new(mem))
+        .expect("device")
+        .with_fixed_key_byte(0)
 }
 
 /// Takes `n` bytes (fewer at the end of the input).

@@ -28,18 +28,10 @@ pub fn make_key(mrn: u32, key: u8) -> u32 {
 }
 
 /// A random key byte for a new MR, from the operating system's generator.
-#[cfg(not(feature = "fuzzing"))]
 pub fn fresh_key_byte() -> Result<u8, getrandom::Error> {
     let mut b = [0u8; 1];
     getrandom::fill(&mut b)?;
     Ok(b[0])
-}
-
-/// Key byte 0: a fuzz target must be deterministic (and its seeds name
-/// keys).
-#[cfg(feature = "fuzzing")]
-pub fn fresh_key_byte() -> Result<u8, getrandom::Error> {
-    Ok(0)
 }
 
 /// Pages a region of `length` bytes at `iova` touches.

@@ -150,7 +150,7 @@ impl Ctrl {
     fn insert_mr(&self, cmd: &str, mut mr: Mr) -> CmdResult {
         let cost = mr.table_cost();
         self.check_mr_quota(cmd, cost)?;
-        mr.key = match mr::fresh_key_byte() {
+        mr.key = match self.key_byte() {
             Ok(k) => k,
             Err(e) => {
                 error!("{}: {cmd}: no random key byte: {e}", self.name());
@@ -411,7 +411,8 @@ impl Ctrl {
         match new {
             IB_QPS_ERR => engine::flush(fabric, self, qpn),
             IB_QPS_RESET if old != IB_QPS_RESET => engine::discard(self, qpn),
-            IB_QPS_RTS => engine::process_sq(fabric, self, qpn),
+            // Elements posted before RTS: served by the device's loop.
+            IB_QPS_RTS => self.schedule_sq(qpn),
             _ => {}
         }
         Ok(Vec::new())

@@ -19,10 +19,12 @@ use vmm_sys_util::epoll::{ControlOperation, Epoll, EpollEvent, EventSet};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use crate::device::RdmaDevice;
+use crate::engine;
 use crate::vring::{RdmaVring, VringHub};
 
 const EXIT: u64 = 1 << 32;
 const CHANGED: u64 = EXIT + 1;
+const WAKE: u64 = EXIT + 2;
 
 /// A running event loop.
 pub struct Worker {
@@ -75,6 +77,7 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
         let epoll = Epoll::new()?;
         watch(&epoll, exit.as_raw_fd(), EXIT)?;
         watch(&epoll, hub.changed().as_raw_fd(), CHANGED)?;
+        watch(&epoll, dev.ctrl().wake().as_raw_fd(), WAKE)?;
         // Duplicates of the kick eventfds, kept open while watched.
         let mut kicks = Vec::new();
         for (index, vring) in vrings.iter().enumerate() {
@@ -119,6 +122,12 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             for event in events.iter().take(n) {
                 match event.data() {
                     EXIT => return Ok(()),
+                    WAKE => {
+                        // SQs scheduled for another pass, after the kicks
+                        // of this round: one pass each.
+                        let _ = dev.ctrl().wake().read();
+                        engine::run_scheduled(dev.ctrl());
+                    }
                     CHANGED => {
                         // Nonblocking: a concurrent consumer may have
                         // emptied it already.

@@ -12,7 +12,7 @@
 //! outside what `b` registered.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use vhost_user_backend::VringT;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryAtomic, GuestMemoryMmap};
@@ -74,7 +74,9 @@ impl Side {
         let mem = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), MEM)]).expect("memory");
         let atomic = GuestMemoryAtomic::new(mem.clone());
         let l = limits(mac);
-        let dev = Arc::new(RdmaDevice::new(name, l, atomic.clone()));
+        let mut dev = RdmaDevice::new(name, l, atomic.clone()).expect("device");
+        dev.fix_key_byte(0);
+        let dev = Arc::new(dev);
         let hub = VringHub::new().expect("hub");
         let vrings: Vec<RdmaVring> = hub.collect(|| {
             (0..l.num_queues())
@@ -155,9 +157,15 @@ impl Side {
     }
 }
 
+/// One pair at a time: the fabric is process-wide and a GID belongs to
+/// one device, so pairs (of tests running in parallel) must not overlap.
+static ONE_PAIR: Mutex<()> = Mutex::new(());
+
 /// The two devices, set up: PD 1, CQ 0 with buffers, the events queue
-/// filled, QPs connected pairwise, `a` with a DMA MR, `b` with a user MR.
-fn setup() -> (Side, Side) {
+/// filled, QPs connected pairwise, `a` with a DMA MR, `b` with a user MR;
+/// and the guard that keeps other pairs out until they are dropped.
+fn setup() -> (Side, Side, MutexGuard<'static, ()>) {
+    let one = ONE_PAIR.lock().unwrap_or_else(|e| e.into_inner());
     let mut a = Side::new("fuzz-a", 1);
     let mut b = Side::new("fuzz-b", 2);
     for (s, n) in [(&mut a, 1u8), (&mut b, 2)] {
@@ -210,7 +218,7 @@ fn setup() -> (Side, Side) {
             connect(s, qpn, t, gid(peer));
         }
     }
-    (a, b)
+    (a, b, one)
 }
 
 fn connect(s: &Side, qpn: u32, t: u8, dgid: [u8; 16]) {
@@ -288,9 +296,12 @@ pub fn data_path(data: &[u8]) -> usize {
     run(data).0
 }
 
+/// A pair after its records, still holding the pair lock.
+type Ran = (usize, Side, Side, MutexGuard<'static, ()>);
+
 /// [`data_path`], returning the devices as the records left them.
-fn run(mut data: &[u8]) -> (usize, Side, Side) {
-    let (mut a, mut b) = setup();
+fn run(mut data: &[u8]) -> Ran {
+    let (mut a, mut b, one) = setup();
     let mut allowed = b.device_writable();
     // Exactly the MR's bytes: it starts at offset iova % 4096 of its first
     // page and ends MR_LEN bytes later.
@@ -331,14 +342,20 @@ fn run(mut data: &[u8]) -> (usize, Side, Side) {
         } else {
             engine::rq_kicked(side.dev.ctrl(), qpn);
         }
-        engine::tick(a.dev.ctrl());
-        engine::tick(b.dev.ctrl());
+        // What the devices' loops would do next: due RNR retries, SQs
+        // scheduled for another pass.
+        for _ in 0..4 {
+            for s in [&a, &b] {
+                engine::tick(s.dev.ctrl());
+                engine::run_scheduled(s.dev.ctrl());
+            }
+        }
         assert!(
             outside(&b.mem, &allowed) == before,
             "record {n} (tag {tag:#x}) wrote b's memory outside its MR and device-writable buffers"
         );
     }
-    (n, a, b)
+    (n, a, b, one)
 }
 
 /// A record.
@@ -457,6 +474,39 @@ pub fn data_path_seeds() -> Vec<Vec<u8>> {
 mod tests {
     use super::*;
 
+    /// One pass of an SQ executes `SQ_BUDGET` elements and schedules the
+    /// QP for the rest.
+    #[test]
+    fn an_sq_pass_is_bounded() {
+        let (mut a, _b, _one) = setup();
+        let key = crate::mr::make_key(1, 0);
+        let mut wr = VirtioRdmaSqRdma::new_zeroed();
+        wr.remote_addr = U64::new(MR_IOVA);
+        wr.rkey = U32::new(key);
+        let n = 12;
+        assert!(n > engine::SQ_BUDGET);
+        for _ in 0..n {
+            let e = sq_element(IB_WR_RDMA_WRITE, wr.as_bytes(), &[(A_DATA, 64, key)]);
+            a.post(virtio_rdma_sq_vq(1, 2) as usize, &e, false);
+        }
+        let done = |a: &Side| {
+            let used = RINGS + u64::from(virtio_rdma_cq_vq(CQN)) * 0x400 + 0x200;
+            let mut idx = [0u8; 2];
+            a.mem
+                .read_slice(&mut idx, GuestAddress(used + 2))
+                .expect("used idx");
+            usize::from(u16::from_le_bytes(idx))
+        };
+        engine::sq_kicked(a.dev.ctrl(), 2);
+        assert_eq!(done(&a), engine::SQ_BUDGET, "one pass");
+        assert!(
+            a.dev.ctrl().take_scheduled().contains(&2),
+            "the rest scheduled"
+        );
+        engine::sq_kicked(a.dev.ctrl(), 2);
+        assert_eq!(done(&a), n, "the next pass");
+    }
+
     #[test]
     fn seeds_move_data_and_stay_inside() {
         let _ = env_logger::builder().is_test(true).try_init();
@@ -468,7 +518,7 @@ mod tests {
         // The first seed's SEND landed in b's MR (iova + 0x100 is offset
         // 0x900 of its first page), its WRITE at iova + 0x7f0, and the
         // fetch-and-add added 5 to the (zero) word at iova + 0x1000.
-        let (_, _, b) = run(&seeds[0]);
+        let (_, _a, b, _one) = run(&seeds[0]);
         let mut got = [0u8; 16];
         b.mem
             .read_slice(&mut got, GuestAddress(MR_PAGES[0] + 0x900))
