@@ -159,7 +159,9 @@ if want_layer cargo; then
 		crate=$(basename "$(dirname "$manifest")")
 		log="$logs/cargo-$crate.log"
 		s=$SECONDS
-		in_sysroot cargo test --locked --manifest-path "$manifest" \
+		# --all-features: the fuzz targets' harness (feature fuzzing) has
+		# tests of its own.
+		in_sysroot cargo test --locked --all-features --manifest-path "$manifest" \
 			--target-dir "$VRDMA_CACHE/cargo-target" -j"$JOBS" >"$log" 2>&1
 		rc=$?
 		echo "  ($crate: built and ran in $((SECONDS - s)) s)"

@@ -149,3 +149,52 @@ fn exits_cleanly_on_sigterm() {
     assert!(status.success(), "exit status {status}");
     assert!(!a.exists(), "socket file removed");
 }
+
+/// Starts the backend on a fresh socket with `env` and `args`, sends it
+/// `signals` one after the other, then SIGTERM; returns its stderr.
+fn stderr_after(env: &[(&str, &str)], args: &[&str], signals: &[&str]) -> String {
+    let dir = TempDir::new_with_prefix("/tmp/vrdma-cli").expect("tempdir");
+    let a = dir.as_path().join("a.sock");
+    let child = Command::new(BIN)
+        .arg("--socket")
+        .arg(&a)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for(&a);
+    for &sig in signals.iter().chain(&["-TERM"]) {
+        let sent = Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        thread::sleep(Duration::from_millis(200));
+    }
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "exit status {}", out.status);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn rust_log_refines_the_log_level() {
+    let quiet = stderr_after(&[], &["--log-level", "off"], &[]);
+    assert!(!quiet.contains("serving"), "{quiet}");
+    let refined = stderr_after(
+        &[("RUST_LOG", "vhost_user_rdma::device=info")],
+        &["--log-level", "off"],
+        &[],
+    );
+    assert!(refined.contains("a: serving virtio-rdma"), "{refined}");
+}
+
+#[test]
+fn sigusr1_logs_each_devices_counters() {
+    let err = stderr_after(&[], &[], &["-USR1"]);
+    assert!(
+        err.contains("a: holds 0 PDs, 0 MRs (0 page-table entries), 0 CQs, 0 QPs, 0 GIDs; counters: dropped_not_peer=0"),
+        "{err}"
+    );
+}
