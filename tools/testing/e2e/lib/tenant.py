@@ -172,10 +172,12 @@ def victim(peer_ip, gid_index):
     v.recv(qv, 500)
     line = dial(peer_ip)
     line.send(gid=v.gid, qpn=qv.qp_num, psn=pr, rkey=v.mr.rkey, addr=v.mr.buf,
-              neighbours=sorted({qr.qp_num, qv.qp_num + 1, qv.qp_num + 2}))
+              neighbours=sorted({qr.qp_num, qv.qp_num + 1, qv.qp_num + 2}),
+              existing=[qv.qp_num, qr.qp_num])
     got = line.recv()
     check(got["refused"] == got["tried"] > 0,
-          f"all {got['tried']} attacks failed at the attacker")
+          f"all {got['tried']} attacks failed at the attacker, "
+          f"{got['at_qps']} of them at QPs of this guest")
     check(v.mr.read(SIZE, 0) == pattern(1), "the victim's MR is unchanged")
     attr, _ = qv.query(e.IBV_QP_STATE)
     check(attr.qp_state == e.IBV_QPS_RTS, "the victim's QP is still in RTS")
@@ -197,7 +199,7 @@ def victim(peer_ip, gid_index):
     line.send(done=True)
 
 
-def attack_one(a, info, name, opcode, qpn, rkey, want_psn):
+def attack_one(a, info, name, opcode, qpn, rkey, want_psn, tally):
     qp = a.qp()
     a.connect(qp, info["gid"], qpn, rq_psn=0, sq_psn=want_psn)
     a.post(qp, opcode, rkey=rkey, addr=info["addr"], length=8 if "ATOMIC" in name else 64,
@@ -207,6 +209,7 @@ def attack_one(a, info, name, opcode, qpn, rkey, want_psn):
     print(f"  {name} to QP {qpn} key {rkey:#x}: status {status}", flush=True)
     a.drain(0.2)
     qp.close()
+    tally.append(qpn in info["existing"])
     return status is not None and status != e.IBV_WC_SUCCESS
 
 
@@ -220,15 +223,16 @@ def attacker(gid_index):
            ("ATOMIC_CMP_AND_SWP", e.IBV_WR_ATOMIC_CMP_AND_SWP),
            ("ATOMIC_FETCH_AND_ADD", e.IBV_WR_ATOMIC_FETCH_AND_ADD),
            ("SEND", e.IBV_WR_SEND), ("RDMA_WRITE_WITH_IMM", e.IBV_WR_RDMA_WRITE_WITH_IMM)]
-    results = [attack_one(a, info, n, op, qpn, rkey, psn_) for n, op in ops]
+    tally = []
+    results = [attack_one(a, info, n, op, qpn, rkey, psn_, tally) for n, op in ops]
     # Guessed neighbours: other key bytes and MR numbers, other QPNs.
     for guess in (rkey ^ 1, rkey ^ 0x80, rkey + 0x100):
         results.append(attack_one(a, info, "RDMA_WRITE (guessed key)", e.IBV_WR_RDMA_WRITE,
-                                  qpn, guess, psn_))
+                                  qpn, guess, psn_, tally))
     for n in info["neighbours"]:
         results.append(attack_one(a, info, "RDMA_WRITE (neighbour QP)", e.IBV_WR_RDMA_WRITE,
-                                  n, rkey, psn_))
-    line.send(tried=len(results), refused=sum(results))
+                                  n, rkey, psn_, tally))
+    line.send(tried=len(results), refused=sum(results), at_qps=sum(tally))
     check(all(results), "every attack failed")
     check(line.recv().get("collide"), "the victim asks for the GID collision")
     line.send(gid_refused=collide(info["gid"]))
