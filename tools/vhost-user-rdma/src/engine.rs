@@ -10,7 +10,8 @@
 //! moves; a check that fails gives the IB completion status and, as IB
 //! does, moves the QP (and for responder errors the responder QP) to error.
 //!
-//! Fairness: one kick of an SQ executes at most [`SQ_BUDGET`] elements,
+//! Fairness: one kick of an SQ executes at most [`SQ_BUDGET`] elements
+//! (or chunks of a large message, see `transfer.rs`),
 //! taking the fabric lock for each element and releasing it between them,
 //! so that another device's thread (another guest) gets its turn between
 //! any two of this QP's elements; an SQ with more left is scheduled again
@@ -50,6 +51,10 @@ use crate::stats::Counter;
 use crate::vring::RdmaVring;
 use crate::wqe::{self, wr_id_of, RecvWqe, SendWqe, Sge, SGE_LEN, SQ_HDR_LEN};
 
+mod transfer;
+
+pub use transfer::CHUNK;
+
 /// Largest UD message (the port's active MTU).
 const UD_MTU: u64 = 1024;
 
@@ -59,6 +64,8 @@ enum Exec {
     Done(u8, u32),
     /// The responder has no receive posted; retry after this delay (RC).
     Rnr(Duration),
+    /// Admitted, larger than a chunk: moves in chunks (`transfer.rs`).
+    Partial(transfer::Started),
 }
 
 type Slices<'m> = Vec<VolatileSlice<'m, ()>>;
@@ -74,7 +81,9 @@ pub fn sq_kicked(ctrl: &Ctrl, qpn: u32) {
     };
     for _ in 0..SQ_BUDGET {
         let fabric = fabric::lock();
-        if !sq_step(&fabric, ctrl, qpn, vring) {
+        let more = sq_step(&fabric, ctrl, qpn, vring);
+        fabric::unlock_fair(fabric);
+        if !more {
             // Whatever stopped it (empty ring, error, RNR stall, state),
             // the driver's next post must kick: with EVENT_IDX that needs
             // avail_event to be current.
@@ -204,6 +213,12 @@ fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
                 ctrl.schedule_sq(qpn);
             }
         }
+        Exec::Partial(started) => {
+            if let Some(q) = ctrl.lock().qp_mut(qpn) {
+                q.transfer = Some(transfer::begin(wait.head, wait.wqe, started));
+            }
+            ctrl.schedule_sq(qpn);
+        }
     }
 }
 
@@ -313,11 +328,15 @@ pub fn to_error(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) -> bool {
 /// Completes every outstanding SQ and RQ element of QP `qpn` with
 /// IB_WC_WR_FLUSH_ERR (signaled or not, as IB flushes).
 pub fn flush(_fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
-    let Some((send_cqn, recv_cqn, pending)) = ctrl
-        .lock()
-        .qp_mut(qpn)
-        .map(|q| (q.send_cqn, q.recv_cqn, q.rnr.take()))
-    else {
+    let Some((send_cqn, recv_cqn, pending)) = ctrl.lock().qp_mut(qpn).map(|q| {
+        // The element stalled on RNR or moving in chunks comes first.
+        let head = q
+            .rnr
+            .take()
+            .map(|w| (w.head, w.wqe))
+            .or_else(|| q.transfer.take().map(|t| (t.head, t.wqe)));
+        (q.send_cqn, q.recv_cqn, head)
+    }) else {
         return;
     };
     let post = |cqn: u32, c: VirtioRdmaCqReq| {
@@ -326,16 +345,11 @@ pub fn flush(_fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
         }
     };
     if let Some(sq) = ctrl.sq_vring(qpn) {
-        if let Some(w) = pending {
-            give_back(ctrl, sq, w.head);
+        if let Some((head, w)) = pending {
+            give_back(ctrl, sq, head);
             post(
                 send_cqn,
-                cqe(
-                    w.wqe.wr_id,
-                    IB_WC_WR_FLUSH_ERR,
-                    wqe::wc_opcode(w.wqe.opcode),
-                    qpn,
-                ),
+                cqe(w.wr_id, IB_WC_WR_FLUSH_ERR, wqe::wc_opcode(w.opcode), qpn),
             );
         }
         loop {
@@ -354,6 +368,8 @@ pub fn flush(_fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
             }
         }
     }
+    // A receive a message was filling comes before those still posted.
+    transfer::drop_held(ctrl, qpn, Some(IB_WC_WR_FLUSH_ERR));
     if let Some(rq) = ctrl.rq_vring(qpn) {
         loop {
             while let Some((head, bytes)) = pop(ctrl, rq, 8) {
@@ -382,13 +398,19 @@ fn kicks_again(vring: &RdmaVring) -> bool {
 /// Returns every outstanding element of QP `qpn` without completions
 /// (DESTROY_QP, and the move to RESET).
 pub fn discard(ctrl: &Ctrl, qpn: u32) {
-    let pending = ctrl.lock().qp_mut(qpn).and_then(|q| q.rnr.take());
+    let pending = ctrl.lock().qp_mut(qpn).and_then(|q| {
+        q.rnr
+            .take()
+            .map(|w| w.head)
+            .or_else(|| q.transfer.take().map(|t| t.head))
+    });
     if let Some(sq) = ctrl.sq_vring(qpn) {
-        if let Some(w) = pending {
-            give_back(ctrl, sq, w.head);
+        if let Some(head) = pending {
+            give_back(ctrl, sq, head);
         }
         return_all(ctrl, sq);
     }
+    transfer::drop_held(ctrl, qpn, None);
     if let Some(rq) = ctrl.rq_vring(qpn) {
         return_all(ctrl, rq);
     }
@@ -398,10 +420,10 @@ pub fn discard(ctrl: &Ctrl, qpn: u32) {
 /// stalled; whether it did (and the SQ may hold more).
 fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, vring: &RdmaVring) -> bool {
     loop {
-        let Some((state, stalled, caps)) = ctrl
+        let Some((state, stalled, moving, caps)) = ctrl
             .lock()
             .qp(qpn)
-            .map(|q| (q.state(), q.rnr.is_some(), q.caps))
+            .map(|q| (q.state(), q.rnr.is_some(), q.transfer.is_some(), q.caps))
         else {
             // No QP: elements wait until one is created (the driver posts
             // only to QPs it created; a hostile one just fills its ring).
@@ -414,6 +436,9 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, vring: &RdmaVring) -> bool {
             }
             IB_QPS_RTS if !stalled => {}
             _ => return false,
+        }
+        if moving {
+            return transfer::step(fabric, ctrl, qpn);
         }
         let _ = vring.disable_notification();
         let max = SQ_HDR_LEN + SGE_LEN * caps.max_send_sge as usize + caps.max_inline_data as usize;
@@ -460,6 +485,12 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, vring: &RdmaVring) -> bool {
                     });
                 }
                 return false;
+            }
+            Exec::Partial(started) => {
+                if let Some(q) = ctrl.lock().qp_mut(qpn) {
+                    q.transfer = Some(transfer::begin(head, wqe, started));
+                }
+                return true;
             }
         }
     }
@@ -521,8 +552,9 @@ fn lost(ctrl: &Ctrl, qpn: u32, w: &SendWqe, len: usize, why: fmt::Arguments<'_>)
     Exec::Done(IB_WC_SUCCESS, len as u32)
 }
 
-fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
-    let Some(s) = ctrl.lock().qp(qpn).map(|q| Sender {
+/// A snapshot of QP `qpn` as a sender.
+fn sender(ctrl: &Ctrl, qpn: u32) -> Option<Sender> {
+    ctrl.lock().qp(qpn).map(|q| Sender {
         pdn: q.pdn,
         qp_type: q.qp_type,
         qkey: q.attr.qkey.get(),
@@ -531,7 +563,11 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
         sgid_index: q.attr.ah_attr.sgid_index,
         psn: q.attr.sq_psn.get(),
         path_mtu: q.attr.path_mtu,
-    }) else {
+    })
+}
+
+fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
+    let Some(s) = sender(ctrl, qpn) else {
         return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
     };
     match w.opcode {
@@ -561,7 +597,7 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
     // RC and UC: the connected peer, found by its GID; it must be a QP of
     // the same type able to receive, connected to this very QP, expecting
     // this PSN.
-    let peer = match admit(fabric, ctrl, qpn, &s) {
+    let peer = match admit(fabric, ctrl, qpn, &s, true) {
         Ok(peer) => peer,
         Err(why) if s.unreliable() => return uc_no_peer(ctrl, qpn, &s, w, format_args!("{why}")),
         // Nobody answers: the transport's retries run out.
@@ -572,7 +608,7 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
             connected_send(fabric, ctrl, qpn, &s, &peer, w)
         }
         IB_WR_RDMA_WRITE | IB_WR_RDMA_WRITE_WITH_IMM => rdma_write(fabric, ctrl, qpn, &s, &peer, w),
-        IB_WR_RDMA_READ => Exec::Done(rdma_read(fabric, ctrl, &s, &peer, w), 0).with_len(w),
+        IB_WR_RDMA_READ => rdma_read(fabric, ctrl, &s, &peer, w),
         IB_WR_ATOMIC_CMP_AND_SWP | IB_WR_ATOMIC_FETCH_AND_ADD => {
             Exec::Done(atomic(fabric, ctrl, &s, &peer, w), 8)
         }
@@ -627,10 +663,16 @@ impl fmt::Display for Refused {
 /// holding its destination GID, of the same type, in RTR or RTS, whose own
 /// path names the sender (its destination QPN is `qpn` and its destination
 /// GID the sender's source GID, which only the sender's device can hold),
-/// and whose expected PSN is the sender's. A request from anyone else is
-/// dropped as a responder drops packets that are not for it, and counted
-/// on the responder's device.
-fn admit(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender) -> Result<Peer, Refused> {
+/// and (`check_psn`) whose expected PSN is the sender's. A request from
+/// anyone else is dropped as a responder drops packets that are not for
+/// it, and counted on the responder's device.
+fn admit(
+    fabric: &Fabric,
+    ctrl: &Ctrl,
+    qpn: u32,
+    s: &Sender,
+    check_psn: bool,
+) -> Result<Peer, Refused> {
     let sgid = ctrl
         .lock()
         .gids
@@ -658,7 +700,7 @@ fn admit(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender) -> Result<Peer, Ref
         return Err(Refused::NotPeer(peer.qpn));
     }
     let expected = q.attr.rq_psn.get();
-    if expected != s.psn {
+    if check_psn && expected != s.psn {
         pc.stats().inc(Counter::BadPsn);
         debug!(
             "{}: QP {}: PSN {} (expected {expected}) dropped",
@@ -683,16 +725,6 @@ fn uc_no_peer(ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe, why: fmt::Argument
     }
 }
 
-impl Exec {
-    /// RDMA READ: the byte count is what the local SGEs asked for.
-    fn with_len(self, w: &SendWqe) -> Exec {
-        match self {
-            Exec::Done(s, _) => Exec::Done(s, u32::try_from(w.payload_len()).unwrap_or(u32::MAX)),
-            e => e,
-        }
-    }
-}
-
 /// The responder: a device of the fabric and a QP on it.
 struct Peer {
     dev: Arc<RdmaDevice>,
@@ -703,6 +735,17 @@ impl Peer {
     fn ctrl(&self) -> &Ctrl {
         self.dev.ctrl()
     }
+}
+
+/// For the tests of the fuzz targets' harness: one step of QP `qpn`'s SQ
+/// (an element, or a chunk of a large message); whether there may be more.
+#[cfg(all(feature = "fuzzing", test))]
+pub(crate) fn fuzz_step(ctrl: &Ctrl, qpn: u32) -> bool {
+    let Some(vring) = ctrl.sq_vring(qpn) else {
+        return false;
+    };
+    let fabric = fabric::lock();
+    sq_step(&fabric, ctrl, qpn, vring)
 }
 
 /// For the fuzz targets: resolves `sges` as the data path does and maps
@@ -918,6 +961,16 @@ fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
     else {
         return Take::Empty(Duration::ZERO);
     };
+    // A receive held for a message that never ended is the next one.
+    let held = pc.lock().qp_mut(peer.qpn).and_then(|q| q.held_recv.take());
+    if let Some(h) = held {
+        return Take::Got(Recv {
+            head: h.head,
+            wqe: h.wqe,
+            recv_cqn,
+            pdn,
+        });
+    }
     let delay = Duration::from_micros(rnr_delay_us(timer));
     let Some(rq) = pc.rq_vring(peer.qpn) else {
         return Take::Empty(delay);
@@ -1035,11 +1088,15 @@ fn connected_send(
         c.wc_flags = U32::new(IB_WC_WITH_IMM);
         c.ex = U32::new(w.ex);
     }
-    src.copy_to(&dst);
     let len = src.len() as u32;
     c.byte_len = U32::new(len);
     c.src_qp = U32::new(qpn);
-    complete_recv(fabric, peer, &r, c, w.send_flags & IB_SEND_SOLICITED != 0);
+    let solicited = w.send_flags & IB_SEND_SOLICITED != 0;
+    if src.len() as u64 > CHUNK {
+        return transfer::start(peer, Some((r, c, solicited)), u64::from(len));
+    }
+    src.copy_to(&dst);
+    complete_recv(fabric, peer, &r, c, solicited);
     Exec::Done(IB_WC_SUCCESS, len)
 }
 
@@ -1105,21 +1162,28 @@ fn rdma_write(
     } else {
         None
     };
+    let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV_RDMA_WITH_IMM, peer.qpn);
+    c.byte_len = U32::new(len as u32);
+    c.wc_flags = U32::new(IB_WC_WITH_IMM);
+    c.ex = U32::new(w.ex);
+    c.src_qp = U32::new(qpn);
+    let solicited = w.send_flags & IB_SEND_SOLICITED != 0;
+    if len as u64 > CHUNK {
+        return transfer::start(peer, r.map(|r| (r, c, solicited)), len as u64);
+    }
     src.copy_to(&dst);
     if let Some(r) = r {
-        let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV_RDMA_WITH_IMM, peer.qpn);
-        c.byte_len = U32::new(len as u32);
-        c.wc_flags = U32::new(IB_WC_WITH_IMM);
-        c.ex = U32::new(w.ex);
-        c.src_qp = U32::new(qpn);
-        complete_recv(fabric, peer, &r, c, w.send_flags & IB_SEND_SOLICITED != 0);
+        complete_recv(fabric, peer, &r, c, solicited);
     }
     Exec::Done(IB_WC_SUCCESS, len as u32)
 }
 
-fn rdma_read(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) -> u8 {
+/// RDMA READ; the byte count is what the local SGEs asked for, as IB
+/// reports it whatever the status.
+fn rdma_read(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) -> Exec {
+    let done = |status| Exec::Done(status, u32::try_from(w.payload_len()).unwrap_or(u32::MAX));
     if w.send_flags & IB_SEND_INLINE != 0 {
-        return IB_WC_LOC_QP_OP_ERR;
+        return done(IB_WC_LOC_QP_OP_ERR);
     }
     let lguard = ctrl.mem().memory();
     let dst = resolve(
@@ -1132,10 +1196,10 @@ fn rdma_read(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe)
     .ok()
     .and_then(|ranges| slices(&lguard, &ranges));
     let Some(dst) = dst else {
-        return IB_WC_LOC_PROT_ERR;
+        return done(IB_WC_LOC_PROT_ERR);
     };
     if total(&dst) as u64 > u64::from(limits::MAX_MSG_SZ) {
-        return IB_WC_LOC_LEN_ERR;
+        return done(IB_WC_LOC_LEN_ERR);
     }
     let rdma = w.rdma();
     let pc = peer.ctrl();
@@ -1151,10 +1215,13 @@ fn rdma_read(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe)
     .and_then(|ranges| slices(&pguard, &ranges));
     let Some(src) = src else {
         to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
-        return IB_WC_REM_ACCESS_ERR;
+        return done(IB_WC_REM_ACCESS_ERR);
     };
+    if total(&dst) as u64 > CHUNK {
+        return transfer::start(peer, None, total(&dst) as u64);
+    }
     copy(&src, &dst);
-    IB_WC_SUCCESS
+    done(IB_WC_SUCCESS)
 }
 
 fn atomic(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) -> u8 {

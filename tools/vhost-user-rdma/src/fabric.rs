@@ -9,8 +9,16 @@
 //! atomic operations atomic with respect to every other device operation
 //! (IB_ATOMIC_HCA across the process). Control commands and data-path entry
 //! points take it; everything below them receives the guard.
+//!
+//! The data path holds it for one element or one chunk of a large message
+//! at a time and gives it up fairly ([`unlock_fair`]): a thread that
+//! releases it and asks again at once does not get it back ahead of
+//! another device's thread that was waiting. parking_lot's lock does that
+//! hand-over; std's lets the releasing thread win again.
 
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::ctrl::Ctrl;
 use crate::device::RdmaDevice;
@@ -22,9 +30,12 @@ pub type Fabric = MutexGuard<'static, Vec<Weak<RdmaDevice>>>;
 
 /// Takes the fabric lock.
 pub fn lock() -> Fabric {
-    // Every step under the lock leaves the tables consistent before it can
-    // panic, so a poisoned lock is still usable.
-    DEVICES.lock().unwrap_or_else(|e| e.into_inner())
+    DEVICES.lock()
+}
+
+/// Releases the fabric lock to a thread waiting for it, if any.
+pub fn unlock_fair(f: Fabric) {
+    MutexGuard::unlock_fair(f);
 }
 
 /// Adds `dev` to the fabric (dropped devices leave it by themselves).

@@ -5,10 +5,11 @@
 
 use std::time::Instant;
 
+use crate::abi::VirtioRdmaCqReq;
 use crate::abi::{VirtioRdmaQpAttr, VIRTIO_RDMA_S_BAD_STATE, VIRTIO_RDMA_S_INVALID};
 use crate::ib::*;
 use crate::limits;
-use crate::wqe::SendWqe;
+use crate::wqe::{RecvWqe, SendWqe};
 
 /// What CREATE_QP fixed.
 #[derive(Clone, Copy, Debug)]
@@ -38,6 +39,38 @@ pub struct RnrWait {
     pub next_try: Instant,
 }
 
+/// An RC/UC message larger than one chunk, moving a chunk per step (see
+/// `engine/transfer.rs`); the SQ does not advance until it is done.
+#[derive(Debug)]
+pub struct Transfer {
+    /// Head of the element's descriptor chain.
+    pub head: u16,
+    /// The element.
+    pub wqe: SendWqe,
+    /// Bytes moved so far.
+    pub done: u64,
+    /// Bytes of the message.
+    pub total: u64,
+    /// The responder's receive this message fills (SEND, WRITE_WITH_IMM):
+    /// the token of the one it holds for it, and its completion once the
+    /// message ends (with whether it was solicited).
+    pub recv: Option<(u64, VirtioRdmaCqReq, bool)>,
+}
+
+/// A receive a responder QP took from its RQ for a message that moves in
+/// chunks. It is used before any other receive: by the next message if
+/// that one is abandoned (its requester reset, flushed or destroyed), as an
+/// IB responder reuses the receive of a message that never completed.
+#[derive(Debug)]
+pub struct HeldRecv {
+    /// Head of its descriptor chain.
+    pub head: u16,
+    /// The parsed element.
+    pub wqe: RecvWqe,
+    /// Names it for the transfer that filled it.
+    pub token: u64,
+}
+
 /// One queue pair.
 #[derive(Debug)]
 pub struct Qp {
@@ -57,6 +90,10 @@ pub struct Qp {
     pub attr: VirtioRdmaQpAttr,
     /// The SQ element stalled on RNR, if any.
     pub rnr: Option<RnrWait>,
+    /// The SQ element moving in chunks, if any.
+    pub transfer: Option<Transfer>,
+    /// The receive a message moving in chunks fills, if any.
+    pub held_recv: Option<HeldRecv>,
 }
 
 impl Qp {
@@ -76,6 +113,8 @@ impl Qp {
             recv_cqn: cqs.1,
             attr,
             rnr: None,
+            transfer: None,
+            held_recv: None,
         }
     }
 

@@ -2313,3 +2313,119 @@ fn a_full_sq_runs_in_budgeted_passes() {
     assert_eq!(d.read(DATA + 0x10_0000, 64 * n), pattern(64 * n, 9));
     d.finish();
 }
+
+/// Messages larger than a chunk (`engine::CHUNK`) move a chunk at a time:
+/// SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM and READ of 1 MiB arrive
+/// whole with the right completions, in order with a small message after
+/// them.
+#[test]
+fn large_messages_move_in_chunks() {
+    const BIG: u32 = 1 << 20;
+    assert!(u64::from(BIG) > 4 * vhost_user_rdma::engine::CHUNK);
+    let RcPair {
+        mut d,
+        cq,
+        a,
+        b,
+        key,
+    } = rc_pair_on(Dev::start_with_mem(16 << 20), ALL, ALL, 7);
+    let (src, dst) = (DATA, DATA + (4 << 20));
+    let data = pattern(BIG as usize, 5);
+    d.fill(src, &data);
+    let clear = |d: &mut Dev| d.fill(dst, &vec![0; BIG as usize]);
+    // SEND and SEND_WITH_IMM into one receive each.
+    for (id, op) in [(1, IB_WR_SEND), (2, IB_WR_SEND_WITH_IMM)] {
+        clear(&mut d);
+        d.recv(b, 100 + id, &[(dst, BIG, key)]);
+        d.send(
+            a,
+            &wqe(id, op, IB_SEND_SIGNALED, 9, &[], &[(src, BIG, key)]),
+        );
+        let wcs = d.wait(cq, 2);
+        let r = wcs.iter().find(|w| w.wr_id() == 100 + id).expect("receive");
+        let s = wcs.iter().find(|w| w.wr_id() == id).expect("send");
+        assert_eq!((r.status(), r.byte_len()), (IB_WC_SUCCESS, BIG), "op {op}");
+        assert_eq!((s.status(), s.byte_len()), (IB_WC_SUCCESS, BIG), "op {op}");
+        assert_eq!(d.read(dst, BIG as usize), data, "op {op}");
+    }
+    // WRITE, WRITE_WITH_IMM (a receive completes after the data), READ
+    // (back into the source's place), then a small SEND that must come
+    // after them.
+    clear(&mut d);
+    d.send(
+        a,
+        &wqe(
+            3,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(dst, key),
+            &[(src, BIG, key)],
+        ),
+    );
+    assert_eq!(d.wait(cq, 1)[0].status(), IB_WC_SUCCESS);
+    assert_eq!(d.read(dst, BIG as usize), data);
+    clear(&mut d);
+    d.recv(b, 104, &[(DATA + 0x3000, 16, key)]);
+    d.send(
+        a,
+        &wqe(
+            4,
+            IB_WR_RDMA_WRITE_WITH_IMM,
+            IB_SEND_SIGNALED,
+            7,
+            &rdma(dst, key),
+            &[(src, BIG, key)],
+        ),
+    );
+    let wcs = d.wait(cq, 2);
+    let r = wcs.iter().find(|w| w.wr_id() == 104).expect("receive");
+    assert_eq!(
+        (r.status(), r.opcode(), r.byte_len()),
+        (0, IB_WC_RECV_RDMA_WITH_IMM, BIG)
+    );
+    assert_eq!(d.read(dst, BIG as usize), data);
+    d.fill(src, &vec![0; BIG as usize]);
+    d.recv(b, 105, &[(DATA + 0x3000, 16, key)]);
+    d.send(
+        a,
+        &wqe(
+            5,
+            IB_WR_RDMA_READ,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(dst, key),
+            &[(src, BIG, key)],
+        ),
+    );
+    d.send(
+        a,
+        &wqe(
+            6,
+            IB_WR_SEND,
+            IB_SEND_SIGNALED,
+            0,
+            &[],
+            &[(DATA + 0x3100, 4, key)],
+        ),
+    );
+    let wcs = d.wait(cq, 3);
+    let order: Vec<u64> = wcs
+        .iter()
+        .filter(|w| w.wr_id() < 100)
+        .map(|w| w.wr_id())
+        .collect();
+    assert_eq!(
+        order,
+        [5, 6],
+        "the small SEND completes after the large READ"
+    );
+    let rd = wcs.iter().find(|w| w.wr_id() == 5).expect("read");
+    assert_eq!((rd.status(), rd.byte_len()), (IB_WC_SUCCESS, BIG));
+    assert_eq!(
+        d.read(src, BIG as usize),
+        data,
+        "READ brought the data back"
+    );
+    d.finish();
+}

@@ -43,6 +43,11 @@ const SLOT: u64 = 0x400;
 const MR_PAGES: [u64; 3] = [0x9_0000, 0xb_3000, 0xa_1000];
 const MR_IOVA: u64 = 0x7000_0800;
 const MR_LEN: u64 = 0x2000;
+/// `b`'s second user MR: 48 pages at [`MR2_PAGES`], iova [`MR2_IOVA`],
+/// for messages larger than a chunk.
+const MR2_PAGES: u64 = 0xc_0000;
+const MR2_LEN: u64 = 48 * 0x1000;
+const MR2_IOVA: u64 = 0x1_0000_0000;
 /// Where `a`'s payloads live (its DMA MR covers all its memory).
 const A_DATA: u64 = 0xc_0000;
 const QKEY: u32 = 0x1111;
@@ -161,10 +166,18 @@ impl Side {
 /// one device, so pairs (of tests running in parallel) must not overlap.
 static ONE_PAIR: Mutex<()> = Mutex::new(());
 
+/// Two devices and the guard that keeps other pairs out; fields drop in
+/// order, so the devices are gone before the next pair starts.
+struct Pair {
+    a: Side,
+    b: Side,
+    _one: MutexGuard<'static, ()>,
+}
+
 /// The two devices, set up: PD 1, CQ 0 with buffers, the events queue
-/// filled, QPs connected pairwise, `a` with a DMA MR, `b` with a user MR;
-/// and the guard that keeps other pairs out until they are dropped.
-fn setup() -> (Side, Side, MutexGuard<'static, ()>) {
+/// filled, QPs connected pairwise, `a` with a DMA MR, `b` with two user
+/// MRs.
+fn setup() -> Pair {
     let one = ONE_PAIR.lock().unwrap_or_else(|e| e.into_inner());
     let mut a = Side::new("fuzz-a", 1);
     let mut b = Side::new("fuzz-b", 2);
@@ -201,6 +214,17 @@ fn setup() -> (Side, Side, MutexGuard<'static, ()>) {
     reg.pages = U64::new(0x8_0000);
     reg.npages = U32::new(3);
     b.ok(VIRTIO_RDMA_CMD_REG_USER_MR, reg.as_bytes());
+    let table2: Vec<u8> = (0..MR2_LEN / 0x1000)
+        .flat_map(|i| (MR2_PAGES + i * 0x1000).to_le_bytes())
+        .collect();
+    b.mem
+        .write_slice(&table2, GuestAddress(0x8_1000))
+        .expect("table");
+    reg.iova = U64::new(MR2_IOVA);
+    reg.length = U64::new(MR2_LEN);
+    reg.pages = U64::new(0x8_1000);
+    reg.npages = U32::new((MR2_LEN / 0x1000) as u32);
+    b.ok(VIRTIO_RDMA_CMD_REG_USER_MR, reg.as_bytes());
     for (qpn, t) in QPS {
         for (s, peer) in [(&a, 2u8), (&b, 1)] {
             let mut c = VirtioRdmaCmdCreateQp::new_zeroed();
@@ -215,13 +239,13 @@ fn setup() -> (Side, Side, MutexGuard<'static, ()>) {
             c.recv_cqn = U32::new(CQN);
             let r = s.ok(VIRTIO_RDMA_CMD_CREATE_QP, c.as_bytes());
             assert_eq!(r[..4], qpn.to_le_bytes(), "qpn");
-            connect(s, qpn, t, gid(peer));
+            connect(s, qpn, t, gid(peer), 0);
         }
     }
-    (a, b, one)
+    Pair { a, b, _one: one }
 }
 
-fn connect(s: &Side, qpn: u32, t: u8, dgid: [u8; 16]) {
+fn connect(s: &Side, qpn: u32, t: u8, dgid: [u8; 16], sq_psn: u32) {
     let modify = |mask: u32, a: &VirtioRdmaQpAttr| {
         let m = VirtioRdmaCmdModifyQp {
             qpn: U32::new(qpn),
@@ -241,6 +265,7 @@ fn connect(s: &Side, qpn: u32, t: u8, dgid: [u8; 16]) {
     a.ah_attr.port_num = 1;
     a.min_rnr_timer = 1;
     a.rnr_retry = 1;
+    a.sq_psn = U32::new(sq_psn);
     let base = IB_QP_STATE | IB_QP_PKEY_INDEX;
     let (init, rtr, rts) = match t {
         IB_QPT_UD => (
@@ -296,12 +321,16 @@ pub fn data_path(data: &[u8]) -> usize {
     run(data).0
 }
 
-/// A pair after its records, still holding the pair lock.
-type Ran = (usize, Side, Side, MutexGuard<'static, ()>);
+/// The records run, and the pair as they left it.
+type Ran = (usize, Pair);
 
 /// [`data_path`], returning the devices as the records left them.
 fn run(mut data: &[u8]) -> Ran {
-    let (mut a, mut b, one) = setup();
+    let Pair {
+        mut a,
+        mut b,
+        _one: one,
+    } = setup();
     let mut allowed = b.device_writable();
     // Exactly the MR's bytes: it starts at offset iova % 4096 of its first
     // page and ends MR_LEN bytes later.
@@ -313,6 +342,7 @@ fn run(mut data: &[u8]) -> Ran {
         left -= n;
         at = 0;
     }
+    allowed.push(MR2_PAGES..MR2_PAGES + MR2_LEN);
     let mut n = 0;
     while let [tag, len, rest @ ..] = data {
         let len = usize::from(*len).min(rest.len());
@@ -355,7 +385,7 @@ fn run(mut data: &[u8]) -> Ran {
             "record {n} (tag {tag:#x}) wrote b's memory outside its MR and device-writable buffers"
         );
     }
-    (n, a, b, one)
+    (n, Pair { a, b, _one: one })
 }
 
 /// A record.
@@ -478,7 +508,7 @@ mod tests {
     /// QP for the rest.
     #[test]
     fn an_sq_pass_is_bounded() {
-        let (mut a, _b, _one) = setup();
+        let Pair { ref mut a, .. } = setup();
         let key = crate::mr::make_key(1, 0);
         let mut wr = VirtioRdmaSqRdma::new_zeroed();
         wr.remote_addr = U64::new(MR_IOVA);
@@ -498,13 +528,174 @@ mod tests {
             usize::from(u16::from_le_bytes(idx))
         };
         engine::sq_kicked(a.dev.ctrl(), 2);
-        assert_eq!(done(&a), engine::SQ_BUDGET, "one pass");
+        assert_eq!(done(a), engine::SQ_BUDGET, "one pass");
         assert!(
             a.dev.ctrl().take_scheduled().contains(&2),
             "the rest scheduled"
         );
         engine::sq_kicked(a.dev.ctrl(), 2);
-        assert_eq!(done(&a), n, "the next pass");
+        assert_eq!(done(a), n, "the next pass");
+    }
+
+    use zerocopy::FromBytes;
+
+    /// The completions `s`'s CQ holds, in order.
+    fn completions(s: &Side) -> Vec<VirtioRdmaCqReq> {
+        let q = u64::from(virtio_rdma_cq_vq(CQN));
+        let used = RINGS + q * 0x400 + 0x200;
+        let mut idx = [0u8; 2];
+        s.mem
+            .read_slice(&mut idx, GuestAddress(used + 2))
+            .expect("idx");
+        (0..u16::from_le_bytes(idx))
+            .map(|i| {
+                let mut e = [0u8; 8];
+                let at = used + 4 + u64::from(i % QSIZE) * 8;
+                s.mem.read_slice(&mut e, GuestAddress(at)).expect("elem");
+                let id = u64::from(u32::from_le_bytes([e[0], e[1], e[2], e[3]]));
+                let mut c = [0u8; 48];
+                let buf = BUFS + (q * u64::from(QSIZE) + id) * SLOT;
+                s.mem.read_slice(&mut c, GuestAddress(buf)).expect("cqe");
+                VirtioRdmaCqReq::read_from_bytes(&c).expect("cqe")
+            })
+            .collect()
+    }
+
+    fn status_of(c: &[VirtioRdmaCqReq]) -> Vec<(u64, u8)> {
+        c.iter().map(|c| (c.wr_id.get(), c.status)).collect()
+    }
+
+    /// `b`'s QP 2 receives into MR2 (`wr_id` 0x88, the whole MR) and then
+    /// a small one into MR 1 (`wr_id` 0x99).
+    fn two_receives(b: &mut Side) {
+        let big = crate::mr::make_key(2, 0);
+        b.post(
+            virtio_rdma_rq_vq(1, 2) as usize,
+            &rq_element(&[(MR2_IOVA, MR2_LEN as u32, big)]),
+            false,
+        );
+        let mut small = rq_element(&[(MR_IOVA, 16, crate::mr::make_key(1, 0))]);
+        small[..8].copy_from_slice(&0x99u64.to_le_bytes());
+        b.post(virtio_rdma_rq_vq(1, 2) as usize, &small, false);
+    }
+
+    /// `a` posts a message of 3 chunks (from its DMA MR) on QP 2: SEND, or
+    /// WRITE into MR2.
+    fn post_big(a: &mut Side, opcode: u8) -> u64 {
+        let n = 3 * crate::engine::CHUNK;
+        let data: Vec<u8> = (0..n).map(|i| (i * 13 + 1) as u8).collect();
+        a.mem
+            .write_slice(&data, GuestAddress(A_DATA))
+            .expect("data");
+        let mut wr = VirtioRdmaSqRdma::new_zeroed();
+        wr.remote_addr = U64::new(MR2_IOVA);
+        wr.rkey = U32::new(crate::mr::make_key(2, 0));
+        let key = crate::mr::make_key(1, 0);
+        let e = sq_element(opcode, wr.as_bytes(), &[(A_DATA, n as u32, key)]);
+        a.post(virtio_rdma_sq_vq(1, 2) as usize, &e, false);
+        n
+    }
+
+    fn to_err(s: &Side, qpn: u32) {
+        let mut a = VirtioRdmaQpAttr::new_zeroed();
+        a.qp_state = IB_QPS_ERR;
+        let m = VirtioRdmaCmdModifyQp {
+            qpn: U32::new(qpn),
+            attr_mask: U32::new(IB_QP_STATE),
+            attr: a,
+        };
+        s.ok(VIRTIO_RDMA_CMD_MODIFY_QP, m.as_bytes());
+    }
+
+    /// A WRITE whose target MR is deregistered after its first chunk ends
+    /// there: the chunk moved stays, nothing after it is written, the
+    /// requester gets REM_ACCESS_ERR.
+    #[test]
+    fn a_chunked_write_stops_at_a_deregistration() {
+        let Pair {
+            ref mut a,
+            ref mut b,
+            ..
+        } = setup();
+        let n = post_big(a, IB_WR_RDMA_WRITE);
+        assert!(crate::engine::fuzz_step(a.dev.ctrl(), 2), "admitted");
+        assert!(crate::engine::fuzz_step(a.dev.ctrl(), 2), "chunk 1");
+        b.ok(VIRTIO_RDMA_CMD_DEREG_MR, &pair(2, 0));
+        assert!(
+            !crate::engine::fuzz_step(a.dev.ctrl(), 2),
+            "chunk 2 refused"
+        );
+        assert_eq!(status_of(&completions(a)), [(0x77, IB_WC_REM_ACCESS_ERR)]);
+        let mut got = vec![0u8; n as usize];
+        b.mem
+            .read_slice(&mut got, GuestAddress(MR2_PAGES))
+            .expect("read");
+        let c = crate::engine::CHUNK as usize;
+        let want: Vec<u8> = (0..c as u64).map(|i| (i * 13 + 1) as u8).collect();
+        assert_eq!(got[..c], want[..], "the first chunk arrived");
+        assert!(
+            got[c..].iter().all(|&x| x == 0),
+            "nothing after the deregistration"
+        );
+    }
+
+    /// Flushing the responder while a SEND fills its first receive
+    /// completes that receive first, then the next; the requester's next
+    /// chunk finds no receive and fails as an unanswered RC request.
+    #[test]
+    fn a_flush_completes_the_held_receive_first() {
+        let Pair {
+            ref mut a,
+            ref mut b,
+            ..
+        } = setup();
+        two_receives(b);
+        post_big(a, IB_WR_SEND);
+        assert!(crate::engine::fuzz_step(a.dev.ctrl(), 2), "admitted");
+        assert!(crate::engine::fuzz_step(a.dev.ctrl(), 2), "chunk 1");
+        to_err(b, 2);
+        assert_eq!(
+            status_of(&completions(b)),
+            [(0x88, IB_WC_WR_FLUSH_ERR), (0x99, IB_WC_WR_FLUSH_ERR)],
+            "in RQ order"
+        );
+        assert!(!crate::engine::fuzz_step(a.dev.ctrl(), 2));
+        assert_eq!(status_of(&completions(a)), [(0x77, IB_WC_RETRY_EXC_ERR)]);
+    }
+
+    /// A SEND abandoned after its first chunk (its requester flushed)
+    /// leaves its receive to the next message, which completes it.
+    #[test]
+    fn an_abandoned_message_leaves_its_receive_to_the_next() {
+        let Pair {
+            ref mut a,
+            ref mut b,
+            ..
+        } = setup();
+        two_receives(b);
+        post_big(a, IB_WR_SEND);
+        assert!(crate::engine::fuzz_step(a.dev.ctrl(), 2), "admitted");
+        assert!(crate::engine::fuzz_step(a.dev.ctrl(), 2), "chunk 1");
+        to_err(a, 2);
+        assert_eq!(status_of(&completions(a)), [(0x77, IB_WC_WR_FLUSH_ERR)]);
+        // A new requester QP 2 on a, connected at the PSN b expects now.
+        let expected = b.dev.ctrl().lock().qp(2).map(|q| q.attr.rq_psn.get());
+        let mut attr = VirtioRdmaQpAttr::new_zeroed();
+        attr.qp_state = IB_QPS_RESET;
+        let m = VirtioRdmaCmdModifyQp {
+            qpn: U32::new(2),
+            attr_mask: U32::new(IB_QP_STATE),
+            attr,
+        };
+        a.ok(VIRTIO_RDMA_CMD_MODIFY_QP, m.as_bytes());
+        connect(a, 2, IB_QPT_RC, gid(2), expected.expect("b's QP"));
+        let key = crate::mr::make_key(1, 0);
+        let e = sq_element(IB_WR_SEND, &[], &[(A_DATA, 16, key)]);
+        a.post(virtio_rdma_sq_vq(1, 2) as usize, &e, false);
+        assert!(crate::engine::fuzz_step(a.dev.ctrl(), 2));
+        let got = completions(b);
+        assert_eq!(status_of(&got), [(0x88, IB_WC_SUCCESS)], "the held receive");
+        assert_eq!(got[0].byte_len.get(), 16);
     }
 
     #[test]
@@ -518,7 +709,7 @@ mod tests {
         // The first seed's SEND landed in b's MR (iova + 0x100 is offset
         // 0x900 of its first page), its WRITE at iova + 0x7f0, and the
         // fetch-and-add added 5 to the (zero) word at iova + 0x1000.
-        let (_, _a, b, _one) = run(&seeds[0]);
+        let (_, Pair { ref b, .. }) = run(&seeds[0]);
         let mut got = [0u8; 16];
         b.mem
             .read_slice(&mut got, GuestAddress(MR_PAGES[0] + 0x900))

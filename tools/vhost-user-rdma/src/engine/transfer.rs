@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Messages that move in chunks.
+//!
+//! An RC or UC SEND, RDMA WRITE or RDMA READ of more than [`CHUNK`] bytes
+//! is checked and admitted as a whole (keys, ranges, the receive it takes,
+//! its PSNs), then moves one chunk per step, each under its own hold of
+//! the fabric lock: a guest's multi-megabyte message no longer keeps every
+//! other guest waiting for its whole copy, and the device serves its other
+//! queues between passes. Every step checks again what the chunk touches
+//! (both QPs, the responder's receive, the MRs of both sides), so a step
+//! never writes memory that is no longer registered; a check that fails
+//! ends the message with the status the first check would have given,
+//! after the bytes already moved (as a NIC's error partway through a
+//! message).
+//!
+//! The responder's receive is held in its QP while the message fills it:
+//! flushing or discarding that QP completes or returns it first, in RQ
+//! order, and the next message takes it if this one is abandoned.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use vm_memory::GuestAddressSpace;
+use zerocopy::little_endian::U32;
+
+use super::*;
+use crate::qp::{HeldRecv, Transfer};
+
+/// Bytes one step moves.
+pub const CHUNK: u64 = 64 << 10;
+
+/// Names held receives: tokens are never reused.
+static TOKENS: AtomicU64 = AtomicU64::new(1);
+
+/// What an operation that moves in chunks leaves to [`step`].
+#[derive(Debug)]
+pub(super) struct Started {
+    total: u64,
+    recv: Option<(u64, VirtioRdmaCqReq, bool)>,
+}
+
+/// Starts a message of `total` bytes; `recv`: the responder's receive it
+/// fills, with that receive's completion and whether it is solicited.
+pub(super) fn start(peer: &Peer, recv: Option<(Recv, VirtioRdmaCqReq, bool)>, total: u64) -> Exec {
+    let recv = recv.map(|(r, c, solicited)| {
+        let token = TOKENS.fetch_add(1, Ordering::Relaxed);
+        if let Some(q) = peer.ctrl().lock().qp_mut(peer.qpn) {
+            q.held_recv = Some(HeldRecv {
+                head: r.head,
+                wqe: r.wqe,
+                token,
+            });
+        }
+        (token, c, solicited)
+    });
+    Exec::Partial(Started { total, recv })
+}
+
+/// The transfer of element (`head`, `w`) of QP `qpn` that `started`.
+pub(super) fn begin(head: u16, w: SendWqe, started: Started) -> Transfer {
+    Transfer {
+        head,
+        wqe: w,
+        done: 0,
+        total: started.total,
+        recv: started.recv,
+    }
+}
+
+/// Guest-physical ranges of bytes `[off, off + n)` of `sges` in MRs of
+/// `pdn` granting `access`; all of them must be there.
+fn span(
+    st: &State,
+    pdn: u32,
+    sges: &[Sge],
+    access: u32,
+    mut off: u64,
+    mut n: u64,
+) -> Result<Vec<(u64, usize)>, ()> {
+    let mut out = Vec::new();
+    for s in sges.iter().filter(|s| s.length > 0) {
+        if n == 0 {
+            break;
+        }
+        let len = u64::from(s.length);
+        if off >= len {
+            off -= len;
+            continue;
+        }
+        let take = (len - off).min(n);
+        let mr = st.mrs.by_key(s.lkey).ok_or(())?;
+        if mr.pdn != pdn || mr.access & access != access {
+            return Err(());
+        }
+        let addr = s.addr.checked_add(off).ok_or(())?;
+        out.extend(mr.translate(addr, take).map_err(|_| ())?);
+        off = 0;
+        n -= take;
+    }
+    if n > 0 {
+        return Err(());
+    }
+    Ok(out)
+}
+
+/// How a step ends.
+enum Outcome {
+    /// More chunks to go.
+    More,
+    /// The message is over with this status (and byte count).
+    End(u8, u32),
+}
+
+/// Moves the next chunk of QP `qpn`'s transfer, or ends it; whether the SQ
+/// may go on (the transfer goes on, or ended well).
+pub(super) fn step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) -> bool {
+    let Some(s) = sender(ctrl, qpn) else {
+        return false;
+    };
+    let Some(mut t) = ctrl.lock().qp_mut(qpn).and_then(|q| q.transfer.take()) else {
+        return false;
+    };
+    match chunk(fabric, ctrl, qpn, &s, &mut t) {
+        Outcome::More => {
+            if let Some(q) = ctrl.lock().qp_mut(qpn) {
+                q.transfer = Some(t);
+            }
+            true
+        }
+        Outcome::End(status, len) => {
+            finish(fabric, ctrl, qpn, t.head, &t.wqe, status, len);
+            status == IB_WC_SUCCESS
+        }
+    }
+}
+
+fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -> Outcome {
+    let uc = s.unreliable();
+    let w = t.wqe.clone();
+    let total_len = u32::try_from(t.total).unwrap_or(u32::MAX);
+    // UC: what the responder does not take is lost, and the requester
+    // succeeds once its own side is done.
+    let lost = Outcome::End(IB_WC_SUCCESS, total_len);
+    // The responder, still there and still connected to this QP (the PSNs
+    // were checked when the message was admitted).
+    let Ok(peer) = admit(fabric, ctrl, qpn, s, false) else {
+        return if uc {
+            lost
+        } else {
+            Outcome::End(IB_WC_RETRY_EXC_ERR, 0)
+        };
+    };
+    let pc = peer.ctrl();
+    // The receive it fills, still held for it.
+    let held = match &t.recv {
+        Some((token, ..)) => {
+            let st = pc.lock();
+            let q = st.qp(peer.qpn);
+            let held = q
+                .and_then(|q| q.held_recv.as_ref())
+                .filter(|h| h.token == *token);
+            match (q, held) {
+                (Some(q), Some(h)) => Some((h.wqe.sges.clone(), q.pdn)),
+                _ => {
+                    return if uc {
+                        lost
+                    } else {
+                        Outcome::End(IB_WC_RETRY_EXC_ERR, 0)
+                    }
+                }
+            }
+        }
+        None => None,
+    };
+    let n = CHUNK.min(t.total - t.done);
+    let lguard = ctrl.mem().memory();
+    let pguard = pc.mem().memory();
+    let local = |access: u32| {
+        span(&ctrl.lock(), s.pdn, &w.sges, access, t.done, n)
+            .ok()
+            .and_then(|r| slices(&lguard, &r))
+    };
+    let remote = |access: u32| {
+        let r = w.rdma();
+        let addr = r.remote_addr.get().checked_add(t.done)?;
+        resolve_remote(&peer, r.rkey.get(), addr, n, access)
+            .ok()
+            .and_then(|r| slices(&pguard, &r))
+    };
+    let (src, dst) = match w.opcode {
+        IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_SEND_WITH_INV => {
+            let Some(src) = local(0) else {
+                return Outcome::End(IB_WC_LOC_PROT_ERR, 0);
+            };
+            let (sges, rpdn) = held.unwrap_or_default();
+            let dst = span(&pc.lock(), rpdn, &sges, IB_ACCESS_LOCAL_WRITE, t.done, n)
+                .ok()
+                .and_then(|r| slices(&pguard, &r));
+            let Some(dst) = dst else {
+                // The responder's receive fails; an RC requester learns of
+                // it, a UC one does not.
+                fail_recv(fabric, &peer, t);
+                return if uc {
+                    lost
+                } else {
+                    Outcome::End(IB_WC_REM_OP_ERR, 0)
+                };
+            };
+            (src, dst)
+        }
+        IB_WR_RDMA_WRITE | IB_WR_RDMA_WRITE_WITH_IMM => {
+            let Some(src) = local(0) else {
+                return Outcome::End(IB_WC_LOC_PROT_ERR, 0);
+            };
+            let Some(dst) = remote(IB_ACCESS_REMOTE_WRITE) else {
+                if uc {
+                    return lost;
+                }
+                fail_recv(fabric, &peer, t);
+                to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
+                return Outcome::End(IB_WC_REM_ACCESS_ERR, 0);
+            };
+            (src, dst)
+        }
+        IB_WR_RDMA_READ => {
+            let Some(src) = remote(IB_ACCESS_REMOTE_READ) else {
+                to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
+                return Outcome::End(IB_WC_REM_ACCESS_ERR, 0);
+            };
+            let Some(dst) = local(IB_ACCESS_LOCAL_WRITE) else {
+                return Outcome::End(IB_WC_LOC_PROT_ERR, 0);
+            };
+            (src, dst)
+        }
+        _ => return Outcome::End(IB_WC_LOC_QP_OP_ERR, 0),
+    };
+    copy(&src, &dst);
+    t.done += n;
+    if t.done < t.total {
+        return Outcome::More;
+    }
+    if let Some((token, c, solicited)) = t.recv {
+        if let Some(r) = take_held(&peer, token) {
+            complete_recv(fabric, &peer, &r, c, solicited);
+        }
+    }
+    let len = if w.opcode == IB_WR_RDMA_READ {
+        u32::try_from(w.payload_len()).unwrap_or(u32::MAX)
+    } else {
+        total_len
+    };
+    Outcome::End(IB_WC_SUCCESS, len)
+}
+
+/// The held receive of `peer` named `token`, taken out of its QP.
+fn take_held(peer: &Peer, token: u64) -> Option<Recv> {
+    let mut st = peer.ctrl().lock();
+    let q = st.qp_mut(peer.qpn)?;
+    if q.held_recv.as_ref().map(|h| h.token) != Some(token) {
+        return None;
+    }
+    let h = q.held_recv.take()?;
+    Some(Recv {
+        head: h.head,
+        wqe: h.wqe,
+        recv_cqn: q.recv_cqn,
+        pdn: q.pdn,
+    })
+}
+
+/// The message's receive (if it has one) fails at the responder.
+fn fail_recv(fabric: &Fabric, peer: &Peer, t: &Transfer) {
+    if let Some((token, ..)) = t.recv {
+        if let Some(r) = take_held(peer, token) {
+            recv_error(fabric, peer, &r, IB_WC_LOC_PROT_ERR);
+        }
+    }
+}
+
+/// A receive held for a transfer, completed with `status` (flush) or
+/// returned (`None`: discard) before the QP's other receives.
+pub(super) fn drop_held(ctrl: &Ctrl, qpn: u32, status: Option<u8>) {
+    let Some((h, recv_cqn)) = ctrl
+        .lock()
+        .qp_mut(qpn)
+        .and_then(|q| q.held_recv.take().map(|h| (h, q.recv_cqn)))
+    else {
+        return;
+    };
+    if let Some(rq) = ctrl.rq_vring(qpn) {
+        give_back(ctrl, rq, h.head);
+    }
+    if let Some(status) = status {
+        let mut c = cqe(h.wqe.wr_id, status, IB_WC_RECV, qpn);
+        c.byte_len = U32::new(0);
+        if let Err(e) = cq::post(ctrl, recv_cqn, &c, false) {
+            ctrl.guest_warn(format_args!("QP {qpn}: flush completion lost: {e}"));
+        }
+    }
+}
