@@ -215,7 +215,9 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
                 if uc {
                     return lost;
                 }
-                fail_recv(fabric, &peer, t);
+                // As on a first check: the responder moves to error and
+                // reports it (its flush completes a WRITE_WITH_IMM's held
+                // receive first).
                 to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
                 return Outcome::End(IB_WC_REM_ACCESS_ERR, 0);
             };

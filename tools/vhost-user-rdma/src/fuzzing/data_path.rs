@@ -607,9 +607,10 @@ mod tests {
         s.ok(VIRTIO_RDMA_CMD_MODIFY_QP, m.as_bytes());
     }
 
-    /// A WRITE whose target MR is deregistered after its first chunk ends
-    /// there: the chunk moved stays, nothing after it is written, the
-    /// requester gets REM_ACCESS_ERR.
+    /// A WRITE_WITH_IMM whose target MR is deregistered after its first
+    /// chunk ends there: the chunk moved stays, nothing after it is
+    /// written, the requester gets REM_ACCESS_ERR, the responder moves to
+    /// error and reports it, its held receive flushed first.
     #[test]
     fn a_chunked_write_stops_at_a_deregistration() {
         let Pair {
@@ -617,7 +618,8 @@ mod tests {
             ref mut b,
             ..
         } = setup();
-        let n = post_big(a, IB_WR_RDMA_WRITE);
+        two_receives(b);
+        let n = post_big(a, IB_WR_RDMA_WRITE_WITH_IMM);
         assert!(crate::engine::fuzz_step(a.dev.ctrl(), 2), "admitted");
         assert!(crate::engine::fuzz_step(a.dev.ctrl(), 2), "chunk 1");
         b.ok(VIRTIO_RDMA_CMD_DEREG_MR, &pair(2, 0));
@@ -637,6 +639,28 @@ mod tests {
             got[c..].iter().all(|&x| x == 0),
             "nothing after the deregistration"
         );
+        assert_eq!(
+            status_of(&completions(b)),
+            [(0x88, IB_WC_WR_FLUSH_ERR), (0x99, IB_WC_WR_FLUSH_ERR)]
+        );
+        // The responder QP moved to error and said why on its event queue.
+        assert_eq!(
+            b.dev.ctrl().lock().qp(2).map(|q| q.state()),
+            Some(IB_QPS_ERR)
+        );
+        let ev = b.avail.len() as u64 - 1;
+        let used = RINGS + ev * 0x400 + 0x200;
+        let mut rec = [0u8; 6];
+        b.mem
+            .read_slice(&mut rec, GuestAddress(used + 2))
+            .expect("used");
+        assert_eq!(u16::from_le_bytes([rec[0], rec[1]]), 1, "one event");
+        let id = u64::from(u32::from_le_bytes([rec[2], rec[3], rec[4], rec[5]]));
+        let mut e = [0u8; 8];
+        let buf = BUFS + (ev * u64::from(QSIZE) + id) * SLOT;
+        b.mem.read_slice(&mut e, GuestAddress(buf)).expect("event");
+        let word = |i: usize| u32::from_le_bytes([e[i], e[i + 1], e[i + 2], e[i + 3]]);
+        assert_eq!((word(0), word(4)), (VIRTIO_RDMA_EVENT_QP_ACCESS_ERR, 2));
     }
 
     /// Flushing the responder while a SEND fills its first receive
