@@ -16,7 +16,8 @@
 #                         provider (incremental)
 #   make bench            the backend's benchmarks, perftest on virtio_rdma0 beside
 #                         rxe, and NVMe-oF over virtio_rdma0 beside NVMe/TCP, each
-#                         in one guest and then between two guests, on the
+#                         in one guest and then between two guests, and a guest's
+#                         bandwidth beside another guest's flood, on the
 #                         release kernel (never fail on timing)
 #
 # Caches live in $(VRDMA_CACHE) (default /var/cache/virtio-rdma), keyed by
@@ -82,3 +83,5 @@ bench: build
 		-- bash tools/testing/bench/perftest.sh main
 	@tools/testing/vm/run.sh --timeout 1800 --peer "bash tools/testing/bench/nvme-of.sh peer" \
 		-- bash tools/testing/bench/nvme-of.sh main
+	@tools/testing/vm/run.sh --timeout 1800 --peer "bash tools/testing/bench/flood.sh peer" \
+		-- bash tools/testing/bench/flood.sh main
