@@ -18,8 +18,8 @@ use crate::limits::{ConfigOverride, Limits, LimitsError, Mac, Pinned};
 /// has disconnected, or on SIGTERM/SIGINT; socket files are removed. SIGUSR1
 /// logs each device's objects and counters. A later option overrides an
 /// earlier one, except the per-device ones (--socket, --mac, --ip, --max-mr,
-/// --max-mr-pages), which are given once for every device or once per
-/// --socket, in the same order.
+/// --max-mr-pages, --socket-max-qp, --socket-max-cq), which are given once
+/// for every device or once per --socket, in the same order.
 #[derive(Debug, Parser)]
 #[command(name = "vhost-user-rdma", version, args_override_self = true)]
 pub struct Cli {
@@ -54,6 +54,15 @@ pub struct Cli {
     /// other device holds. One per --socket, in order.
     #[arg(long = "ip", value_name = "ADDR[,ADDR...]|any", value_parser = parse_ips)]
     pub ips: Vec<Option<Vec<IpAddr>>>,
+
+    /// QPs of a device, instead of --max-qp (so also its virtqueues). Once,
+    /// or once per --socket.
+    #[arg(long = "socket-max-qp", value_name = "N")]
+    pub socket_max_qps: Vec<u32>,
+
+    /// CQs of a device, instead of --max-cq. Once, or once per --socket.
+    #[arg(long = "socket-max-cq", value_name = "N")]
+    pub socket_max_cqs: Vec<u32>,
 
     /// MRs per device (also reported as max_mr). Once, or once per --socket.
     #[arg(long = "max-mr", value_name = "N")]
@@ -153,7 +162,18 @@ impl Cli {
         let mut out = Vec::new();
         for (i, s) in self.sockets.iter().enumerate() {
             let mac = self.macs.get(i).copied().unwrap_or(DEFAULT_MAC);
-            let mut l = limits.with_mac(mac);
+            let max_qp = per_socket("--socket-max-qp", &self.socket_max_qps, i, n)?;
+            let max_cq = per_socket("--socket-max-cq", &self.socket_max_cqs, i, n)?;
+            let mut l = match (max_qp, max_cq) {
+                (None, None) => limits.with_mac(mac),
+                (qp, cq) => Limits::new(
+                    qp.unwrap_or(self.max_qp),
+                    cq.unwrap_or(self.max_cq),
+                    self.queue_size,
+                    mac,
+                )?
+                .with_overrides(&self.config_overrides)?,
+            };
             if let Some(ips) = per_socket("--ip", &self.ips, i, n)?.flatten() {
                 l = l.with_pinned(Some(Pinned::new(&ips)?));
             }
@@ -326,6 +346,27 @@ mod tests {
             Err(LimitsError::MaxMr(0))
         ));
         assert!(Cli::try_parse_from(["x", "--socket", "a", "--ip", "10.0.2"]).is_err());
+        let d = with(&[
+            "--max-qp",
+            "16",
+            "--socket-max-qp",
+            "4",
+            "--socket-max-qp",
+            "8",
+        ])
+        .expect("valid");
+        assert_eq!((d[0].1.max_qp(), d[1].1.max_qp()), (4, 8));
+        assert_eq!(
+            (d[0].1.max_cq(), d[1].1.max_cq()),
+            (32, 32),
+            "--max-cq's default"
+        );
+        let d = with(&["--socket-max-cq", "2"]).expect("valid");
+        assert_eq!((d[0].1.max_qp(), d[1].1.max_cq()), (16, 2), "once: all");
+        assert!(matches!(
+            with(&["--socket-max-qp", "200"]),
+            Err(LimitsError::TooManyQueues { .. })
+        ));
         let one = devices(&["--socket", "a", "--ip", "10.0.2.15,fd00::1"]).expect("valid");
         let mut own = mapped;
         own[15] = 15;

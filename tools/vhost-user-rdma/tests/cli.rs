@@ -8,6 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use vhost::vhost_user::Frontend;
+use vhost::vhost_user::VhostUserFrontend;
 use vhost::VhostBackend;
 use vmm_sys_util::tempdir::TempDir;
 
@@ -197,4 +198,40 @@ fn sigusr1_logs_each_devices_counters() {
         err.contains("a: holds 0 PDs, 0 MRs (0 page-table entries), 0 CQs, 0 QPs, 0 GIDs; counters: dropped_not_peer=0"),
         "{err}"
     );
+}
+
+/// QEMU asks each socket's device for its queue count: per-socket limits
+/// give each its own.
+#[test]
+fn per_socket_limits_reach_each_frontend() {
+    let dir = TempDir::new_with_prefix("/tmp/vrdma-cli").expect("tempdir");
+    let a = dir.as_path().join("a.sock");
+    let b = dir.as_path().join("b.sock");
+    let mut child = Command::new(BIN)
+        .arg("--socket")
+        .arg(&a)
+        .arg("--socket")
+        .arg(&b)
+        .args(["--mac", "02:00:00:00:00:01", "--mac", "02:00:00:00:00:02"])
+        .args(["--max-qp", "16", "--max-cq", "32"])
+        .args(["--socket-max-qp", "2", "--socket-max-qp", "16"])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for(&a);
+    wait_for(&b);
+    let mut counts = Vec::new();
+    for s in [&a, &b] {
+        let mut fe = Frontend::connect(s, 1).expect("connect");
+        fe.set_owner().expect("set_owner");
+        let f = fe.get_features().expect("features");
+        fe.set_features(f).expect("set features");
+        let p = fe.get_protocol_features().expect("protocol features");
+        fe.set_protocol_features(p).expect("set protocol features");
+        counts.push(fe.get_queue_num().expect("queue num"));
+    }
+    // Control, CQs, SQ/RQ pairs, events.
+    assert_eq!(counts, [2 + 32 + 2 * 2, 2 + 32 + 2 * 16]);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "exit status {status}");
 }
