@@ -24,6 +24,7 @@ mod mr;
 mod netdev;
 mod pd;
 mod qp;
+mod registry;
 mod roce;
 mod ucontext;
 mod umem;

@@ -3,14 +3,8 @@
 //! Completion queues, allocated by the RDMA core with room for the driver's part, and the
 //! registry through which a driver finds the CQ a device signals.
 
-use super::{Device, Driver, Qp, Ucontext, Udata};
-use crate::{
-    bindings,
-    error::from_result,
-    prelude::*,
-    sync::{new_spinlock_irq, SpinLockIrq},
-    types::Opaque,
-};
+use super::{registry::Slots, Device, Driver, Qp, Ucontext, Udata};
+use crate::{bindings, error::from_result, prelude::*, sync::new_spinlock_irq, types::Opaque};
 use core::{marker::PhantomData, ops::Deref, ptr};
 
 /// What the consumer asked for when creating a CQ (`struct ib_cq_init_attr`).
@@ -139,15 +133,15 @@ impl<T: Driver> Deref for Cq<T> {
 ///
 /// # Invariants
 ///
-/// Every non-null slot points to the `ib_cq` of a live [`Cq<T>`] whose index is the slot's.
+/// Every object in `slots` is the `ib_cq` of a live [`Cq<T>`] whose index is its index.
 #[pin_data]
 pub struct CqRegistry<T: Driver> {
     #[pin]
-    slots: SpinLockIrq<KVec<*mut bindings::ib_cq>>,
+    slots: Slots<bindings::ib_cq>,
     _driver: PhantomData<T>,
 }
 
-// SAFETY: The pointers are only dereferenced under the lock, to CQs that are alive (type
+// SAFETY: The pointers are only dereferenced under the lock, to Cqs that are alive (type
 // invariant); `Cq<T>` may be used from any thread (`T::Cq: Send + Sync`).
 unsafe impl<T: Driver> Send for CqRegistry<T> {}
 // SAFETY: See `Send`; all access goes through the lock.
@@ -158,7 +152,7 @@ impl<T: Driver> CqRegistry<T> {
     pub fn new(count: u32) -> impl PinInit<Self, Error> {
         let slots = KVec::from_elem(ptr::null_mut(), count as usize, GFP_KERNEL);
         try_pin_init!(Self {
-            slots <- new_spinlock_irq!(slots?, "rdma_cq_registry"),
+            slots <- Slots::new(new_spinlock_irq!(slots?, "rdma_cq_registry")),
             _driver: PhantomData,
         })
     }
@@ -166,14 +160,11 @@ impl<T: Driver> CqRegistry<T> {
     /// Runs `f` on the CQ at `index`, if there is one. `f` runs under a spinlock with interrupts
     /// off: it must not sleep. Any context.
     pub fn with<R>(&self, index: u32, f: impl FnOnce(&Cq<T>) -> R) -> Option<R> {
-        let slots = self.slots.lock();
-        let cq = *slots.get(index as usize)?;
-        if cq.is_null() {
-            return None;
-        }
-        // SAFETY: A non-null slot points to a live `Cq<T>` (type invariant), which stays alive
-        // while the lock is held: it is removed (under the lock) before it is destroyed.
-        Some(f(unsafe { &*cq.cast::<Cq<T>>() }))
+        self.slots.with(index, |cq| {
+            // SAFETY: The object is a live `Cq<T>` (type invariant), which stays alive while the
+            // slots' lock is held: it is removed (under the lock) before it is destroyed.
+            f(unsafe { &*cq.cast::<Cq<T>>() })
+        })
     }
 
     /// Calls the completion handler of the CQ at `index`; returns `false` if there is no CQ
@@ -190,25 +181,31 @@ impl<T: Driver> CqRegistry<T> {
     }
 
     /// Adds `cq` at its index; [`EBUSY`] if the slot is taken, [`EINVAL`] if out of range.
+    /// Reserves `index` for a Cq being created: a driver whose device names the index of a new
+    /// Cq reserves it before it touches anything the index leads to, so that a device that
+    /// hands out a index twice cannot make it act on the live Cq that has it. [`EBUSY`] if a
+    /// Cq has it or is being created with it, [`EINVAL`] if out of range. The reservation
+    /// ends when the Cq is added (once the driver's create succeeds) or with
+    /// [`Self::release`]. A driver that reserves must reserve every index it creates.
+    pub fn reserve(&self, index: u32) -> Result {
+        self.slots.reserve(index)
+    }
+
+    /// Ends the reservation of `index` (the Cq could not be created).
+    pub fn release(&self, index: u32) {
+        self.slots.release(index)
+    }
+
+    /// Adds `cq` at its index (free or reserved); [`EBUSY`] if another Cq has it, [`EINVAL`]
+    /// if out of range.
     fn insert(&self, cq: &Cq<T>) -> Result {
-        let mut slots = self.slots.lock();
-        let slot = slots.get_mut(cq.index as usize).ok_or(EINVAL)?;
-        if !slot.is_null() {
-            return Err(EBUSY);
-        }
         // INVARIANT: `cq` is alive and is removed before it is destroyed.
-        *slot = cq.as_raw();
-        Ok(())
+        self.slots.insert(cq.index, cq.as_raw())
     }
 
     /// Removes `cq`, if it is registered.
     fn remove(&self, cq: &Cq<T>) {
-        let mut slots = self.slots.lock();
-        if let Some(slot) = slots.get_mut(cq.index as usize) {
-            if *slot == cq.as_raw() {
-                *slot = ptr::null_mut();
-            }
-        }
+        self.slots.remove(cq.index, cq.as_raw())
     }
 }
 
@@ -268,6 +265,8 @@ pub(crate) unsafe extern "C" fn create_cq_callback<T: Driver>(
         };
         if let Err(e) = registered {
             T::destroy_cq(dev, obj);
+            // A reservation the driver made for it goes with it.
+            T::cq_registry(dev).release(obj.index);
             // SAFETY: `data` was initialised above and is not used again: the core frees the CQ
             // when this fails.
             unsafe { ptr::drop_in_place(&raw mut (*cq.cast::<Cq<T>>()).data) };

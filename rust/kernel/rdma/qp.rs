@@ -3,14 +3,8 @@
 //! Queue pairs, allocated by the RDMA core with room for the driver's part; their attributes;
 //! and the work requests posted to them.
 
-use super::{Ah, Cq, Device, Driver, Mr, Pd, Udata};
-use crate::{
-    bindings,
-    error::from_result,
-    prelude::*,
-    sync::{new_spinlock_irq, SpinLockIrq},
-    types::Opaque,
-};
+use super::{registry::Slots, Ah, Cq, Device, Driver, Mr, Pd, Udata};
+use crate::{bindings, error::from_result, prelude::*, sync::new_spinlock_irq, types::Opaque};
 use core::{marker::PhantomData, ops::Deref, ptr};
 
 /// A QP's queue sizes (`struct ib_qp_cap`).
@@ -170,15 +164,15 @@ impl<T: Driver> Deref for Qp<T> {
 ///
 /// # Invariants
 ///
-/// Every non-null slot points to the `ib_qp` of a live [`Qp<T>`] whose number is the slot's.
+/// Every object in `slots` is the `ib_qp` of a live [`Qp<T>`] whose number is its index.
 #[pin_data]
 pub struct QpRegistry<T: Driver> {
     #[pin]
-    slots: SpinLockIrq<KVec<*mut bindings::ib_qp>>,
+    slots: Slots<bindings::ib_qp>,
     _driver: PhantomData<T>,
 }
 
-// SAFETY: The pointers are only dereferenced under the lock, to QPs that are alive (type
+// SAFETY: The pointers are only dereferenced under the lock, to Qps that are alive (type
 // invariant); `Qp<T>` may be used from any thread (`T::Qp: Send + Sync`).
 unsafe impl<T: Driver> Send for QpRegistry<T> {}
 // SAFETY: See `Send`; all access goes through the lock.
@@ -189,7 +183,7 @@ impl<T: Driver> QpRegistry<T> {
     pub fn new(count: u32) -> impl PinInit<Self, Error> {
         let slots = KVec::from_elem(ptr::null_mut(), count as usize, GFP_KERNEL);
         try_pin_init!(Self {
-            slots <- new_spinlock_irq!(slots?, "rdma_qp_registry"),
+            slots <- Slots::new(new_spinlock_irq!(slots?, "rdma_qp_registry")),
             _driver: PhantomData,
         })
     }
@@ -197,14 +191,11 @@ impl<T: Driver> QpRegistry<T> {
     /// Runs `f` on QP `qpn`, if it exists. `f` runs under a spinlock with interrupts off: it
     /// must not sleep. Any context.
     pub fn with<R>(&self, qpn: u32, f: impl FnOnce(&Qp<T>) -> R) -> Option<R> {
-        let slots = self.slots.lock();
-        let qp = *slots.get(qpn as usize)?;
-        if qp.is_null() {
-            return None;
-        }
-        // SAFETY: A non-null slot points to a live `Qp<T>` (type invariant), which stays alive
-        // while the lock is held: it is removed (under the lock) before it is destroyed.
-        Some(f(unsafe { &*qp.cast::<Qp<T>>() }))
+        self.slots.with(qpn, |qp| {
+            // SAFETY: The object is a live `Qp<T>` (type invariant), which stays alive while the
+            // slots' lock is held: it is removed (under the lock) before it is destroyed.
+            f(unsafe { &*qp.cast::<Qp<T>>() })
+        })
     }
 
     /// Reports `event` to the consumer of QP `qpn`; returns `false` if there is no such QP. Any
@@ -214,24 +205,31 @@ impl<T: Driver> QpRegistry<T> {
         self.with(qpn, |qp| qp.event(event)).is_some()
     }
 
-    fn insert(&self, qp: &Qp<T>) -> Result {
-        let mut slots = self.slots.lock();
-        let slot = slots.get_mut(qp.qp_num() as usize).ok_or(EINVAL)?;
-        if !slot.is_null() {
-            return Err(EBUSY);
-        }
-        // INVARIANT: `qp` is alive and is removed before it is destroyed.
-        *slot = qp.as_raw();
-        Ok(())
+    /// Reserves `qpn` for a Qp being created: a driver whose device names the number of a new
+    /// Qp reserves it before it touches anything the number leads to, so that a device that
+    /// hands out a number twice cannot make it act on the live Qp that has it. [`EBUSY`] if a
+    /// Qp has it or is being created with it, [`EINVAL`] if out of range. The reservation
+    /// ends when the Qp is added (once the driver's create succeeds) or with
+    /// [`Self::release`]. A driver that reserves must reserve every number it creates.
+    pub fn reserve(&self, qpn: u32) -> Result {
+        self.slots.reserve(qpn)
     }
 
+    /// Ends the reservation of `qpn` (the Qp could not be created).
+    pub fn release(&self, qpn: u32) {
+        self.slots.release(qpn)
+    }
+
+    /// Adds `qp` at its number (free or reserved); [`EBUSY`] if another Qp has it, [`EINVAL`]
+    /// if out of range.
+    fn insert(&self, qp: &Qp<T>) -> Result {
+        // INVARIANT: `qp` is alive and is removed before it is destroyed.
+        self.slots.insert(qp.qp_num(), qp.as_raw())
+    }
+
+    /// Removes `qp`, if it is registered.
     fn remove(&self, qp: &Qp<T>) {
-        let mut slots = self.slots.lock();
-        if let Some(slot) = slots.get_mut(qp.qp_num() as usize) {
-            if *slot == qp.as_raw() {
-                *slot = ptr::null_mut();
-            }
-        }
+        self.slots.remove(qp.qp_num(), qp.as_raw())
     }
 }
 
@@ -611,6 +609,8 @@ pub(crate) unsafe extern "C" fn create_qp_callback<T: Driver>(
         };
         if let Err(e) = T::qp_registry(pd.device()).insert(obj) {
             T::destroy_qp(obj);
+            // A reservation the driver made for it goes with it.
+            T::qp_registry(pd.device()).release(new.qpn);
             // SAFETY: `data` was initialised above and is not used again: the core frees the QP
             // when this fails.
             unsafe { ptr::drop_in_place(&raw mut (*qp.cast::<Qp<T>>()).data) };
