@@ -13,7 +13,7 @@
 //! process polls the ring without a system call. A completion that finds the ring full is lost
 //! and reported as a CQ overrun.
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::{
     bindings,
@@ -25,7 +25,12 @@ use kernel::{
 };
 use zerocopy::{FromZeros, IntoBytes};
 
-use crate::{abi, uring::CqRing, verbs::RdmaDev};
+use crate::{
+    abi,
+    uring::CqRing,
+    verbs::RdmaDev,
+    wr_table::{BadToken, Posted, Queue},
+};
 
 /// The buffer of one completion: what the device writes.
 pub(crate) type CqeBuf = abi::CqReq;
@@ -41,8 +46,8 @@ pub(crate) struct Cq {
     depth: u32,
     /// The consumer asked to be notified of the next completion.
     armed: AtomicBool,
-    /// A malformed completion was reported once already (reported once per CQ).
-    warned: AtomicBool,
+    /// The kinds of device error (bits of [`bad`]) reported already: each once per CQ.
+    warned: AtomicU32,
     /// The ring of a user CQ (`None` for a kernel CQ).
     ring: Option<CqRing>,
 }
@@ -95,7 +100,7 @@ pub(crate) fn create(
         vq: 0,
         depth: 0,
         armed: AtomicBool::new(false),
-        warned: AtomicBool::new(false),
+        warned: AtomicU32::new(0),
         ring,
     };
     let Some(vq) = dev.config.layout.cq(cqn) else {
@@ -108,6 +113,17 @@ pub(crate) fn create(
         destroy_on_device(dev, cqn);
         return Err(EPROTO);
     };
+    // Before anything of CQ `cqn` is touched: a device that names a live CQ's number again
+    // must not make the driver destroy that CQ or lend buffers to its queue.
+    let cqs = &dev.ctrl.queues().handler().get_ref().cqs;
+    if cqs.reserve(cqn).is_err() {
+        dev_err!(
+            dev.as_ref(),
+            "CREATE_CQ returned CQ {}, which is in use\n",
+            cqn
+        );
+        return Err(EPROTO);
+    }
     let mut cq = Cq { vq, ..cq };
     let answered = match (udata, &cq.ring) {
         (Some(udata), Some(ring)) => ring
@@ -117,6 +133,7 @@ pub(crate) fn create(
     };
     if let Err(e) = answered.and_then(|()| fill(dev, &mut cq, bufs)) {
         destroy(dev, &cq);
+        cqs.release(cqn);
         return Err(e);
     }
     Ok(NewCq {
@@ -200,36 +217,67 @@ const WC_FLAGS: u32 = bindings::ib_wc_flags_IB_WC_GRH
     | bindings::ib_wc_flags_IB_WC_WITH_SMAC
     | bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE;
 
-/// The status and opcode of a completion, checked: a status or (successful) opcode that is not
-/// the kernel's becomes a general error rather than reaching the consumer.
-pub(crate) fn checked_status(cqe: &CqeBuf) -> (u32, u32) {
-    let status = u32::from(cqe.status);
-    let opcode = u32::from(cqe.opcode);
-    let known_opcode = matches!(
-        opcode,
-        bindings::ib_wc_opcode_IB_WC_SEND
-            | bindings::ib_wc_opcode_IB_WC_RDMA_WRITE
-            | bindings::ib_wc_opcode_IB_WC_RDMA_READ
-            | bindings::ib_wc_opcode_IB_WC_COMP_SWAP
-            | bindings::ib_wc_opcode_IB_WC_FETCH_ADD
-            | bindings::ib_wc_opcode_IB_WC_LOCAL_INV
-            | bindings::ib_wc_opcode_IB_WC_REG_MR
-            | bindings::ib_wc_opcode_IB_WC_RECV
-            | bindings::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM
-    );
-    if status > bindings::ib_wc_status_IB_WC_GENERAL_ERR
-        || (status == bindings::ib_wc_status_IB_WC_SUCCESS && !known_opcode)
-    {
-        return (bindings::ib_wc_status_IB_WC_GENERAL_ERR, opcode);
+const RECV: u8 = bindings::ib_wc_opcode_IB_WC_RECV as u8;
+const RECV_RDMA_WITH_IMM: u8 = bindings::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM as u8;
+const SUCCESS: u8 = bindings::ib_wc_status_IB_WC_SUCCESS as u8;
+const GENERAL_ERR: u8 = bindings::ib_wc_status_IB_WC_GENERAL_ERR as u8;
+
+/// The work queue a completion is for, by its opcode (receive opcodes have
+/// `IB_WC_RECV`'s bit; the device reports the opcode of flushed requests too).
+pub(crate) fn queue_of(cqe: &CqeBuf) -> Queue {
+    if cqe.opcode & RECV != 0 {
+        Queue::Recv
+    } else {
+        Queue::Send
     }
-    (status, opcode)
+}
+
+/// What the consumer gets of the device's completion `cqe` of request `posted`: the request's
+/// `wr_id`, and for a send its opcode (neither ever the device's). A success must carry the
+/// opcode of its request (a receive: `IB_WC_RECV`, or `IB_WC_RECV_RDMA_WITH_IMM`, whose
+/// length is the remote write's) and at most the request's length; a success that does not,
+/// or a status the kernel does not know, becomes `IB_WC_GENERAL_ERR` (the second value is
+/// `false` then: the device erred). An error carries no length.
+pub(crate) fn check(cqe: &CqeBuf, posted: &Posted) -> (CqeBuf, bool) {
+    let mut out = *cqe;
+    out.wr_id.set(posted.wr_id);
+    out.wc_flags.set(cqe.wc_flags.get() & WC_FLAGS);
+    out.port_num = rdma::FIRST_PORT as u8;
+    let recv = posted.opcode == RECV;
+    if !recv {
+        out.opcode = posted.opcode;
+    }
+    let fits = match (cqe.status, cqe.opcode) {
+        (SUCCESS, RECV_RDMA_WITH_IMM) => recv,
+        (SUCCESS, opcode) => opcode == posted.opcode && cqe.byte_len.get() <= posted.len,
+        (status, _) => u32::from(status) <= bindings::ib_wc_status_IB_WC_GENERAL_ERR,
+    };
+    if !fits {
+        out.status = GENERAL_ERR;
+    }
+    if out.status != SUCCESS {
+        out.byte_len.set(0);
+        if recv {
+            out.opcode = RECV;
+        }
+    }
+    (out, fits)
+}
+
+/// Reasons a CQ reports a device error (each once).
+mod bad {
+    pub(super) const LENGTH: u32 = 1 << 0;
+    pub(super) const QP: u32 = 1 << 1;
+    pub(super) const REQUEST: u32 = 1 << 2;
+    pub(super) const CONTENT: u32 = 1 << 3;
 }
 
 /// Checks the completion in `buf` (`len` bytes as the device says) and runs `f` on the QP it
-/// names and the checked copy. It must have the size of one and name a QP that reports to
-/// `cq`; a status or opcode the kernel does not know becomes a general error, flags are those
-/// the device may set. `None` (reported once) otherwise. `f` runs under the QP registry's lock
-/// (one lookup: this is every completion's path), so it must not sleep.
+/// names and what its consumer gets (see [`check`]). It must have the size of one, name a QP,
+/// a work queue of that QP that reports to `cq` (by its opcode), and a token of a request
+/// outstanding on that queue (`wr_table.rs`), which it retires. `None` (reported once per
+/// reason) otherwise: the completion is dropped. `f` runs under the QP registry's lock (one
+/// lookup: this is every completion's path), so it must not sleep.
 fn with_checked<'a, R>(
     cq: &rdma::Cq<RdmaDev<'a>>,
     qps: &QpRegistry<RdmaDev<'a>>,
@@ -238,10 +286,10 @@ fn with_checked<'a, R>(
     f: impl FnOnce(&rdma::Qp<RdmaDev<'a>>, &CqeBuf) -> R,
 ) -> Option<R> {
     if len as usize != CQE_LEN {
-        warn_once(cq, |d| {
+        warn_once(cq, bad::LENGTH, |d| {
             dev_warn!(
                 d,
-                "CQ {}: completion of {} bytes, expected {}\n",
+                "CQ {}: completion of {} bytes, expected {}; dropped\n",
                 cq.cqn,
                 len,
                 CQE_LEN
@@ -250,32 +298,71 @@ fn with_checked<'a, R>(
         return None;
     }
     let qpn = buf.qp_num.get();
-    let out = qps
-        .with(qpn, |qp| {
-            if qp.cqn(true) != cq.cqn && qp.cqn(false) != cq.cqn {
+    let queue = queue_of(buf);
+    let out = qps.with(qpn, |qp| {
+        if qp.cqn(queue == Queue::Send) != cq.cqn {
+            warn_once(cq, bad::QP, |d| {
+                dev_warn!(
+                    d,
+                    "CQ {}: {:?} completion for QP {}, which does not report it here; dropped\n",
+                    cq.cqn,
+                    queue,
+                    qpn
+                )
+            });
+            return None;
+        }
+        let posted = match qp.complete(queue, buf.wr_id.get()) {
+            Ok(posted) => posted,
+            // Completions of requests a reset discarded, left in the CQ.
+            Err(BadToken::Discarded) => return None,
+            Err(why) => {
+                warn_once(cq, bad::REQUEST, |d| {
+                    dev_warn!(
+                        d,
+                        "CQ {}: QP {}: {:?} completion with token {:#x}: {:?}; dropped\n",
+                        cq.cqn,
+                        qpn,
+                        queue,
+                        buf.wr_id.get(),
+                        why
+                    )
+                });
                 return None;
             }
-            let (status, opcode) = checked_status(buf);
-            let mut cqe = *buf;
-            // Both fit: they are the device's byte values or `IB_WC_GENERAL_ERR`.
-            cqe.status = status as u8;
-            cqe.opcode = opcode as u8;
-            cqe.wc_flags.set(buf.wc_flags.get() & WC_FLAGS);
-            cqe.port_num = rdma::FIRST_PORT as u8;
-            Some(f(qp, &cqe))
-        })
-        .flatten();
-    if out.is_none() {
-        warn_once(cq, |d| {
-            dev_warn!(
-                d,
-                "CQ {}: completion for QP {}, not one of its QPs; dropped\n",
-                cq.cqn,
-                qpn
-            )
-        });
+        };
+        let (cqe, fits) = check(buf, &posted);
+        if !fits {
+            warn_once(cq, bad::CONTENT, |d| {
+                dev_warn!(
+                    d,
+                    "CQ {}: QP {}: completion (status {}, opcode {}, {} bytes) does not fit its request (opcode {}, {} bytes); reported as a general error\n",
+                    cq.cqn,
+                    qpn,
+                    buf.status,
+                    buf.opcode,
+                    buf.byte_len.get(),
+                    posted.opcode,
+                    posted.len
+                )
+            });
+        }
+        Some(f(qp, &cqe))
+    });
+    match out {
+        Some(out) => out,
+        None => {
+            warn_once(cq, bad::QP, |d| {
+                dev_warn!(
+                    d,
+                    "CQ {}: completion for QP {}, which the driver does not know; dropped\n",
+                    cq.cqn,
+                    qpn
+                )
+            });
+            None
+        }
     }
-    out
 }
 
 /// Lends a CQE buffer back to the device; returns whether it was.
@@ -374,9 +461,13 @@ fn to_ring<'a>(
     lent
 }
 
-/// Reports a device error of `cq` once.
-fn warn_once(cq: &rdma::Cq<RdmaDev<'_>>, report: impl FnOnce(&kernel::device::Device)) {
-    if !cq.warned.swap(true, Ordering::Relaxed) {
+/// Reports a device error of `cq` once per `reason` (a bit of [`bad`]).
+fn warn_once(
+    cq: &rdma::Cq<RdmaDev<'_>>,
+    reason: u32,
+    report: impl FnOnce(&kernel::device::Device),
+) {
+    if cq.warned.fetch_or(reason, Ordering::Relaxed) & reason == 0 {
         report(cq.device().as_ref());
     }
 }
@@ -422,5 +513,97 @@ pub(crate) fn completion_event(
     });
     if fire == Some(true) {
         cqs.completion_event(cqn);
+    }
+}
+
+#[kunit_tests(virtio_rdma_cq)]
+mod tests {
+    use super::*;
+
+    const SEND: u8 = bindings::ib_wc_opcode_IB_WC_SEND as u8;
+    const READ: u8 = bindings::ib_wc_opcode_IB_WC_RDMA_READ as u8;
+    const FLUSH: u8 = bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR as u8;
+
+    fn cqe(status: u8, opcode: u8, byte_len: u32) -> CqeBuf {
+        let mut c = CqeBuf::new_zeroed();
+        c.wr_id.set(0x1_0000_0003);
+        c.status = status;
+        c.opcode = opcode;
+        c.byte_len.set(byte_len);
+        c.wc_flags.set(u32::MAX);
+        c
+    }
+
+    fn posted(opcode: u8, len: u32) -> Posted {
+        Posted {
+            wr_id: 0xffff_8880_dead_beef,
+            len,
+            opcode,
+            signaled: true,
+        }
+    }
+
+    #[test]
+    fn a_fitting_completion_carries_the_consumers_wr_id() {
+        let (out, fits) = check(&cqe(SUCCESS, READ, 4096), &posted(READ, 4096));
+        assert!(fits);
+        assert_eq!(out.wr_id.get(), 0xffff_8880_dead_beef);
+        assert_eq!(
+            (out.status, out.opcode, out.byte_len.get()),
+            (SUCCESS, READ, 4096)
+        );
+        // Only the flags the device may report.
+        assert_eq!(out.wc_flags.get(), WC_FLAGS);
+        let (out, fits) = check(&cqe(SUCCESS, RECV, 40), &posted(RECV, 1064));
+        assert!(fits);
+        assert_eq!((out.opcode, out.byte_len.get()), (RECV, 40));
+        // A WRITE_WITH_IMM's length is the remote write's, not the receive's.
+        let (out, fits) = check(&cqe(SUCCESS, RECV_RDMA_WITH_IMM, 1 << 20), &posted(RECV, 0));
+        assert!(fits);
+        assert_eq!(
+            (out.opcode, out.byte_len.get()),
+            (RECV_RDMA_WITH_IMM, 1 << 20)
+        );
+    }
+
+    #[test]
+    fn a_success_that_does_not_fit_is_a_general_error() {
+        for (c, p) in [
+            // Longer than the request's buffers.
+            (cqe(SUCCESS, READ, 4097), posted(READ, 4096)),
+            (cqe(SUCCESS, RECV, u32::MAX), posted(RECV, 1024)),
+            // Another operation than the one posted.
+            (cqe(SUCCESS, SEND, 0), posted(READ, 4096)),
+            (cqe(SUCCESS, 77, 0), posted(RECV, 4096)),
+            // A receive's opcode on a send.
+            (cqe(SUCCESS, RECV_RDMA_WITH_IMM, 0), posted(SEND, 8)),
+        ] {
+            let (out, fits) = check(&c, &p);
+            assert!(!fits);
+            assert_eq!((out.status, out.byte_len.get()), (GENERAL_ERR, 0));
+            assert_eq!(out.wr_id.get(), p.wr_id);
+        }
+        // A status the kernel does not know.
+        let (out, fits) = check(&cqe(200, SEND, 0), &posted(SEND, 0));
+        assert_eq!((out.status, fits), (GENERAL_ERR, false));
+    }
+
+    #[test]
+    fn errors_keep_the_requests_opcode_and_no_length() {
+        let (out, fits) = check(&cqe(FLUSH, RECV, 99), &posted(READ, 4096));
+        assert!(fits);
+        assert_eq!(
+            (out.status, out.opcode, out.byte_len.get()),
+            (FLUSH, READ, 0)
+        );
+        let (out, _) = check(&cqe(FLUSH, RECV_RDMA_WITH_IMM, 99), &posted(RECV, 4096));
+        assert_eq!(out.opcode, RECV);
+    }
+
+    #[test]
+    fn the_opcode_names_the_queue() {
+        assert_eq!(queue_of(&cqe(FLUSH, RECV, 0)), Queue::Recv);
+        assert_eq!(queue_of(&cqe(SUCCESS, RECV_RDMA_WITH_IMM, 0)), Queue::Recv);
+        assert_eq!(queue_of(&cqe(SUCCESS, READ, 0)), Queue::Send);
     }
 }

@@ -6,14 +6,15 @@
 //! followed by room for the response header ([`CtrlRspHdr`]) and the response body, which the
 //! device writes. Commands are serialised by a mutex and use one preallocated buffer; the
 //! caller sleeps on a condition variable that the control queue's callback (hard-IRQ context)
-//! signals when the device gives the buffer back. The used length and the status the device
+//! signals when the device gives the buffer back; a signal to the caller does not end the wait
+//! (a command the device may still be executing cannot be abandoned), only a timeout does. The used length and the status the device
 //! reports are validated before the response is believed.
 
 use kernel::{
     device, new_condvar, new_mutex,
     prelude::*,
     sync::{new_spinlock_irq, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq},
-    time::msecs_to_jiffies,
+    time::{delay::fsleep, msecs_to_jiffies, Delta},
     virtio::{self, Virtqueue, Virtqueues},
 };
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes};
@@ -231,14 +232,22 @@ impl<'a> Ctrl<'a> {
                     dev_err!(self.dev, "control command {} timed out\n", cmd);
                     return Err(ETIMEDOUT);
                 }
-                CondVarTimeoutResult::Signal { .. } => {
-                    if let Some(d) = done.buf.take() {
-                        return Ok(d);
-                    }
-                    return Err(EINTR);
-                }
+                // A command cannot be abandoned because its caller got a signal (a process
+                // being killed tears its objects down with one pending): the device may still
+                // act on it, on memory the caller would free. Wait it out without sleeping
+                // interruptibly.
+                CondVarTimeoutResult::Signal { .. } => break,
             }
         }
+        drop(done);
+        for _ in 0..CMD_TIMEOUT_MS {
+            fsleep(Delta::from_millis(1));
+            if let Some(d) = ctrl.take_done() {
+                return Ok(d);
+            }
+        }
+        dev_err!(self.dev, "control command {} timed out\n", cmd);
+        Err(ETIMEDOUT)
     }
 }
 

@@ -217,14 +217,25 @@ pub(crate) fn reg_user(
     Ok(new)
 }
 
-/// Deregisters an MR on the device.
+/// Deregisters an MR on the device. Unless the device confirms that the MR is gone (or says it
+/// never had it), it may still reach the MR's pages and page table, so they are kept (pinned,
+/// allocated) for good rather than handed back to their owners.
 pub(crate) fn dereg(dev: &Device<'_>, mr: Mr) {
     let cmd = abi::CmdDeregMr {
         mrn: mr.mrn.into(),
         reserved: 0.into(),
     };
-    if let Err(e) = dev.ctrl.exec::<_, ()>(abi::cmd::DEREG_MR, &cmd) {
-        dev_err!(dev.as_ref(), "DEREG_MR {}: {:?}\n", mr.mrn, e);
+    match dev.ctrl.exec::<_, ()>(abi::cmd::DEREG_MR, &cmd) {
+        Ok(()) | Err(ENOENT) => {}
+        Err(e) => {
+            dev_err!(
+                dev.as_ref(),
+                "DEREG_MR {}: {:?}; its memory stays pinned\n",
+                mr.mrn,
+                e
+            );
+            core::mem::forget(mr);
+        }
     }
 }
 

@@ -11,6 +11,9 @@
 //!
 //! A user QP has the same buffers; its process posts through rings it maps (`uring.rs`), and
 //! the doorbell moves the new elements into the buffers, checked, in place of encoding.
+//!
+//! Either way the element's `wr_id` is replaced by a token of the work queue's table
+//! (`wr_table.rs`) before the device sees it; completions get the `wr_id` back from the table.
 
 use kernel::{
     bindings, new_spinlock_irq,
@@ -25,7 +28,8 @@ use crate::{
     abi, ah, mr,
     uring::Uring,
     verbs::RdmaDev,
-    wqe::{self, RqBuf, SendDesc, SqBuf},
+    wqe::{self, RqBuf, SendDesc, SqBuf, WorkElement},
+    wr_table::{BadToken, Posted, Queue, WrTable},
 };
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
@@ -48,6 +52,11 @@ pub(crate) struct DevQp {
     sq: Pin<KBox<SpinLockIrq<KVec<KBox<SqBuf>>>>>,
     /// Receive element buffers not lent to the device.
     rq: Pin<KBox<SpinLockIrq<KVec<KBox<RqBuf>>>>>,
+    /// Every send request is signaled.
+    sq_sig_all: bool,
+    /// The outstanding send and receive requests.
+    sq_wrs: Pin<KBox<SpinLockIrq<WrTable>>>,
+    rq_wrs: Pin<KBox<SpinLockIrq<WrTable>>>,
     /// The rings of a user QP (`None` for a kernel QP).
     user: Option<UserRings>,
 }
@@ -67,6 +76,35 @@ impl DevQp {
             self.recv_cqn
         }
     }
+
+    /// Takes the request `token` names off the send or the receive queue, for its completion.
+    pub(crate) fn complete(
+        &self,
+        queue: Queue,
+        token: u64,
+    ) -> core::result::Result<Posted, BadToken> {
+        match queue {
+            Queue::Send => self.sq_wrs.lock().complete(token),
+            Queue::Recv => self.rq_wrs.lock().complete(token),
+        }
+    }
+}
+
+/// A work request table of `depth` entries of `queue` under its own lock.
+fn wr_table(depth: u32, queue: Queue) -> Result<Pin<KBox<SpinLockIrq<WrTable>>>> {
+    KBox::pin_init(
+        new_spinlock_irq!(WrTable::new(depth, queue)?, "virtio_rdma_wrs"),
+        GFP_KERNEL,
+    )
+}
+
+/// Records the request in `buf` in `wrs` and puts its token into the element; [`ENOMEM`] when
+/// the queue has as many requests outstanding as it may.
+fn record<B: WorkElement>(wrs: &SpinLockIrq<WrTable>, buf: &mut B, sig_all: bool) -> Result {
+    let posted = buf.posted(sig_all).ok_or(EINVAL)?;
+    let token = wrs.lock().post(posted).ok_or(ENOMEM)?;
+    buf.set_token(token);
+    Ok(())
 }
 
 /// Checks what the consumer asks for against what the device and the driver support.
@@ -152,6 +190,8 @@ pub(crate) fn create(
         new_spinlock_irq!(buffers::<RqBuf>(cap.max_recv_wr)?, "virtio_rdma_rq"),
         GFP_KERNEL,
     )?;
+    let sq_wrs = wr_table(cap.max_send_wr, Queue::Send)?;
+    let rq_wrs = wr_table(cap.max_recv_wr, Queue::Recv)?;
     let rsp: abi::RspCreateQp = dev.ctrl.exec(
         abi::cmd::CREATE_QP,
         &abi::CmdCreateQp {
@@ -171,19 +211,34 @@ pub(crate) fn create(
     )?;
     let qpn = rsp.qpn.get();
     let layout = &dev.config.layout;
-    let gsi = attr.qp_type == bindings::ib_qp_type_IB_QPT_GSI;
-    let (Some(sq_vq), Some(rq_vq), true) =
-        (layout.sq(qpn), layout.rq(qpn), gsi == (qpn == GSI_QPN))
-    else {
+    let (Some(sq_vq), Some(rq_vq)) = (layout.sq(qpn), layout.rq(qpn)) else {
+        dev_err!(dev.as_ref(), "CREATE_QP returned QP number {}\n", qpn);
+        destroy_on_device(dev, qpn);
+        return Err(EPROTO);
+    };
+    // Before anything of QP `qpn` is touched: a device that names a live QP's number again
+    // must not make the driver destroy that QP (or take its elements back) on the way out.
+    let qps = &dev.ctrl.queues().handler().get_ref().qps;
+    if qps.reserve(qpn).is_err() {
         dev_err!(
             dev.as_ref(),
-            "CREATE_QP returned QP number {} (type {})\n",
+            "CREATE_QP returned QP {}, which is in use\n",
+            qpn
+        );
+        return Err(EPROTO);
+    }
+    let gsi = attr.qp_type == bindings::ib_qp_type_IB_QPT_GSI;
+    if gsi != (qpn == GSI_QPN) {
+        dev_err!(
+            dev.as_ref(),
+            "CREATE_QP returned QP number {} for type {}\n",
             qpn,
             attr.qp_type
         );
         destroy_on_device(dev, qpn);
+        qps.release(qpn);
         return Err(EPROTO);
-    };
+    }
     if let (Some(udata), Some(rings)) = (udata, &user) {
         let answer = rings.sq.describe().and_then(|sq| {
             let rq = rings.rq.describe()?;
@@ -191,6 +246,7 @@ pub(crate) fn create(
         });
         if let Err(e) = answer {
             destroy_on_device(dev, qpn);
+            qps.release(qpn);
             return Err(e);
         }
     }
@@ -207,6 +263,9 @@ pub(crate) fn create(
             recv_cqn: recv_cq.index(),
             sq,
             rq,
+            sq_sig_all: attr.sq_sig_all,
+            sq_wrs,
+            rq_wrs,
             user,
         },
     })
@@ -346,7 +405,8 @@ fn wire_attr(attr: &QpAttr, mask: u32) -> Result<abi::QpAttr> {
     Ok(w)
 }
 
-/// Modifies a QP.
+/// Modifies a QP. Moving to RESET discards its outstanding requests (the device drops them
+/// without completions), so their table entries go too.
 pub(crate) fn modify(qp: &Qp<'_>, attr: &QpAttr, mask: u32) -> Result {
     let wire = wire_attr(attr, mask)?;
     qp.device().ctrl.exec::<_, ()>(
@@ -356,7 +416,14 @@ pub(crate) fn modify(qp: &Qp<'_>, attr: &QpAttr, mask: u32) -> Result {
             attr_mask: mask.into(),
             attr: wire,
         },
-    )
+    )?;
+    if mask & bindings::ib_qp_attr_mask_IB_QP_STATE != 0
+        && attr.raw().qp_state == bindings::ib_qp_state_IB_QPS_RESET
+    {
+        qp.sq_wrs.lock().reset();
+        qp.rq_wrs.lock().reset();
+    }
+    Ok(())
 }
 
 /// Queries a QP.
@@ -464,15 +531,17 @@ pub(crate) fn post_send(qp: &Qp<'_>, wrs: &mut SendWrs<'_>) -> Result {
             wr.sges()
                 .and_then(|sges| wqe::encode_send(&mut buf, &desc, sges, qp.cap.max_send_sge))
         };
-        let len = match len {
-            Ok(len) => len,
-            Err(e) => {
-                give_back(&mut free, buf);
-                result = Err(e);
-                break;
-            }
-        };
+        let len =
+            match len.and_then(|len| record(&qp.sq_wrs, &mut *buf, qp.sq_sig_all).map(|()| len)) {
+                Ok(len) => len,
+                Err(e) => {
+                    give_back(&mut free, buf);
+                    result = Err(e);
+                    break;
+                }
+            };
         if let Err((e, buf)) = q.add(buf, len, 0) {
+            qp.sq_wrs.lock().unpost();
             give_back(&mut free, buf);
             result = Err(e);
             break;
@@ -504,7 +573,8 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
         };
         let len = wr
             .sges()
-            .and_then(|sges| wqe::encode_recv(&mut buf, wr.wr_id(), sges, qp.cap.max_recv_sge));
+            .and_then(|sges| wqe::encode_recv(&mut buf, wr.wr_id(), sges, qp.cap.max_recv_sge))
+            .and_then(|len| record(&qp.rq_wrs, &mut *buf, false).map(|()| len));
         let len = match len {
             Ok(len) => len,
             Err(e) => {
@@ -514,6 +584,7 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
             }
         };
         if let Err((e, buf)) = q.add(buf, len, 0) {
+            qp.rq_wrs.lock().unpost();
             give_back(&mut free, buf);
             result = Err(e);
             break;
@@ -538,13 +609,15 @@ pub(crate) fn ring_doorbell(qp: &Qp<'_>, wq: WorkQueue) -> Result {
         WorkQueue::Send => {
             let ud = qp.qp_type == bindings::ib_qp_type_IB_QPT_UD;
             let mut free = qp.sq.lock();
-            lend_from_ring(queue(dev, qp.sq_vq)?, &mut free, &rings.sq, |elem| {
+            let wrs = (&*qp.sq_wrs, qp.sq_sig_all);
+            lend_from_ring(queue(dev, qp.sq_vq)?, &mut free, &rings.sq, wrs, |elem| {
                 wqe::check_user_send(elem, &qp.cap, ud)
             })
         }
         WorkQueue::Recv => {
             let mut free = qp.rq.lock();
-            lend_from_ring(queue(dev, qp.rq_vq)?, &mut free, &rings.rq, |elem| {
+            let wrs = (&*qp.rq_wrs, false);
+            lend_from_ring(queue(dev, qp.rq_vq)?, &mut free, &rings.rq, wrs, |elem| {
                 wqe::check_user_recv(elem, &qp.cap)
             })
         }
@@ -552,12 +625,14 @@ pub(crate) fn ring_doorbell(qp: &Qp<'_>, wq: WorkQueue) -> Result {
 }
 
 /// Moves the pending elements of `ring` into free buffers, each checked by `check` (which
-/// returns its length), and lends them to `vq`. The caller holds the work queue's lock (`free`).
-/// An element `check` refuses is skipped and ends the call with its error.
-fn lend_from_ring<B: DmaBuf + IntoBytes>(
+/// returns its length) and recorded in the work queue's table `wrs` (with whether the QP
+/// signals every request), and lends them to `vq`. The caller holds the work queue's lock
+/// (`free`). An element `check` refuses is skipped and ends the call with its error.
+fn lend_from_ring<B: DmaBuf + IntoBytes + WorkElement>(
     vq: &Virtqueue,
     free: &mut KVec<KBox<B>>,
     ring: &Uring<B>,
+    (wrs, sig_all): (&SpinLockIrq<WrTable>, bool),
     check: impl Fn(&B) -> Result<usize>,
 ) -> Result {
     reclaim(vq, free)?;
@@ -572,8 +647,7 @@ fn lend_from_ring<B: DmaBuf + IntoBytes>(
             result = Err(ENOMEM);
             break;
         };
-        let len = ring.read(next, &mut buf).and_then(|()| check(&buf));
-        let len = match len {
+        let len = match ring.read(next, &mut buf).and_then(|()| check(&buf)) {
             Ok(len) => len,
             Err(e) => {
                 give_back(free, buf);
@@ -582,7 +656,14 @@ fn lend_from_ring<B: DmaBuf + IntoBytes>(
                 break;
             }
         };
+        // A full table (requests not yet completed) leaves the element for the next doorbell.
+        if let Err(e) = record(wrs, &mut *buf, sig_all) {
+            give_back(free, buf);
+            result = Err(e);
+            break;
+        }
         if let Err((e, buf)) = q.add(buf, len, 0) {
+            wrs.lock().unpost();
             give_back(free, buf);
             result = Err(e);
             break;

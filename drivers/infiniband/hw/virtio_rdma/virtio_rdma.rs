@@ -34,6 +34,7 @@ mod ucontext;
 mod uring;
 mod verbs;
 mod wqe;
+mod wr_table;
 
 use config::QueueKind;
 use ctrl::Ctrl;

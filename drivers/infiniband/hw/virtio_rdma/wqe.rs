@@ -13,7 +13,10 @@ use kernel::{
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-use crate::abi;
+use crate::{
+    abi,
+    wr_table::{self, Posted},
+};
 
 /// Scatter/gather entries per work request the driver supports (at most).
 pub(crate) const MAX_SGE: u32 = 16;
@@ -185,6 +188,65 @@ pub(crate) fn encode_recv(
     };
     buf.bytes[..RQ_REQ_LEN].copy_from_slice(req.as_bytes());
     write_sges(&mut buf.bytes, RQ_REQ_LEN, sges)
+}
+
+/// Total length of the `num_sge` entries from `offset` of `bytes` (saturating).
+fn sge_bytes(bytes: &[u8], offset: usize, num_sge: usize) -> u32 {
+    (0..num_sge)
+        .filter_map(|i| abi::Sge::read_from_prefix(bytes.get(offset + i * SGE_LEN..)?).ok())
+        .fold(0u32, |sum, (sge, _)| sum.saturating_add(sge.length.get()))
+}
+
+/// An element of a work queue, as the work request table sees it.
+pub(crate) trait WorkElement {
+    /// What the driver keeps of the request encoded (or checked) in this element, for a QP
+    /// that signals every send request if `sig_all`; `None` if the element is malformed.
+    fn posted(&self, sig_all: bool) -> Option<Posted>;
+
+    /// Puts `token` where the element's `wr_id` is: the device sees only the token.
+    fn set_token(&mut self, token: u64);
+}
+
+impl WorkElement for SqBuf {
+    fn posted(&self, sig_all: bool) -> Option<Posted> {
+        let (req, _) = abi::SqReq::read_from_prefix(&self.bytes).ok()?;
+        let flags = req.send_flags.get();
+        let len = if flags & SEND_INLINE != 0 {
+            req.inline_len.get()
+        } else {
+            let num_sge = usize::from(req.num_sge.get()).min(MAX_SGE as usize);
+            sge_bytes(&self.bytes, SQ_REQ_LEN, num_sge)
+        };
+        Some(Posted {
+            wr_id: req.wr_id.get(),
+            len,
+            opcode: wr_table::wc_opcode(req.opcode.into()),
+            signaled: sig_all || flags & bindings::ib_send_flags_IB_SEND_SIGNALED as u32 != 0,
+        })
+    }
+
+    fn set_token(&mut self, token: u64) {
+        self.bytes[..8].copy_from_slice(&token.to_le_bytes());
+    }
+}
+
+impl WorkElement for RqBuf {
+    fn posted(&self, _sig_all: bool) -> Option<Posted> {
+        let (req, _) = abi::RqReq::read_from_prefix(&self.bytes).ok()?;
+        let num_sge = usize::try_from(req.num_sge.get())
+            .ok()?
+            .min(MAX_SGE as usize);
+        Some(Posted {
+            wr_id: req.wr_id.get(),
+            len: sge_bytes(&self.bytes, RQ_REQ_LEN, num_sge),
+            opcode: bindings::ib_wc_opcode_IB_WC_RECV as u8,
+            signaled: true,
+        })
+    }
+
+    fn set_token(&mut self, token: u64) {
+        self.bytes[..8].copy_from_slice(&token.to_le_bytes());
+    }
 }
 
 /// `IB_SEND_*` flags a process may set in its send elements.
@@ -405,6 +467,55 @@ mod tests {
             Err(EINVAL)
         );
         assert_eq!(encode_recv(&mut buf, 42, &[], 1), Ok(16));
+    }
+
+    #[test]
+    fn posted_requests_are_what_was_encoded() {
+        let mut buf = SqBuf::new_zeroed();
+        let mut d = desc(
+            bindings::ib_wr_opcode_IB_WR_RDMA_READ,
+            SendOp::Rdma {
+                remote_addr: 0,
+                rkey: 1,
+            },
+        );
+        d.send_flags = 0;
+        let sges = [sge(0x1000, 100, 0x500), sge(0x2000, 28, 0x501)];
+        assert_eq!(encode_send(&mut buf, &d, &sges, 2), Ok(96));
+        let p = buf.posted(false);
+        assert_eq!(
+            p.map(|p| (p.wr_id, p.len, p.signaled)),
+            Some((d.wr_id, 128, false))
+        );
+        assert_eq!(
+            p.map(|p| p.opcode),
+            Some(bindings::ib_wc_opcode_IB_WC_RDMA_READ as u8)
+        );
+        // The QP's sq_sig_all signals it.
+        assert_eq!(buf.posted(true).map(|p| p.signaled), Some(true));
+        // The device sees the token, not the wr_id.
+        buf.set_token(0x1_0000_0007);
+        assert_eq!(&buf.bytes[0..8], &0x1_0000_0007u64.to_le_bytes());
+        // Inline data, as a consumer posts it (IB_SEND_INLINE in its flags).
+        let mut d = desc(bindings::ib_wr_opcode_IB_WR_SEND, SendOp::Send);
+        d.send_flags |= SEND_INLINE;
+        let _ = encode_send_inline(&mut buf, &d, 64, |room| {
+            room[..5].copy_from_slice(b"hello");
+            Ok(5)
+        });
+        assert_eq!(
+            buf.posted(false).map(|p| (p.len, p.signaled)),
+            Some((5, true))
+        );
+        let mut rbuf = RqBuf::new_zeroed();
+        assert_eq!(
+            encode_recv(&mut rbuf, 42, &[sge(0x3000, 4096, 0x600)], 1),
+            Ok(32)
+        );
+        assert_eq!(
+            rbuf.posted(false).map(|p| (p.wr_id, p.len)),
+            Some((42, 4096))
+        );
     }
 
     const CAP: QpCap = QpCap {
