@@ -2,11 +2,13 @@
 //! Command line.
 
 use std::net::IpAddr;
+use std::num::NonZeroU32;
 use std::path::PathBuf;
 
 use clap::Parser;
 use log::LevelFilter;
 
+use crate::hostile;
 use crate::limits::{ConfigOverride, Limits, LimitsError, Mac, Pinned};
 
 /// vhost-user backend for the virtio-rdma device (virtio device ID 42).
@@ -86,9 +88,35 @@ pub struct Cli {
     #[arg(long = "config-override", value_name = "FIELD=VALUE")]
     pub config_overrides: Vec<ConfigOverride>,
 
+    /// Make every device of this process lie to its guest, for testing a
+    /// driver against a broken or malicious device; never in production.
+    /// KIND: `completions` (every Nth completion corrupted, see
+    /// --hostile-every), `handles` (every Nth CREATE_CQ and CREATE_QP
+    /// answers another live object's number), `events` (a made-up event after every control
+    /// command). Each lie is counted (hostile_* counters).
+    #[arg(long, value_name = "KIND[,KIND...]")]
+    pub hostile: Option<hostile::Kinds>,
+
+    /// With --hostile: corrupt every Nth completion, and answer every Nth
+    /// CREATE_CQ and every Nth CREATE_QP with another's number (N >= 1).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "4",
+        value_parser = parse_every,
+        requires = "hostile"
+    )]
+    pub hostile_every: NonZeroU32,
+
     /// Print the number of virtqueues for these limits and exit.
     #[arg(long)]
     pub print_num_queues: bool,
+}
+
+/// `--hostile-every`: a whole number of at least 1.
+fn parse_every(s: &str) -> Result<NonZeroU32, String> {
+    let n: u32 = s.parse().map_err(|e| format!("`{s}`: {e}"))?;
+    NonZeroU32::new(n).ok_or_else(|| "N must be at least 1 (1: every completion lies)".to_string())
 }
 
 /// `any`, or a comma-separated list of IP addresses.
@@ -126,6 +154,14 @@ fn per_socket<T: Clone>(
 pub const DEFAULT_MAC: Mac = Mac([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
 
 impl Cli {
+    /// The hostile mode every device gets, if --hostile is given.
+    pub fn hostile(&self) -> Option<hostile::Config> {
+        self.hostile.map(|kinds| hostile::Config {
+            kinds,
+            every: self.hostile_every,
+        })
+    }
+
     /// The validated device limits (with the first device's MAC).
     pub fn limits(&self) -> Result<Limits, LimitsError> {
         let mac = self.macs.first().copied().unwrap_or(DEFAULT_MAC);
@@ -181,7 +217,8 @@ impl Cli {
                 l = l.with_max_mr(max)?;
             }
             let pages = per_socket("--max-mr-pages", &self.max_mr_pages, i, n)?;
-            out.push((s.clone(), l.with_max_mr_pages(pages)));
+            let l = l.with_max_mr_pages(pages).with_hostile(self.hostile());
+            out.push((s.clone(), l));
         }
         Ok(out)
     }
@@ -371,6 +408,40 @@ mod tests {
         let mut own = mapped;
         own[15] = 15;
         assert!(one[0].1.gid_allowed(&own) && !one[0].1.gid_allowed(&mapped));
+    }
+
+    #[test]
+    fn hostile_mode_reaches_every_device() {
+        let parse = |args: &[&str]| Cli::try_parse_from(["x", "--socket", "a"].iter().chain(args));
+        let cli = parse(&[]).expect("parses");
+        assert_eq!(cli.hostile(), None, "off by default");
+        let devices = cli.devices().expect("valid");
+        assert!(devices.iter().all(|(_, l)| l.hostile().is_none()));
+        let cli = parse(&[
+            "--socket",
+            "b",
+            "--mac",
+            "02:00:00:00:00:01",
+            "--mac",
+            "02:00:00:00:00:02",
+            "--socket-max-qp",
+            "2",
+            "--hostile",
+            "completions,handles",
+        ])
+        .expect("parses");
+        let want = hostile::Config {
+            kinds: "handles,completions".parse().expect("kinds"),
+            every: NonZeroU32::new(4).expect("non-zero"),
+        };
+        assert_eq!(cli.hostile(), Some(want), "every 4 by default");
+        let devices = cli.devices().expect("valid");
+        assert!(devices.iter().all(|(_, l)| l.hostile() == Some(want)));
+        let cli = parse(&["--hostile", "events", "--hostile-every", "1"]).expect("parses");
+        assert_eq!(cli.hostile().map(|h| h.every.get()), Some(1));
+        assert!(parse(&["--hostile", "bogus"]).is_err());
+        assert!(parse(&["--hostile", "events", "--hostile-every", "0"]).is_err());
+        assert!(parse(&["--hostile-every", "3"]).is_err(), "needs --hostile");
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::abi::{
     VirtioRdmaCqReq, VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION, VIRTIO_RDMA_NOTIFY_SOLICITED,
 };
 use crate::ctrl::Ctrl;
+use crate::hostile;
 use crate::vring::RecordError;
 
 /// One completion queue.
@@ -45,7 +46,8 @@ pub enum CqError {
 
 /// Writes `cqe` to CQ `cqn` of `ctrl`'s device and signals the driver if
 /// the ring or the arm state asks for it. `solicited`: the completion is
-/// for a solicited message.
+/// for a solicited message. Every completion of the device (requester,
+/// responder, flush) is posted here.
 pub fn post(ctrl: &Ctrl, cqn: u32, cqe: &VirtioRdmaCqReq, solicited: bool) -> Result<(), CqError> {
     if !ctrl.lock().cq_exists(cqn) {
         return Err(CqError::NoCq(cqn));
@@ -55,12 +57,19 @@ pub fn post(ctrl: &Ctrl, cqn: u32, cqe: &VirtioRdmaCqReq, solicited: bool) -> Re
     };
     let guard = ctrl.mem().memory();
     let bad = |why: std::fmt::Arguments<'_>| ctrl.guest_warn(format_args!("CQ {cqn}: {why}"));
-    vring
-        .put_record(&guard, cqe.as_bytes(), &bad)
-        .map_err(|e| match e {
-            RecordError::NoBuffer => CqError::Overrun(cqn),
-            RecordError::Ring(e) => CqError::Ring(cqn, e),
-        })?;
+    let write = |c: &VirtioRdmaCqReq, used_len: u32| {
+        vring
+            .put_record_as(&guard, c.as_bytes(), used_len, &bad)
+            .map_err(|e| match e {
+                RecordError::NoBuffer => CqError::Overrun(cqn),
+                RecordError::Ring(e) => CqError::Ring(cqn, e),
+            })
+    };
+    // Every completion of the device passes here: a hostile one lies here.
+    match ctrl.hostile() {
+        None => write(cqe, hostile::CQE_LEN)?,
+        Some(h) => h.post_completion(ctrl.stats(), cqn, cqe, write)?,
+    }
     let force = ctrl.lock().cq_fire(cqn, |armed| {
         armed & VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION != 0
             || (armed & VIRTIO_RDMA_NOTIFY_SOLICITED != 0 && (solicited || cqe.status != 0))

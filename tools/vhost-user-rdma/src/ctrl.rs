@@ -23,6 +23,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 use crate::abi::*;
 use crate::cq::Cq;
 use crate::fabric::{self, Fabric};
+use crate::hostile::Hostile;
 use crate::limits::{self, Limits};
 use crate::mr::MrTable;
 use crate::qp::Qp;
@@ -132,6 +133,8 @@ pub struct Ctrl {
     wake: EventFd,
     /// Key bytes are random unless a fuzz target fixes them.
     fixed_key_byte: Option<u8>,
+    /// The lies of a hostile device (`--hostile`); `None` for an honest one.
+    hostile: Option<Hostile>,
 }
 
 /// A failed command: the status for the guest.
@@ -172,11 +175,14 @@ impl Ctrl {
             state: Mutex::new(State::new(&limits)),
             mem,
             vrings: OnceLock::new(),
-            stats: Stats::default(),
+            stats: Stats::new(limits.hostile().is_some()),
             log_limit: RateLimit::default(),
             scheduled: Mutex::new(BTreeSet::new()),
             wake: EventFd::new(EFD_NONBLOCK)?,
             fixed_key_byte: None,
+            hostile: limits
+                .hostile()
+                .map(|config| Hostile::new(config, limits.max_cq())),
         })
     }
 
@@ -228,6 +234,11 @@ impl Ctrl {
     /// The device's counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The device's hostile mode, if the operator asked for one.
+    pub fn hostile(&self) -> Option<&Hostile> {
+        self.hostile.as_ref()
     }
 
     /// Logs a warning the guest caused (a malformed or refused request),
@@ -343,7 +354,8 @@ impl Ctrl {
 
     /// Runs one request: `request` is the device-readable part, `room` the
     /// size of the device-writable part. Returns the response bytes (at
-    /// most `room`; empty if not even a status fits).
+    /// most `room`; empty if not even a status fits). A hostile device
+    /// tells its lies about the answer here (see `hostile.rs`).
     pub fn execute(&self, request: &[u8], room: usize) -> Vec<u8> {
         if room < RSP_HDR_LEN {
             self.guest_warn(format_args!(
@@ -353,7 +365,11 @@ impl Ctrl {
             return Vec::new();
         }
         let fabric = fabric::lock();
-        let (status, body) = match self.run(&fabric, request, room - RSP_HDR_LEN) {
+        let mut result = self.run(&fabric, request, room - RSP_HDR_LEN);
+        if let Some(h) = &self.hostile {
+            h.answered(self, request, &mut result);
+        }
+        let (status, body) = match result {
             Ok(body) => (VIRTIO_RDMA_S_OK, body),
             Err(status) => (status, Vec::new()),
         };

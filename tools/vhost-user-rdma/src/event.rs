@@ -19,7 +19,7 @@ use crate::abi::{
     VIRTIO_RDMA_EVENT_QP_FATAL, VIRTIO_RDMA_EVENT_QP_REQ_ERR,
 };
 use crate::ctrl::Ctrl;
-use crate::vring::RecordError;
+use crate::vring::{RdmaVring, RecordError};
 
 /// One asynchronous event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,19 +65,49 @@ pub fn post(ctrl: &Ctrl, event: Event) {
     let Some(vring) = ctrl.event_vring() else {
         return;
     };
-    let guard = ctrl.mem().memory();
-    let bad = |why: fmt::Arguments<'_>| ctrl.guest_warn(format_args!("event queue: {why}"));
-    match vring.put_record(&guard, event.record().as_bytes(), &bad) {
-        Ok(()) => {
-            if vring.needs_notification().unwrap_or(true) {
-                if let Err(e) = vring.signal_used_queue() {
-                    error!("{}: event {event}: cannot signal: {e}", ctrl.name());
-                }
-            }
-        }
+    let record = event.record();
+    match put(ctrl, vring, record.as_bytes(), RECORD_LEN, &event) {
+        Ok(()) => {}
         Err(RecordError::NoBuffer) => ctrl.guest_warn(format_args!(
             "event {event} lost: the driver left no event buffer"
         )),
         Err(e) => error!("{}: event {event} lost: {e}", ctrl.name()),
     }
+}
+
+/// Posts an event a hostile device made up (`hostile.rs`): `record`,
+/// returned in the used ring with length `used_len`. Fails with
+/// [`RecordError::NoBuffer`] if there is no event buffer (or no event
+/// queue yet).
+pub(crate) fn post_made_up(
+    ctrl: &Ctrl,
+    record: &VirtioRdmaEvent,
+    used_len: u32,
+) -> Result<(), RecordError> {
+    let vring = ctrl.event_vring().ok_or(RecordError::NoBuffer)?;
+    put(ctrl, vring, record.as_bytes(), used_len, &"(made up)")
+}
+
+/// Bytes of an event record.
+const RECORD_LEN: u32 = core::mem::size_of::<VirtioRdmaEvent>() as u32;
+
+/// Writes `record` into the next event buffer with used length
+/// `used_len`, and signals the driver if the ring asks for it (a failure
+/// to signal is logged, naming event `what`).
+fn put(
+    ctrl: &Ctrl,
+    vring: &RdmaVring,
+    record: &[u8],
+    used_len: u32,
+    what: &dyn fmt::Display,
+) -> Result<(), RecordError> {
+    let guard = ctrl.mem().memory();
+    let bad = |why: fmt::Arguments<'_>| ctrl.guest_warn(format_args!("event queue: {why}"));
+    vring.put_record_as(&guard, record, used_len, &bad)?;
+    if vring.needs_notification().unwrap_or(true) {
+        if let Err(e) = vring.signal_used_queue() {
+            error!("{}: event {what}: cannot signal: {e}", ctrl.name());
+        }
+    }
+    Ok(())
 }

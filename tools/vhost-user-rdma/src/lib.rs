@@ -10,6 +10,7 @@
 //! [`verbs`] (CQs, MRs, QPs). Data path: [`engine`] executes SQ elements
 //! ([`wqe`]) against MRs ([`mr`]) and QPs ([`qp`]), writes completions
 //! ([`cq`]), and reaches other devices of the process through [`fabric`].
+//! [`hostile`] is a test mode in which the device lies to its guest.
 
 pub mod abi;
 pub mod cli;
@@ -22,6 +23,7 @@ pub mod event;
 pub mod fabric;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
+pub mod hostile;
 pub mod ib;
 pub mod limits;
 pub mod mr;

@@ -11,6 +11,7 @@ use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::IntoBytes;
 
 use crate::abi::{self, VirtioRdmaConfig};
+use crate::hostile;
 
 /// vhost-user carries the vring index in 8 bits.
 pub const MAX_VRINGS: u32 = 256;
@@ -316,6 +317,7 @@ pub struct Limits {
     max_mr: u32,
     max_mr_pages: Option<u64>,
     pinned: Option<Pinned>,
+    hostile: Option<hostile::Config>,
 }
 
 impl Limits {
@@ -350,6 +352,7 @@ impl Limits {
             max_mr: MAX_MR,
             max_mr_pages: None,
             pinned: None,
+            hostile: None,
         })
     }
 
@@ -374,6 +377,18 @@ impl Limits {
     pub fn with_pinned(mut self, pinned: Option<Pinned>) -> Self {
         self.pinned = pinned;
         self
+    }
+
+    /// The same limits on a device that lies to its guest as `hostile`
+    /// says (`None`: an honest device). For testing drivers only.
+    pub fn with_hostile(mut self, hostile: Option<hostile::Config>) -> Self {
+        self.hostile = hostile;
+        self
+    }
+
+    /// The device's hostile mode, if it has one.
+    pub fn hostile(&self) -> Option<hostile::Config> {
+        self.hostile
     }
 
     /// MRs a device may hold.

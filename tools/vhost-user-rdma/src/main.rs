@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::thread;
 
 use clap::Parser;
-use log::{error, info};
+use log::{error, info, warn};
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
@@ -42,6 +42,13 @@ fn main() -> ExitCode {
         Ok(d) => d,
         Err(e) => return usage_error(e),
     };
+
+    if let Some(h) = cli.hostile() {
+        warn!(
+            "HOSTILE DEVICE MODE (--hostile {h}): by the operator's choice, every device of \
+             this process lies to its guest; for testing guest drivers only, never in production"
+        );
+    }
 
     if let Err(e) = watch_signals(cli.sockets.clone()) {
         error!("cannot install signal handlers: {e}");

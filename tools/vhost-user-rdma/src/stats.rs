@@ -8,6 +8,9 @@
 //! are never reset while the process runs (a device reset does not clear
 //! them: they describe the tenant, not its objects), and are logged when a
 //! device resets, when its frontend disconnects, and on SIGUSR1.
+//!
+//! A device in hostile mode (`hostile.rs`) also counts the lies it told;
+//! those counters are printed only by such a device.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,24 +34,54 @@ pub enum Counter {
     OverQuota,
     /// Guest-triggered log lines not written (rate limit).
     LogsSuppressed,
+    /// Hostile mode: completions corrupted.
+    HostileCompletions,
+    /// Hostile mode: CREATE_CQ/CREATE_QP answers naming another object.
+    HostileHandles,
+    /// Hostile mode: made-up events posted.
+    HostileEvents,
 }
 
-const COUNTERS: [(Counter, &str); 6] = [
+impl Counter {
+    /// Whether this counts lies of the hostile mode.
+    fn is_hostile(self) -> bool {
+        matches!(
+            self,
+            Counter::HostileCompletions | Counter::HostileHandles | Counter::HostileEvents
+        )
+    }
+}
+
+const COUNTERS: [(Counter, &str); 9] = [
     (Counter::NotPeer, "dropped_not_peer"),
     (Counter::BadPsn, "dropped_bad_psn"),
     (Counter::BadQkey, "dropped_bad_qkey"),
     (Counter::GidRefused, "gid_refused"),
     (Counter::OverQuota, "over_quota"),
     (Counter::LogsSuppressed, "logs_suppressed"),
+    (Counter::HostileCompletions, "hostile_completions"),
+    (Counter::HostileHandles, "hostile_handles"),
+    (Counter::HostileEvents, "hostile_events"),
 ];
 
 /// The counters of one device.
 #[derive(Debug, Default)]
 pub struct Stats {
     values: [AtomicU64; COUNTERS.len()],
+    /// The device is hostile: print the hostile-mode counters too.
+    hostile: bool,
 }
 
 impl Stats {
+    /// Zeroed counters; `hostile`: of a device in hostile mode, whose
+    /// lies are printed too.
+    pub fn new(hostile: bool) -> Self {
+        Stats {
+            hostile,
+            ..Stats::default()
+        }
+    }
+
     fn slot(c: Counter) -> usize {
         // COUNTERS lists every variant once.
         COUNTERS.iter().position(|(k, _)| *k == c).unwrap_or(0)
@@ -71,9 +104,13 @@ impl Stats {
 }
 
 impl fmt::Display for Stats {
-    /// `name=value` pairs, space separated.
+    /// `name=value` pairs, space separated (the hostile-mode ones only for
+    /// a hostile device).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, (c, name)) in COUNTERS.iter().enumerate() {
+        let shown = COUNTERS
+            .iter()
+            .filter(|(c, _)| self.hostile || !c.is_hostile());
+        for (i, (c, name)) in shown.enumerate() {
             if i > 0 {
                 f.write_str(" ")?;
             }
@@ -100,5 +137,15 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("logs_suppressed=5"), "{text}");
+        assert!(!text.contains("hostile"), "{text}");
+        let h = Stats::new(true);
+        h.add(Counter::HostileHandles, 2);
+        let text = h.to_string();
+        assert!(
+            text.ends_with(
+                "logs_suppressed=0 hostile_completions=0 hostile_handles=2 hostile_events=0"
+            ),
+            "{text}"
+        );
     }
 }

@@ -113,6 +113,19 @@ impl RdmaVring {
         record: &[u8],
         bad: &dyn Fn(fmt::Arguments<'_>),
     ) -> Result<(), RecordError> {
+        self.put_record_as(mem, record, record.len() as u32, bad)
+    }
+
+    /// [`RdmaVring::put_record`], returning the buffer with used length
+    /// `used_len` whatever `record`'s (a hostile device's lie; otherwise
+    /// `record.len()`).
+    pub fn put_record_as(
+        &self,
+        mem: &GuestMemoryMmap,
+        record: &[u8],
+        used_len: u32,
+        bad: &dyn Fn(fmt::Arguments<'_>),
+    ) -> Result<(), RecordError> {
         loop {
             let chain = self.get_mut().get_queue_mut().pop_descriptor_chain(mem);
             let Some(chain) = chain else {
@@ -128,8 +141,8 @@ impl RdmaVring {
                 ))),
                 Err(e) => Err(io::Error::other(e.to_string())),
             };
-            let len = match written {
-                Ok(()) => record.len() as u32,
+            let len = match &written {
+                Ok(()) => used_len,
                 Err(e) => {
                     bad(format_args!("bad buffer {head}: {e}"));
                     0
@@ -137,7 +150,7 @@ impl RdmaVring {
             };
             self.add_used(head, len)
                 .map_err(|e| RecordError::Ring(e.to_string()))?;
-            if len > 0 {
+            if written.is_ok() {
                 return Ok(());
             }
         }

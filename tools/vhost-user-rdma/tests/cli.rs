@@ -200,6 +200,53 @@ fn sigusr1_logs_each_devices_counters() {
     );
 }
 
+/// `--hostile` takes known kinds only, `--hostile-every` at least 1 and
+/// only with `--hostile`; a hostile backend says so loudly and prints its
+/// lie counters, an honest one neither.
+#[test]
+fn hostile_mode_options() {
+    for (bad, why) in [
+        (
+            &["--hostile", "bogus"][..],
+            "unknown hostile kind `bogus` (one of: completions, handles, events)",
+        ),
+        (&["--hostile", "completions,"], "unknown hostile kind ``"),
+        (
+            &["--hostile", "completions", "--hostile-every", "0"],
+            "N must be at least 1",
+        ),
+        (&["--hostile-every", "2"], "--hostile <KIND[,KIND...]>"),
+    ] {
+        let out = Command::new(BIN)
+            .args(["--socket", "/nonexistent/x.sock"])
+            .args(bad)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(err.contains(why), "{bad:?}: {err}");
+    }
+    let err = stderr_after(
+        &[],
+        &["--hostile", "events,handles", "--hostile-every", "1"],
+        &["-USR1"],
+    );
+    assert!(
+        err.contains("HOSTILE DEVICE MODE (--hostile handles,events)")
+            && err.contains("never in production"),
+        "{err}"
+    );
+    assert!(
+        err.contains("logs_suppressed=0 hostile_completions=0 hostile_handles=0 hostile_events=0"),
+        "{err}"
+    );
+    let honest = stderr_after(&[], &[], &["-USR1"]);
+    assert!(
+        honest.contains("logs_suppressed=0") && !honest.to_lowercase().contains("hostile"),
+        "{honest}"
+    );
+}
+
 /// QEMU asks each socket's device for its queue count: per-socket limits
 /// give each its own.
 #[test]

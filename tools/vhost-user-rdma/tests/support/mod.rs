@@ -193,6 +193,11 @@ impl Dev {
             fe.set_vring_enable(index, true).expect("enable");
             vqs.push(vq);
         }
+        // None of those messages waits for a reply, so the backend may still
+        // be setting up vrings when the first command runs (an event posted
+        // then would find the event queue not ready). One that waits orders
+        // them all first.
+        fe.get_features().expect("features");
         let gid = test_gid(id);
         let mut d = Dev {
             _dir: dir,
