@@ -37,9 +37,11 @@ use crate::{
 };
 use core::{
     any::TypeId,
+    ffi::c_void,
     marker::PhantomData,
     mem::offset_of,
     ptr::{addr_of_mut, NonNull},
+    sync::atomic::{AtomicPtr, Ordering},
 };
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -365,7 +367,11 @@ impl Device<device::Core<'_>> {
     pub fn reset_device(&self) {
         // SAFETY: By the type invariant `self.as_raw()` is a valid pointer to a
         // `struct virtio_device`; in a bus callback (`Core`) the driver owns the device status.
-        unsafe { bindings::virtio_reset_device(self.as_raw()) }
+        unsafe { bindings::virtio_reset_device(self.as_raw()) };
+        // A reset alone does not wait for callbacks already running on another CPU (only some
+        // transports, and only with VIRTIO_HARDEN_NOTIFICATION, synchronise in it).
+        // SAFETY: As above; this sleeps, which a bus callback may.
+        unsafe { bindings::virtio_synchronize_cbs(self.as_raw()) };
     }
 
     /// Finds (creates) the device's virtqueues, one per entry of `infos`, in order.
@@ -386,7 +392,7 @@ impl Device<device::Core<'_>> {
         }
 
         // SAFETY: By the type invariant `raw` is valid; `priv_` belongs to the bound driver.
-        if unsafe { !(*raw).priv_.is_null() } {
+        if unsafe { !priv_of(raw).load(Ordering::Acquire).is_null() } {
             return Err(EBUSY);
         }
 
@@ -449,9 +455,11 @@ impl Device<device::Core<'_>> {
         // Publish the set to the callbacks only now that it is complete: until then a callback
         // finds no set and returns (no buffer has been added, so none is due anyway).
         let ptr: *const Virtqueues<'a, H> = &*set;
+        // The release pairs with the callback's acquire: a callback that finds the set sees it
+        // complete.
         // SAFETY: `raw` is valid; `set` is pinned, so `ptr` stays valid until `set` is dropped,
         // whose destructor clears `priv_` after deleting the virtqueues.
-        unsafe { core::ptr::write_volatile(addr_of_mut!((*raw).priv_), ptr.cast_mut().cast()) };
+        unsafe { priv_of(raw).store(ptr.cast_mut().cast(), Ordering::Release) };
 
         Ok(set)
     }
@@ -577,6 +585,20 @@ impl VqInfo {
     }
 }
 
+/// The device's `priv_` (where the bus abstraction publishes a device's [`Virtqueues`] set to
+/// its callbacks), accessed atomically: a callback on another CPU reads it while the set is
+/// published and cleared.
+///
+/// # Safety
+///
+/// `raw` is a valid `struct virtio_device` whose `priv_` is only accessed through this
+/// function while it lives.
+unsafe fn priv_of<'a>(raw: *mut bindings::virtio_device) -> &'a AtomicPtr<c_void> {
+    // SAFETY: `priv_` is a pointer-sized, pointer-aligned field of a valid device (function
+    // safety requirement), only ever accessed atomically.
+    unsafe { AtomicPtr::from_ptr(addr_of_mut!((*raw).priv_)) }
+}
+
 /// The callback of every virtqueue of a [`Virtqueues<H>`] set.
 ///
 /// # Safety
@@ -585,7 +607,7 @@ impl VqInfo {
 /// the `Virtqueues<'_, H>` whose queues include `vq`.
 unsafe extern "C" fn vq_callback<H: VqHandler>(vq: *mut bindings::virtqueue) {
     // SAFETY: `vq` is valid (function safety requirement) and so is its device.
-    let set = unsafe { core::ptr::read_volatile(addr_of_mut!((*(*vq).vdev).priv_)) };
+    let set = unsafe { priv_of((*vq).vdev).load(Ordering::Acquire) };
     if set.is_null() {
         return;
     }
@@ -648,8 +670,12 @@ impl<H: VqHandler> PinnedDrop for Virtqueues<'_, H> {
             // While the driver is bound the device status has the DRIVER bit; after the bus
             // abstraction's reset in `remove` (and the core's re-acknowledgement) it does not.
             if self.dev.status() & STATUS_DRIVER != 0 {
-                // SAFETY: `raw` is a valid device that is still bound to this driver.
-                unsafe { bindings::virtio_reset_device(raw) };
+                // SAFETY: `raw` is a valid device that is still bound to this driver; the drop
+                // happens in process context, where synchronising may sleep.
+                unsafe {
+                    bindings::virtio_reset_device(raw);
+                    bindings::virtio_synchronize_cbs(raw);
+                }
             }
             for queue in self.queues.iter() {
                 let mut state = queue.state.lock();
@@ -671,7 +697,7 @@ impl<H: VqHandler> PinnedDrop for Virtqueues<'_, H> {
             unsafe { bindings::virtio_del_vqs(raw) };
         }
         // SAFETY: `raw` is valid; the virtqueues (and their callbacks) are gone.
-        unsafe { core::ptr::write_volatile(addr_of_mut!((*raw).priv_), core::ptr::null_mut()) };
+        unsafe { priv_of(raw).store(core::ptr::null_mut(), Ordering::Release) };
     }
 }
 
