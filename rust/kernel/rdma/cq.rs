@@ -85,12 +85,16 @@ impl<T: Driver> Cq<T> {
 
     /// Calls the consumer's completion handler. Any context: consumers' handlers may run in
     /// hard-IRQ context (they typically schedule their polling).
-    fn completion_event(&self) {
-        // SAFETY: By the type invariant `ib` is a valid CQ; the core sets `comp_handler` and
-        // `cq_context` before calling `create_cq` and does not change them afterwards.
+    pub fn completion_event(&self) {
+        // `ib_alloc_cq` sets `comp_handler` only once `create_cq` has returned (uverbs and
+        // `ib_create_cq` set it before), so a completion may race with that one store: read it
+        // once, as C's READ_ONCE would. `cq_context` is set before `create_cq` and never again.
+        // SAFETY: By the type invariant `ib` is a valid CQ; `comp_handler` is a pointer-sized,
+        // aligned field that the core stores once.
         unsafe {
             let ib = self.as_raw();
-            if let Some(handler) = (*ib).comp_handler {
+            let handler = core::ptr::read_volatile(&raw const (*ib).comp_handler);
+            if let Some(handler) = handler {
                 handler(ib, (*ib).cq_context);
             }
         }
@@ -161,6 +165,16 @@ impl<T: Driver> CqRegistry<T> {
     /// off: it must not sleep. Any context.
     pub fn with<R>(&self, index: u32, f: impl FnOnce(&Cq<T>) -> R) -> Option<R> {
         self.slots.with(index, |cq| {
+            // SAFETY: The object is a live `Cq<T>` (type invariant), which stays alive while the
+            // slots' lock is held: it is removed (under the lock) before it is destroyed.
+            f(unsafe { &*cq.cast::<Cq<T>>() })
+        })
+    }
+
+    /// Runs `f` on every CQ, by index. `f` runs under a spinlock with interrupts off: it must
+    /// not sleep. Any context.
+    pub fn each(&self, mut f: impl FnMut(&Cq<T>)) {
+        self.slots.each(|cq| {
             // SAFETY: The object is a live `Cq<T>` (type invariant), which stays alive while the
             // slots' lock is held: it is removed (under the lock) before it is destroyed.
             f(unsafe { &*cq.cast::<Cq<T>>() })

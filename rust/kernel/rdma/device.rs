@@ -218,7 +218,7 @@ pub trait Driver: Sized + Send + Sync {
     /// Posts send work requests, in order; on failure the abstraction reports the request the
     /// iterator yielded last as the one that failed (or the first, if none was taken). Any
     /// context: must not sleep.
-    fn post_send(qp: &Qp<Self>, wrs: &mut SendWrs<'_>) -> Result;
+    fn post_send(qp: &Qp<Self>, wrs: &mut SendWrs<'_, Self>) -> Result;
 
     /// Posts receive work requests, as [`Driver::post_send`] does send ones.
     fn post_recv(qp: &Qp<Self>, wrs: &mut RecvWrs<'_>) -> Result;
@@ -281,6 +281,19 @@ impl<T: Driver> Device<T> {
 
     pub(crate) fn as_raw(&self) -> *mut bindings::ib_device {
         self.ib.get()
+    }
+
+    /// Tells the device's consumers that it failed (`IB_EVENT_DEVICE_FATAL`): ULPs stop using
+    /// it (and may reconnect elsewhere). Any context: the core queues the event for its
+    /// handlers.
+    pub fn fatal_event(&self) {
+        let mut event: bindings::ib_event = pin_init::zeroed();
+        event.device = self.as_raw();
+        event.event = bindings::ib_event_type_IB_EVENT_DEVICE_FATAL;
+        event.element.port_num = super::FIRST_PORT;
+        // SAFETY: By the type invariant `self.as_raw()` is a valid, registered `ib_device`;
+        // `event` lives for the call (the core copies what it queues).
+        unsafe { bindings::ib_dispatch_event(&event) };
     }
 
     /// Returns a reference to the network device bound to `port`, if any.

@@ -198,6 +198,16 @@ impl<T: Driver> QpRegistry<T> {
         })
     }
 
+    /// Runs `f` on every QP, by number. `f` runs under a spinlock with interrupts off: it must
+    /// not sleep. Any context.
+    pub fn each(&self, mut f: impl FnMut(&Qp<T>)) {
+        self.slots.each(|qp| {
+            // SAFETY: The object is a live `Qp<T>` (type invariant), which stays alive while the
+            // slots' lock is held: it is removed (under the lock) before it is destroyed.
+            f(unsafe { &*qp.cast::<Qp<T>>() })
+        })
+    }
+
     /// Reports `event` to the consumer of QP `qpn`; returns `false` if there is no such QP. Any
     /// context; the handler runs under the registry's lock, so the QP cannot be destroyed
     /// meanwhile.
@@ -328,18 +338,22 @@ pub enum SendOp {
     Other,
 }
 
-/// A send work request (`struct ib_send_wr` and the request it is part of).
+/// A send work request (`struct ib_send_wr` and the request it is part of) posted to a QP of a
+/// device of driver `T`.
 ///
 /// # Invariants
 ///
-/// `wr` is a valid work request, part of the structure its opcode implies, valid for `'a`.
-pub struct SendWr<'a> {
+/// `wr` is a valid work request, part of the structure its opcode implies, valid for `'a`,
+/// posted to a QP of a device of driver `T` (so the objects it names, its AH and its MR, are
+/// that driver's).
+pub struct SendWr<'a, T: Driver> {
     wr: &'a bindings::ib_send_wr,
     /// The type of the QP the request is posted to (which decides the request's structure).
     qp_type: u32,
+    _driver: PhantomData<T>,
 }
 
-impl<'a> SendWr<'a> {
+impl<'a, T: Driver> SendWr<'a, T> {
     /// The consumer's identifier of the request.
     pub fn wr_id(&self) -> u64 {
         // SAFETY: Both members of the union are 8 bytes of plain data (a pointer or an
@@ -412,7 +426,7 @@ impl<'a> SendWr<'a> {
 
     /// The MR, key and access rights (`enum ib_access_flags`) of a REG_MR request; `None` for
     /// other opcodes.
-    pub fn reg<T: Driver>(&self) -> Option<(&'a Mr<T>, u32, u32)> {
+    pub fn reg(&self) -> Option<(&'a Mr<T>, u32, u32)> {
         if self.opcode() != bindings::ib_wr_opcode_IB_WR_REG_MR {
             return None;
         }
@@ -424,14 +438,14 @@ impl<'a> SendWr<'a> {
             return None;
         }
         // SAFETY: By the verbs contract the MR is a live fast-registration MR of the QP's
-        // device (driver `T`), valid for the call.
+        // device, which is of driver `T` (type invariant), valid for the call.
         let mr = unsafe { &*reg.mr.cast::<Mr<T>>() };
         Some((mr, reg.key, reg.access as u32))
     }
 
     /// The destination of a request posted to a UD or GSI QP: its address handle, QP number
     /// and Q_Key. `None` on other QPs.
-    pub fn ud<T: Driver>(&self) -> Option<(&'a Ah<T>, u32, u32)> {
+    pub fn ud(&self) -> Option<(&'a Ah<T>, u32, u32)> {
         if !matches!(
             self.qp_type,
             bindings::ib_qp_type_IB_QPT_UD | bindings::ib_qp_type_IB_QPT_GSI
@@ -445,8 +459,8 @@ impl<'a> SendWr<'a> {
         if ud.ah.is_null() {
             return None;
         }
-        // SAFETY: By the verbs contract the AH is a live AH of the QP's device (driver `T`),
-        // valid for the call.
+        // SAFETY: By the verbs contract the AH is a live AH of the QP's device, which is of
+        // driver `T` (type invariant), valid for the call.
         let ah = unsafe { &*ud.ah.cast::<Ah<T>>() };
         Some((ah, ud.remote_qpn, ud.remote_qkey))
     }
@@ -473,19 +487,23 @@ impl<'a> SendWr<'a> {
     }
 }
 
-/// The send work requests of one `post_send` call. The abstraction reports the request the
-/// driver failed on as the consumer's `bad_wr`.
-pub struct SendWrs<'a> {
+/// The send work requests of one `post_send` call to a QP of a device of driver `T`. The
+/// abstraction reports the request the driver failed on as the consumer's `bad_wr`.
+///
+/// # Invariants
+///
+/// `next` starts a valid chain of requests posted to a QP of a device of driver `T`.
+pub struct SendWrs<'a, T: Driver> {
     next: *const bindings::ib_send_wr,
     current: *const bindings::ib_send_wr,
     qp_type: u32,
-    _wr: PhantomData<&'a bindings::ib_send_wr>,
+    _wr: PhantomData<(&'a bindings::ib_send_wr, T)>,
 }
 
-impl<'a> Iterator for SendWrs<'a> {
-    type Item = SendWr<'a>;
+impl<'a, T: Driver> Iterator for SendWrs<'a, T> {
+    type Item = SendWr<'a, T>;
 
-    fn next(&mut self) -> Option<SendWr<'a>> {
+    fn next(&mut self) -> Option<SendWr<'a, T>> {
         if self.next.is_null() {
             return None;
         }
@@ -494,10 +512,11 @@ impl<'a> Iterator for SendWrs<'a> {
         // structure its opcode implies), valid for the call.
         let wr = unsafe { &*self.current };
         self.next = wr.next;
-        // INVARIANT: See above.
+        // INVARIANT: See above; the chain is posted to a QP of driver `T` (type invariant).
         Some(SendWr {
             wr,
             qp_type: self.qp_type,
+            _driver: PhantomData,
         })
     }
 }
@@ -705,7 +724,8 @@ pub(crate) unsafe extern "C" fn post_send_callback<T: Driver>(
             unsafe { bad.write(wr) }
         });
     }
-    let mut wrs = SendWrs {
+    // INVARIANT: The chain is posted to `obj`, a QP of driver `T`.
+    let mut wrs = SendWrs::<T> {
         next: wr,
         current: wr,
         // SAFETY: `qp` is valid; `qp_type` is set before the QP is created.

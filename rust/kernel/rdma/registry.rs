@@ -46,6 +46,16 @@ impl<O> Slots<O> {
         Some(f(obj))
     }
 
+    /// Runs `f` on every object, in index order, under the lock (see [`Self::with`]).
+    pub(crate) fn each(&self, mut f: impl FnMut(*mut O)) {
+        let slots = self.slots.lock();
+        for &obj in slots.iter() {
+            if !obj.is_null() && obj != Self::RESERVED {
+                f(obj);
+            }
+        }
+    }
+
     /// Reserves `index` for an object being created; [`EBUSY`] if an object has it or is being
     /// created with it, [`EINVAL`] if out of range.
     pub(crate) fn reserve(&self, index: u32) -> Result {
