@@ -26,7 +26,7 @@ use kernel::{
 use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
-    abi,
+    abi, health,
     uring::CqRing,
     verbs::RdmaDev,
     wr_table::{BadToken, Posted, Queue},
@@ -272,19 +272,24 @@ mod bad {
     pub(super) const CONTENT: u32 = 1 << 3;
 }
 
+/// A completion showed that the device lost track of its work requests.
+pub(crate) struct DeviceError;
+
 /// Checks the completion in `buf` (`len` bytes as the device says) and runs `f` on the QP it
 /// names and what its consumer gets (see [`check`]). It must have the size of one, name a QP,
 /// a work queue of that QP that reports to `cq` (by its opcode), and a token of a request
-/// outstanding on that queue (`wr_table.rs`), which it retires. `None` (reported once per
-/// reason) otherwise: the completion is dropped. `f` runs under the QP registry's lock (one
-/// lookup: this is every completion's path), so it must not sleep.
+/// outstanding on that queue (`wr_table.rs`), which it retires. Otherwise the completion is
+/// dropped (reported once per reason): `Ok(None)` if it is of a QP that is gone or of requests a
+/// reset discarded, [`DeviceError`] if the device lost track of its requests (which fails it,
+/// `health.rs`). `f` runs under the QP registry's lock (one lookup: this is every completion's
+/// path), so it must not sleep.
 fn with_checked<'a, R>(
     cq: &rdma::Cq<RdmaDev<'a>>,
     qps: &QpRegistry<RdmaDev<'a>>,
     buf: &CqeBuf,
     len: u32,
     f: impl FnOnce(&rdma::Qp<RdmaDev<'a>>, &CqeBuf) -> R,
-) -> Option<R> {
+) -> core::result::Result<Option<R>, DeviceError> {
     if len as usize != CQE_LEN {
         warn_once(cq, bad::LENGTH, |d| {
             dev_warn!(
@@ -295,7 +300,7 @@ fn with_checked<'a, R>(
                 CQE_LEN
             )
         });
-        return None;
+        return Err(DeviceError);
     }
     let qpn = buf.qp_num.get();
     let queue = queue_of(buf);
@@ -310,12 +315,12 @@ fn with_checked<'a, R>(
                     qpn
                 )
             });
-            return None;
+            return Err(DeviceError);
         }
         let posted = match qp.complete(queue, buf.wr_id.get()) {
             Ok(posted) => posted,
             // Completions of requests a reset discarded, left in the CQ.
-            Err(BadToken::Discarded) => return None,
+            Err(BadToken::Discarded) => return Ok(None),
             Err(why) => {
                 warn_once(cq, bad::REQUEST, |d| {
                     dev_warn!(
@@ -328,7 +333,7 @@ fn with_checked<'a, R>(
                         why
                     )
                 });
-                return None;
+                return Err(DeviceError);
             }
         };
         let (cqe, fits) = check(buf, &posted);
@@ -347,10 +352,11 @@ fn with_checked<'a, R>(
                 )
             });
         }
-        Some(f(qp, &cqe))
+        Ok(Some(f(qp, &cqe)))
     });
     match out {
         Some(out) => out,
+        // Completions of a QP destroyed meanwhile stay behind in its CQ.
         None => {
             warn_once(cq, bad::QP, |d| {
                 dev_warn!(
@@ -360,7 +366,7 @@ fn with_checked<'a, R>(
                     qpn
                 )
             });
-            None
+            Ok(None)
         }
     }
 }
@@ -386,49 +392,131 @@ fn lend_back(
     }
 }
 
-/// Reaps completions into `sink`, lending each buffer back to the device.
+/// What the consumer gets of completion `cqe` of `qp`.
+fn wc<'q, 'a>(qp: &'q rdma::Qp<RdmaDev<'a>>, cqe: &CqeBuf) -> Wc<'q, RdmaDev<'a>> {
+    Wc {
+        qp,
+        wr_id: cqe.wr_id.get(),
+        status: cqe.status.into(),
+        opcode: cqe.opcode.into(),
+        vendor_err: cqe.vendor_err.get(),
+        byte_len: cqe.byte_len.get(),
+        ex: cqe.ex.get(),
+        src_qp: cqe.src_qp.get(),
+        wc_flags: cqe.wc_flags.get(),
+        pkey_index: cqe.pkey_index.get(),
+        sl: cqe.sl,
+        port_num: cqe.port_num.into(),
+        smac: cqe.smac,
+        vlan_id: cqe.vlan_id.get(),
+        network_hdr_type: cqe.network_hdr_type,
+    }
+}
+
+/// Reaps completions into `sink`, lending each buffer back to the device; once the device
+/// failed, the requests outstanding on the CQ's QPs instead, flushed.
 pub(crate) fn poll<'a>(cq: &rdma::Cq<RdmaDev<'a>>, sink: &mut WcSink<'_, RdmaDev<'a>>) -> Result {
     let dev = cq.device();
     let qps = &dev.ctrl.queues().handler().get_ref().qps;
     let queue = queue(dev, cq.vq)?;
     let mut q = queue.lock::<CqeBuf>()?;
+    let failed = dev.health.failed();
     let mut lent = false;
+    let mut error = false;
     while !sink.is_full() {
         let Some((buf, len)) = q.get_buf() else {
             break;
         };
-        // `sink` is not full: the push succeeds.
-        let _ = with_checked(cq, qps, &buf, len, |qp, cqe| {
-            sink.push(&Wc {
-                qp,
-                wr_id: cqe.wr_id.get(),
-                status: cqe.status.into(),
-                opcode: cqe.opcode.into(),
-                vendor_err: cqe.vendor_err.get(),
-                byte_len: cqe.byte_len.get(),
-                ex: cqe.ex.get(),
-                src_qp: cqe.src_qp.get(),
-                wc_flags: cqe.wc_flags.get(),
-                pkey_index: cqe.pkey_index.get(),
-                sl: cqe.sl,
-                port_num: cqe.port_num.into(),
-                smac: cqe.smac,
-                vlan_id: cqe.vlan_id.get(),
-                network_hdr_type: cqe.network_hdr_type,
-            })
-        });
+        // Nothing a failed device reports is believed.
+        if !failed {
+            // `sink` is not full: the push succeeds.
+            let checked = with_checked(cq, qps, &buf, len, |qp, cqe| {
+                let _ = sink.push(&wc(qp, cqe));
+            });
+            error |= checked.is_err();
+        }
         lent |= lend_back(dev, cq.cqn, &mut q, buf);
+        if error {
+            break;
+        }
     }
     let notify = lent && q.kick_prepare();
     drop(q);
     if notify {
         queue.notify();
     }
+    if error
+        && health::fail(
+            dev,
+            format_args!("CQ {}: a completion of no outstanding request", cq.cqn),
+        )
+    {
+        kick_all(&dev.ctrl.queues().handler().get_ref().cqs);
+    }
+    if dev.health.failed() {
+        flush(cq, qps, sink);
+    }
     Ok(())
 }
 
+/// Completes requests outstanding on the QPs that report to `cq` into `sink`, as flushed, in
+/// the order they were posted (the device failed: it will not complete them).
+fn flush<'a>(
+    cq: &rdma::Cq<RdmaDev<'a>>,
+    qps: &QpRegistry<RdmaDev<'a>>,
+    sink: &mut WcSink<'_, RdmaDev<'a>>,
+) {
+    qps.each(|qp| {
+        for queue in [Queue::Send, Queue::Recv] {
+            if qp.cqn(queue == Queue::Send) != cq.cqn {
+                continue;
+            }
+            while !sink.is_full() {
+                let Some(posted) = qp.take_oldest(queue) else {
+                    break;
+                };
+                let mut cqe = CqeBuf::new_zeroed();
+                cqe.wr_id.set(posted.wr_id);
+                cqe.status = bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR as u8;
+                cqe.opcode = posted.opcode;
+                cqe.qp_num.set(qp.qp_num());
+                cqe.port_num = rdma::FIRST_PORT as u8;
+                let _ = sink.push(&wc(qp, &cqe));
+            }
+        }
+    });
+}
+
+/// Whether a QP that reports to `cq` has a request outstanding.
+fn flushable(cq: &rdma::Cq<RdmaDev<'_>>, qps: &QpRegistry<RdmaDev<'_>>) -> bool {
+    let mut any = false;
+    qps.each(|qp| {
+        for queue in [Queue::Send, Queue::Recv] {
+            any |= qp.cqn(queue == Queue::Send) == cq.cqn && qp.has_outstanding(queue);
+        }
+    });
+    any
+}
+
+/// Has the consumer of kernel CQ `cqn` poll (once the device failed, so that requests posted
+/// since complete, flushed), if it armed the CQ.
+pub(crate) fn kick(cqs: &CqRegistry<RdmaDev<'_>>, cqn: u32) {
+    if cqs.with(cqn, |cq| cq.armed.swap(false, Ordering::AcqRel)) == Some(true) {
+        cqs.completion_event(cqn);
+    }
+}
+
+/// Has the consumer of every armed kernel CQ of the device poll (the device just failed).
+pub(crate) fn kick_all(cqs: &CqRegistry<RdmaDev<'_>>) {
+    cqs.each(|cq| {
+        if cq.ring.is_none() && cq.armed.swap(false, Ordering::AcqRel) {
+            cq.completion_event();
+        }
+    });
+}
+
 /// Moves the completions the device returned into the user CQ's ring, lending each buffer
-/// back; returns whether any was lent. The queue's callback stays on. A completion that finds
+/// back; returns whether any was lent, and whether the device lost track of its requests. The queue's callback stays on. A completion that finds
 /// the ring full (the process did not consume) is lost: the CQ overran, which its consumer
 /// learns as `IB_EVENT_CQ_ERR`.
 fn to_ring<'a>(
@@ -436,17 +524,22 @@ fn to_ring<'a>(
     ring: &CqRing,
     qps: &QpRegistry<RdmaDev<'a>>,
     q: &mut VirtqueueGuard<'_, CqeBuf>,
-) -> bool {
+) -> (bool, core::result::Result<(), DeviceError>) {
     let dev = cq.device();
     let mut lent = false;
     let mut lost = 0u32;
+    let mut checked = Ok(());
     loop {
         while let Some((buf, len)) = q.get_buf() {
-            let pushed = with_checked(cq, qps, &buf, len, |_, cqe| {
-                ring.has_room() && ring.push(cqe).is_ok()
-            });
-            if pushed == Some(false) {
-                lost += 1;
+            // Nothing a failed device reports is believed.
+            if checked.is_ok() && !dev.health.failed() {
+                match with_checked(cq, qps, &buf, len, |_, cqe| {
+                    ring.has_room() && ring.push(cqe).is_ok()
+                }) {
+                    Ok(Some(false)) => lost += 1,
+                    Ok(_) => {}
+                    Err(e) => checked = Err(e),
+                }
             }
             lent |= lend_back(dev, cq.cqn, q, buf);
         }
@@ -458,7 +551,7 @@ fn to_ring<'a>(
     if lost > 0 {
         cq.error_event();
     }
-    lent
+    (lent, checked)
 }
 
 /// Reports a device error of `cq` once per `reason` (a bit of [`bad`]).
@@ -484,6 +577,12 @@ pub(crate) fn req_notify(cq: &rdma::Cq<RdmaDev<'_>>, flags: CqNotify) -> Result<
         return Ok(false);
     }
     let pending = !q.enable_cb();
+    drop(q);
+    if cq.device().health.failed() {
+        // Its requests complete out of the tables: tell the consumer to poll while any is left.
+        let qps = &cq.device().ctrl.queues().handler().get_ref().qps;
+        return Ok(flags.report_missed_events() && flushable(cq, qps));
+    }
     Ok(pending && flags.report_missed_events())
 }
 
@@ -496,13 +595,16 @@ pub(crate) fn completion_event(
     vq: &Virtqueue,
 ) {
     // Under the queue's lock, as arming is: a consumer re-arming on another CPU is not undone.
+    let mut checked = Ok(());
     let fire = cqs.with(cqn, |cq| {
         let Ok(mut q) = vq.lock::<CqeBuf>() else {
             return false;
         };
         match &cq.ring {
             Some(ring) => {
-                if to_ring(cq, ring, qps, &mut q) && q.kick_prepare() {
+                let (lent, c) = to_ring(cq, ring, qps, &mut q);
+                checked = c;
+                if lent && q.kick_prepare() {
                     drop(q);
                     vq.notify();
                 }
@@ -513,6 +615,18 @@ pub(crate) fn completion_event(
     });
     if fire == Some(true) {
         cqs.completion_event(cqn);
+    }
+    if checked.is_err() {
+        let failed = cqs.with(cqn, |cq| {
+            health::fail(
+                cq.device(),
+                format_args!("CQ {}: a completion of no outstanding request", cqn),
+            )
+        });
+        // With no queue or registry lock held.
+        if failed == Some(true) {
+            kick_all(cqs);
+        }
     }
 }
 

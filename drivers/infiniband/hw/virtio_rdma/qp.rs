@@ -25,11 +25,11 @@ use kernel::{
 use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
-    abi, ah, mr,
+    abi, ah, cq, mr,
     uring::Uring,
     verbs::RdmaDev,
     wqe::{self, RqBuf, SendDesc, SqBuf, WorkElement},
-    wr_table::{BadToken, Posted, Queue, WrTable},
+    wr_table::{self, BadToken, Posted, Queue, WrTable},
 };
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
@@ -77,16 +77,30 @@ impl DevQp {
         }
     }
 
+    /// Takes the oldest request off the send or the receive queue, to flush it.
+    pub(crate) fn take_oldest(&self, queue: Queue) -> Option<Posted> {
+        self.wrs(queue).lock().take_oldest()
+    }
+
+    /// Whether a request is outstanding on the send or the receive queue.
+    pub(crate) fn has_outstanding(&self, queue: Queue) -> bool {
+        !self.wrs(queue).lock().is_empty()
+    }
+
+    fn wrs(&self, queue: Queue) -> &SpinLockIrq<WrTable> {
+        match queue {
+            Queue::Send => &self.sq_wrs,
+            Queue::Recv => &self.rq_wrs,
+        }
+    }
+
     /// Takes the request `token` names off the send or the receive queue, for its completion.
     pub(crate) fn complete(
         &self,
         queue: Queue,
         token: u64,
     ) -> core::result::Result<Posted, BadToken> {
-        match queue {
-            Queue::Send => self.sq_wrs.lock().complete(token),
-            Queue::Recv => self.rq_wrs.lock().complete(token),
-        }
+        self.wrs(queue).lock().complete(token)
     }
 }
 
@@ -474,12 +488,26 @@ pub(crate) fn query(
 }
 
 /// Posts send requests.
-pub(crate) fn post_send(qp: &Qp<'_>, wrs: &mut SendWrs<'_>) -> Result {
+pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> Result {
     let ud_qp = matches!(
         qp.qp_type,
         bindings::ib_qp_type_IB_QPT_UD | bindings::ib_qp_type_IB_QPT_GSI
     );
     let dev = qp.device();
+    if dev.health.failed() {
+        let sig_all = qp.sq_sig_all;
+        return post_failed(
+            qp,
+            Queue::Send,
+            wrs.map(|wr| Posted {
+                wr_id: wr.wr_id(),
+                len: 0,
+                opcode: wr_table::wc_opcode(wr.opcode()),
+                signaled: sig_all
+                    || wr.send_flags() & bindings::ib_send_flags_IB_SEND_SIGNALED as u32 != 0,
+            }),
+        );
+    }
     let vq = queue(dev, qp.sq_vq)?;
     let mut free = qp.sq.lock();
     reclaim(vq, &mut free)?;
@@ -492,7 +520,7 @@ pub(crate) fn post_send(qp: &Qp<'_>, wrs: &mut SendWrs<'_>) -> Result {
             break;
         };
         let ud = if ud_qp {
-            match wr.ud::<RdmaDev<'_>>() {
+            match wr.ud() {
                 Some((ah, remote_qpn, remote_qkey)) => Some((remote_qpn, remote_qkey, ah.av)),
                 None => {
                     give_back(&mut free, buf);
@@ -503,7 +531,7 @@ pub(crate) fn post_send(qp: &Qp<'_>, wrs: &mut SendWrs<'_>) -> Result {
         } else {
             None
         };
-        let reg = match wr.reg::<RdmaDev<'_>>() {
+        let reg = match wr.reg() {
             Some((mr, key, access)) => match mr::reg_element(mr, key, access) {
                 Ok(reg) => Some(reg),
                 Err(e) => {
@@ -560,6 +588,18 @@ pub(crate) fn post_send(qp: &Qp<'_>, wrs: &mut SendWrs<'_>) -> Result {
 /// Posts receive requests.
 pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
     let dev = qp.device();
+    if dev.health.failed() {
+        return post_failed(
+            qp,
+            Queue::Recv,
+            wrs.map(|wr| Posted {
+                wr_id: wr.wr_id(),
+                len: 0,
+                opcode: bindings::ib_wc_opcode_IB_WC_RECV as u8,
+                signaled: true,
+            }),
+        );
+    }
     let vq = queue(dev, qp.rq_vq)?;
     let mut free = qp.rq.lock();
     reclaim(vq, &mut free)?;
@@ -600,11 +640,31 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
     result
 }
 
+/// Posts to a QP of a failed device: the requests only go into the queue's table, from which
+/// the CQ's next poll flushes them (`cq.rs`); its consumer is told to poll if it armed the CQ.
+/// This is how `ib_drain_qp` ends on a failed device.
+fn post_failed(qp: &Qp<'_>, queue: Queue, requests: impl Iterator<Item = Posted>) -> Result {
+    let mut result = Ok(());
+    {
+        let mut wrs = qp.wrs(queue).lock();
+        for posted in requests {
+            if wrs.post(posted).is_none() {
+                result = Err(ENOMEM);
+                break;
+            }
+        }
+    }
+    let cqs = &qp.device().ctrl.queues().handler().get_ref().cqs;
+    cq::kick(cqs, qp.cqn(queue == Queue::Send));
+    result
+}
+
 /// The doorbell of a user QP: lends the device the elements its process added to the ring of
-/// `wq` since the last doorbell.
+/// `wq` since the last doorbell. [`EIO`] once the device failed.
 pub(crate) fn ring_doorbell(qp: &Qp<'_>, wq: WorkQueue) -> Result {
     let rings = qp.user.as_ref().ok_or(EINVAL)?;
     let dev = qp.device();
+    dev.health.check()?;
     match wq {
         WorkQueue::Send => {
             let ud = qp.qp_type == bindings::ib_qp_type_IB_QPT_UD;

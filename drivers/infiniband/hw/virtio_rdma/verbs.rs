@@ -22,6 +22,7 @@ use crate::{
     config::DeviceConfig,
     cq::{self, Cq},
     ctrl::Ctrl,
+    health::Health,
     mr::{self, Mr},
     port::{self, Link, Port},
     qp::{self, DevQp},
@@ -40,6 +41,8 @@ pub(crate) struct RdmaDev<'a> {
     pub(crate) config: DeviceConfig,
     /// The control queue.
     pub(crate) ctrl: Ctrl<'a>,
+    /// Whether the device failed (`health.rs`).
+    pub(crate) health: Health,
 }
 
 /// The driver's part of a protection domain: the device's handle for it.
@@ -196,6 +199,7 @@ impl rdma::Driver for RdmaDev<'_> {
     }
 
     fn alloc_pd(dev: &Device<Self>) -> Result<Pd> {
+        dev.health.check()?;
         let rsp: abi::RspCreatePd = dev.ctrl.exec(abi::cmd::CREATE_PD, &())?;
         let pdn = rsp.pdn.get();
         if pdn == 0 {
@@ -224,6 +228,7 @@ impl rdma::Driver for RdmaDev<'_> {
         attr: &CqInitAttr,
         user: Option<(&rdma::Ucontext<Self>, &mut Udata<'_>)>,
     ) -> Result<NewCq<Cq>> {
+        dev.health.check()?;
         cq::create(dev, attr, user)
     }
 
@@ -240,6 +245,7 @@ impl rdma::Driver for RdmaDev<'_> {
     }
 
     fn get_dma_mr(pd: &rdma::Pd<Self>, access: u32) -> Result<NewMr<Mr>> {
+        pd.device().health.check()?;
         mr::get_dma(pd.device(), pd.pdn, access)
     }
 
@@ -250,6 +256,7 @@ impl rdma::Driver for RdmaDev<'_> {
         virt_addr: u64,
         access: u32,
     ) -> Result<NewMr<Mr>> {
+        pd.device().health.check()?;
         mr::reg_user(pd.device(), pd.pdn, start, length, virt_addr, access)
     }
 
@@ -268,6 +275,7 @@ impl rdma::Driver for RdmaDev<'_> {
         recv_cq: &rdma::Cq<Self>,
         udata: Option<&mut Udata<'_>>,
     ) -> Result<NewQp<DevQp>> {
+        pd.device().health.check()?;
         qp::create(pd, attr, send_cq, recv_cq, udata)
     }
 
@@ -287,7 +295,7 @@ impl rdma::Driver for RdmaDev<'_> {
         qp::query(qp, attr, init)
     }
 
-    fn post_send(qp: &rdma::Qp<Self>, wrs: &mut SendWrs<'_>) -> Result {
+    fn post_send(qp: &rdma::Qp<Self>, wrs: &mut SendWrs<'_, Self>) -> Result {
         qp::post_send(qp, wrs)
     }
 
@@ -309,6 +317,7 @@ impl rdma::Driver for RdmaDev<'_> {
     }
 
     fn alloc_mr(pd: &rdma::Pd<Self>, max_num_sg: u32) -> Result<NewMr<Mr>> {
+        pd.device().health.check()?;
         mr::alloc(pd.device(), pd.pdn, max_num_sg)
     }
 

@@ -26,6 +26,7 @@ mod config;
 mod cq;
 mod ctrl;
 mod events;
+mod health;
 mod mr;
 mod port;
 mod qp;
@@ -38,6 +39,7 @@ mod wr_table;
 
 use config::QueueKind;
 use ctrl::Ctrl;
+use health::Health;
 use verbs::RdmaDev;
 
 kernel::virtio_device_table!(
@@ -115,8 +117,17 @@ impl<'a> VirtioRdma<'a> {
         };
         let bound: &virtio::Device<Bound> = dev;
         let dma = dev.dma_device().ok_or(ENODEV)?;
-        let ib = rdma::Registration::new(bound.as_ref(), dma, &info, Ok(RdmaDev { config, ctrl }))
-            .inspect_err(|e| dev_err!(dev, "cannot register the RDMA device: {:?}\n", e))?;
+        let ib = rdma::Registration::new(
+            bound.as_ref(),
+            dma,
+            &info,
+            Ok(RdmaDev {
+                config,
+                ctrl,
+                health: Health::new(),
+            }),
+        )
+        .inspect_err(|e| dev_err!(dev, "cannot register the RDMA device: {:?}\n", e))?;
         dev_info!(
             ib.device().as_ref(),
             "registered; port 1 pairs with the netdev of MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}\n",

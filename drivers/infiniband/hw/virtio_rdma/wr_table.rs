@@ -133,11 +133,15 @@ impl WrTable {
         self.tail.wrapping_sub(self.head)
     }
 
+    /// `i` as an entry index (0 for a table of no entries, which has none to index).
+    fn wrap(&self, i: usize) -> usize {
+        i.checked_rem(self.entries.len()).unwrap_or(0)
+    }
+
     /// The entry of position `pos`, at most one past the outstanding ones. (Positions wrap at
     /// 2^32, which the number of entries need not divide: entries are counted from `head`.)
     fn slot(&self, pos: u32) -> usize {
-        // `entries` is not empty when called: a table of no entries has nothing outstanding.
-        (self.head_slot + pos.wrapping_sub(self.head) as usize) % self.entries.len()
+        self.wrap(self.head_slot + pos.wrapping_sub(self.head) as usize)
     }
 
     /// Records a request; returns its token, or `None` when the queue has as many requests
@@ -184,11 +188,27 @@ impl WrTable {
         let slot = self.slot(pos);
         let posted = self.entries[slot];
         self.head = pos.wrapping_add(1);
-        self.head_slot = (slot + 1) % self.entries.len();
+        self.head_slot = self.wrap(slot + 1);
         if skipped {
             return Err(BadToken::SkipsSignaled);
         }
         Ok(posted)
+    }
+
+    /// Takes the oldest outstanding request out of the table (to flush it: the device failed).
+    pub(crate) fn take_oldest(&mut self) -> Option<Posted> {
+        if self.outstanding() == 0 {
+            return None;
+        }
+        let posted = self.entries[self.head_slot];
+        self.head = self.head.wrapping_add(1);
+        self.head_slot = self.wrap(self.head_slot + 1);
+        Some(posted)
+    }
+
+    /// Whether no request is outstanding.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.outstanding() == 0
     }
 
     /// Discards every outstanding request (the QP was reset: the device dropped them without
