@@ -26,6 +26,19 @@ fn wait_for(path: &Path) {
     }
 }
 
+/// Runs the backend with `bad` options after a socket: it must exit with a usage error (2)
+/// saying `why`.
+fn expect_usage_error(bad: &[&str], why: &str) {
+    let out = Command::new(BIN)
+        .args(["--socket", "/nonexistent/x.sock"])
+        .args(bad)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{bad:?}: {err}");
+    assert!(err.contains(why), "{bad:?}: {err}");
+}
+
 #[test]
 fn print_num_queues() {
     let out = Command::new(BIN)
@@ -76,14 +89,7 @@ fn too_many_queues_is_refused() {
             "--max-mr given 2 times for 1 --socket",
         ),
     ] {
-        let out = Command::new(BIN)
-            .args(["--socket", "/nonexistent/x.sock"])
-            .args(bad)
-            .output()
-            .expect("run");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{bad:?}: {err}");
-        assert!(err.contains(why), "{bad:?}: {err}");
+        expect_usage_error(bad, why);
     }
 }
 
@@ -217,14 +223,7 @@ fn hostile_mode_options() {
         ),
         (&["--hostile-every", "2"], "--hostile <KIND[,KIND...]>"),
     ] {
-        let out = Command::new(BIN)
-            .args(["--socket", "/nonexistent/x.sock"])
-            .args(bad)
-            .output()
-            .expect("run");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{bad:?}: {err}");
-        assert!(err.contains(why), "{bad:?}: {err}");
+        expect_usage_error(bad, why);
     }
     let err = stderr_after(
         &[],
