@@ -24,6 +24,11 @@
 //! when the driver's data is dropped, [`Virtqueues`] gives back every buffer the device did not
 //! use (`virtqueue_detach_unused_buf`) and deletes the virtqueues (`del_vqs`) before its memory
 //! is freed.
+//!
+//! A device that cannot go on (it set `DEVICE_NEEDS_RESET`, see [`Device::needs_reset`], and
+//! tells the driver through [`Driver::config_changed`]) is brought back with
+//! [`Device::schedule_reset`]: later, in process context, the driver's data goes as on unbind
+//! and the device is reset and probed again, the driver staying bound.
 
 use crate::{
     bindings, device,
@@ -31,8 +36,9 @@ use crate::{
     driver,
     error::{from_result, to_result},
     prelude::*,
-    sync::{new_spinlock_irq, SpinLockIrq, SpinLockIrqGuard},
+    sync::{aref::ARef, new_spinlock_irq, Arc, SpinLockIrq, SpinLockIrqGuard},
     types::Opaque,
+    workqueue::{self, impl_has_work, new_work, Work, WorkItem},
     ThisModule,
 };
 use core::{
@@ -53,6 +59,10 @@ const STATUS_DRIVER: u8 = bindings::VIRTIO_CONFIG_S_DRIVER as u8;
 
 /// Device status bit: the driver is ready (`VIRTIO_CONFIG_S_DRIVER_OK`).
 const STATUS_DRIVER_OK: u8 = bindings::VIRTIO_CONFIG_S_DRIVER_OK as u8;
+
+/// Device status bit: the device cannot go on until it is reset
+/// (`VIRTIO_CONFIG_S_NEEDS_RESET`).
+const STATUS_NEEDS_RESET: u8 = bindings::VIRTIO_CONFIG_S_NEEDS_RESET as u8;
 
 /// An adapter for the registration of virtio drivers.
 pub struct Adapter<T: Driver>(T);
@@ -88,6 +98,9 @@ unsafe impl<T: Driver> driver::RegistrationOps for Adapter<T> {
             (*vdrv.get()).feature_table_size = nfeatures;
             (*vdrv.get()).probe = Some(Self::probe_callback);
             (*vdrv.get()).remove = Some(Self::remove_callback);
+            (*vdrv.get()).config_changed = Some(Self::config_changed_callback);
+            (*vdrv.get()).reset_prepare = Some(Self::reset_prepare_callback);
+            (*vdrv.get()).reset_done = Some(Self::reset_done_callback);
         }
 
         // SAFETY: `vdrv` is guaranteed to be a valid `DriverType`.
@@ -123,17 +136,80 @@ impl<T: Driver> Adapter<T> {
         // INVARIANT: `vdev` is valid for the duration of `remove_callback()`.
         let vdev = unsafe { &*vdev.cast::<Device<device::CoreInternal<'_>>>() };
 
-        // SAFETY: `remove_callback` is only ever called after a successful call to
-        // `probe_callback`, hence it's guaranteed that `Device::set_drvdata()` has been called
-        // and stored a `Pin<KBox<T::Data<'_>>>`.
-        let data = unsafe { vdev.as_ref().drvdata_borrow::<T::Data<'_>>() };
-
-        T::unbind(vdev, data);
+        // A reset that failed to probe the device again left it without data (see
+        // `reset_done_callback`).
+        if let Some(data) = Self::data(vdev) {
+            T::unbind(vdev, data);
+        }
 
         // The virtio core requires the device to be reset when `remove` returns. The driver's
         // data (and with it its `Virtqueues`) is dropped after this: the device no longer uses
         // any buffer by then.
         vdev.reset_device();
+    }
+
+    /// The driver's data of `vdev`, if it has any.
+    fn data<'b, Ctx: device::DeviceContext>(vdev: &'b Device<Ctx>) -> Option<Pin<&'b T::Data<'b>>> {
+        let dev: &device::Device<Ctx> = vdev.as_ref();
+        // SAFETY: `dev` is a valid device.
+        let ptr = unsafe { bindings::dev_get_drvdata(dev.as_raw()) };
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: The callbacks of this adapter run while `T` is bound to the device, so a
+        // non-null driver data pointer is the `Pin<KBox<T::Data<'_>>>` `probe_callback` or
+        // `reset_done_callback` stored; it is taken (and the pointer cleared) only by
+        // `reset_prepare_callback` and the driver core's unbind, with which no other callback of
+        // the device runs, so it outlives the returned reference.
+        Some(unsafe { Pin::new_unchecked(&*ptr.cast::<T::Data<'b>>()) })
+    }
+
+    extern "C" fn config_changed_callback(vdev: *mut bindings::virtio_device) {
+        // SAFETY: The virtio core calls this with a valid device, only while its config change
+        // reports are enabled: after `probe` succeeded and before `remove` or `reset_prepare`
+        // (which disable them first, serialised with this callback by the core's `config_lock`),
+        // so the device is bound to this driver.
+        let vdev = unsafe { &*vdev.cast::<Device<device::Bound>>() };
+        if let Some(data) = Self::data(vdev) {
+            T::config_changed(vdev, data);
+        }
+    }
+
+    extern "C" fn reset_prepare_callback(vdev: *mut bindings::virtio_device) -> c_int {
+        // SAFETY: The virtio core calls this with a valid device bound to this driver, from
+        // `virtio_device_reset_prepare()`, which the bus abstraction calls with the device lock
+        // held (`ResetWork`; the PCI transport's function reset calls it under the PCI
+        // function's lock, as for every virtio driver).
+        //
+        // INVARIANT: `vdev` is valid for the duration of `reset_prepare_callback()`.
+        let vdev = unsafe { &*vdev.cast::<Device<device::CoreInternal<'_>>>() };
+        // The driver's data goes as on unbind: the driver is told, the device is reset (no
+        // buffer in use, no callback running), then the data is dropped.
+        if let Some(data) = Self::data(vdev) {
+            T::unbind(vdev, data);
+        }
+        vdev.reset_device();
+        // SAFETY: The driver data, if any, is the `Pin<KBox<T::Data<'_>>>` stored by this
+        // adapter; the reference `Self::data` gave is gone.
+        drop(unsafe { vdev.as_ref().drvdata_obtain::<T::Data<'_>>() });
+        0
+    }
+
+    extern "C" fn reset_done_callback(vdev: *mut bindings::virtio_device) -> c_int {
+        // SAFETY: As for `reset_prepare_callback`; the core has reset the device, negotiated the
+        // features again and sets `DRIVER_OK` after this unless the driver did.
+        //
+        // INVARIANT: `vdev` is valid for the duration of `reset_done_callback()`.
+        let vdev = unsafe { &*vdev.cast::<Device<device::CoreInternal<'_>>>() };
+
+        // On failure the device stays bound without data, and `FAILED`: the driver's callbacks
+        // find no data (`Self::data`), and unbinding resets the device.
+        from_result(|| {
+            let data = T::probe(vdev);
+
+            vdev.as_ref().set_drvdata(data)?;
+            Ok(0)
+        })
     }
 }
 
@@ -242,6 +318,14 @@ pub trait Driver {
     fn unbind<'bound>(dev: &'bound Device<device::Core<'_>>, this: Pin<&Self::Data<'bound>>) {
         let _ = (dev, this);
     }
+
+    /// The device's config space or status changed (a config interrupt).
+    ///
+    /// Runs in atomic context, possibly hard-IRQ: must not sleep. Never concurrently with
+    /// `probe` or `unbind`. Implementing this callback is optional.
+    fn config_changed<'bound>(dev: &'bound Device<device::Bound>, this: Pin<&Self::Data<'bound>>) {
+        let _ = (dev, this);
+    }
 }
 
 /// The virtio device representation.
@@ -310,6 +394,11 @@ impl<Ctx: device::DeviceContext> Device<Ctx> {
         Some(unsafe { device::Device::from_raw(parent) })
     }
 
+    /// Returns whether the device set `DEVICE_NEEDS_RESET`: it cannot go on until it is reset.
+    pub fn needs_reset(&self) -> bool {
+        self.status() & STATUS_NEEDS_RESET != 0
+    }
+
     /// Returns the device status byte (`VIRTIO_CONFIG_S_*`).
     fn status(&self) -> u8 {
         // SAFETY: By the type invariant `self.as_raw()` is a valid pointer to a
@@ -324,7 +413,8 @@ impl Device<device::Bound> {
     /// The read is repeated until the device's config generation is stable, so the value is
     /// consistent. `T` is plain bytes; fields of virtio devices are little-endian (use
     /// `zerocopy::little_endian` field types). The range must lie within the device's config
-    /// space: transports treat a read past its end as a bug (`BUG_ON`).
+    /// space: transports treat a read past its end as a bug (`BUG_ON`). May sleep (the core
+    /// says so for every transport), so not from [`Driver::config_changed`].
     pub fn config_read<T: FromBytes + IntoBytes>(&self, offset: usize) -> Result<T> {
         let mut value = T::new_zeroed();
         let offset = u32::try_from(offset)?;
@@ -343,6 +433,74 @@ impl Device<device::Bound> {
             )
         };
         Ok(value)
+    }
+}
+
+impl Device<device::Bound> {
+    /// Has the device reset and its driver set up again, soon, in process context: the driver's
+    /// data goes as on unbind ([`Driver::unbind`], a reset, the data dropped), then the core
+    /// negotiates the features again and the driver's [`Driver::probe`] runs; the driver stays
+    /// bound (if that probe fails, it stays bound without data, and the device is `FAILED`).
+    /// Nothing happens if the driver is unbound by then. Any context; fails only if memory
+    /// for the request cannot be had.
+    pub fn schedule_reset(&self) -> Result {
+        let dev: &Device = self;
+        let work = Arc::pin_init(
+            pin_init!(ResetWork {
+                dev: dev.into(),
+                work <- new_work!("virtio::ResetWork::work"),
+            }),
+            GFP_ATOMIC,
+        )?;
+        // A reset can take long: it unregisters what the driver registered, which waits for
+        // the users of that.
+        let _ = workqueue::system_long().enqueue(work);
+        Ok(())
+    }
+}
+
+/// A request to reset a device and set its driver up again ([`Device::schedule_reset`]).
+///
+/// Not generic on purpose: the work runs code of the kernel, not of the driver's module, until
+/// it holds the device lock and has found a driver bound, which keeps the module loaded.
+#[pin_data]
+struct ResetWork {
+    dev: ARef<Device>,
+    #[pin]
+    work: Work<ResetWork>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for ResetWork { self.work }
+}
+
+impl WorkItem for ResetWork {
+    type Pointer = Arc<ResetWork>;
+
+    fn run(this: Arc<ResetWork>) {
+        let raw = this.dev.as_raw();
+        // SAFETY: `raw` is a valid device (we hold a reference); its `dev.mutex` is the device
+        // lock, which serialises this with the driver core's probe and unbind.
+        let lock = unsafe { addr_of_mut!((*raw).dev.mutex) };
+        // SAFETY: `lock` is the device's valid, initialised mutex.
+        unsafe { bindings::mutex_lock(lock) };
+        // SAFETY: `raw` is valid and its driver is only set or cleared under the device lock.
+        if unsafe { !(*raw).dev.driver.is_null() } {
+            // SAFETY: `raw` is valid and bound, and the device lock is held. The core calls the
+            // driver's `reset_prepare`/`reset_done` (this adapter's, for a Rust driver), or
+            // returns `-EOPNOTSUPP` for a driver without them.
+            let mut ret = unsafe { bindings::virtio_device_reset_prepare(raw) };
+            if ret == 0 {
+                // SAFETY: As above, after a successful `reset_prepare`.
+                ret = unsafe { bindings::virtio_device_reset_done(raw) };
+            }
+            if ret != 0 {
+                let dev: &device::Device = this.dev.as_ref();
+                dev_err!(dev, "reset and setup again failed: {}\n", ret);
+            }
+        }
+        // SAFETY: Locked above.
+        unsafe { bindings::mutex_unlock(lock) };
     }
 }
 

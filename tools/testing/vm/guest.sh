@@ -9,6 +9,11 @@
 # NICs share a link of their own (no slirp) — 10.0.2.15 and 10.0.2.16,
 # each device pinned to its guest's addresses (--ip). With REBOOT=1 the
 # main guest may reboot (QEMU without -no-reboot; see init.sh).
+# The main guest can kill and restart the backend (as a crash and an
+# operator's restart): it writes "kill" or "start" to /mnt/run/backend.ctl
+# and waits for /mnt/run/backend.state to say "killed" or "started"
+# (e2e/lib/common.sh: backend_kill, backend_start). QEMU reconnects to a
+# restarted backend by itself (reconnect-ms).
 set -uo pipefail
 mode=$1 timeout=$2 kmemleak=$3 share=$4 bzimage=$5 qemu=$6 backend=$7 extra=$8
 # Extra backend options, split on spaces (e.g. --config-override FIELD=VALUE).
@@ -27,18 +32,50 @@ for ((i = 0; i < guests; i++)); do
 	# address (and its MAC's link-local GID), as an operator would pin them.
 	[ $guests = 1 ] || devices+=(--ip "10.0.2.$((15 + i))")
 done
-"$backend" "${devices[@]}" --max-qp 16 --max-cq 32 "${BACKEND_ARGS[@]}" 2>"$share/backend.log" &
-backend_pid=$!
-for _ in $(seq 100); do
-	[ -S "$rundir/vrdma$((guests - 1)).sock" ] && break
-	kill -0 $backend_pid 2>/dev/null || break
-	sleep 0.1
-done
-if [ ! -S "$rundir/vrdma$((guests - 1)).sock" ]; then
+# start_backend: starts the backend and waits for its sockets; false if
+# it did not come up.
+start_backend() {
+	rm -f "$rundir"/vrdma*.sock
+	"$backend" "${devices[@]}" --max-qp 16 --max-cq 32 "${BACKEND_ARGS[@]}" 2>>"$share/backend.log" &
+	backend_pid=$!
+	for _ in $(seq 100); do
+		[ -S "$rundir/vrdma$((guests - 1)).sock" ] && return 0
+		kill -0 $backend_pid 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+if ! start_backend; then
 	echo "error: the device backend did not start:" >&2
 	cat "$share/backend.log" >&2
 	exit 2
 fi
+# The guest's requests to kill or restart the backend (see the header).
+(
+	while sleep 0.2; do
+		[ -s "$share/backend.ctl" ] || continue
+		req=$(cat "$share/backend.ctl")
+		rm -f "$share/backend.ctl"
+		case "$req" in
+		kill)
+			echo "--- killed (SIGKILL) by the test at $(date +%T) ---" >>"$share/backend.log"
+			kill -KILL "$backend_pid" 2>/dev/null
+			# Gone once it is a zombie (the first one is not our child).
+			while [ -e "/proc/$backend_pid" ] &&
+				! grep -q '^[0-9]* ([^)]*) Z' "/proc/$backend_pid/stat" 2>/dev/null; do
+				sleep 0.05
+			done
+			echo killed >"$share/backend.state" ;;
+		start)
+			echo "--- restarted by the test at $(date +%T) ---" >>"$share/backend.log"
+			if start_backend; then
+				echo started >"$share/backend.state"
+			else
+				echo failed >"$share/backend.state"
+			fi ;;
+		esac
+	done
+) &
 
 # A real KVM only: this machine's /dev/kvm is a PVM hypervisor under which
 # the guest hangs in early boot, so it is never used.
@@ -80,7 +117,7 @@ guest_args() {
 		-device virtio-9p-pci,fsdev=run,mount_tag=run
 		"${net[@]}"
 		-device "virtio-net-pci,netdev=net0,mac=$(mac "$i"),romfile="
-		-chardev "socket,id=vrdma0,path=$rundir/vrdma$i.sock"
+		-chardev "socket,id=vrdma0,path=$rundir/vrdma$i.sock,reconnect-ms=500"
 		-device "vhost-user-rdma-pci,chardev=vrdma0${num_queues:+,num-queues=$num_queues}"
 	)
 }

@@ -198,7 +198,8 @@ pub(crate) fn destroy(dev: &Device<'_>, cq: &Cq) {
     while q.get_buf().is_some() {
         back += 1;
     }
-    if back < cq.depth {
+    // A stopped device gives nothing back; its queues are emptied when they go.
+    if back < cq.depth && !dev.health.stopped() {
         // The rest stay lent to the device until it is reset (then they are freed).
         dev_warn!(
             dev.as_ref(),
@@ -475,16 +476,51 @@ fn flush<'a>(
                 let Some(posted) = qp.take_oldest(queue) else {
                     break;
                 };
-                let mut cqe = CqeBuf::new_zeroed();
-                cqe.wr_id.set(posted.wr_id);
-                cqe.status = bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR as u8;
-                cqe.opcode = posted.opcode;
-                cqe.qp_num.set(qp.qp_num());
-                cqe.port_num = rdma::FIRST_PORT as u8;
-                let _ = sink.push(&wc(qp, &cqe));
+                let _ = sink.push(&wc(qp, &flushed(qp, &posted)));
             }
         }
     });
+}
+
+/// The completion of `posted`, a request of `qp`, flushed.
+fn flushed(qp: &rdma::Qp<RdmaDev<'_>>, posted: &Posted) -> CqeBuf {
+    let mut cqe = CqeBuf::new_zeroed();
+    cqe.wr_id.set(posted.wr_id);
+    cqe.status = bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR as u8;
+    cqe.opcode = posted.opcode;
+    cqe.qp_num.set(qp.qp_num());
+    cqe.port_num = rdma::FIRST_PORT as u8;
+    cqe
+}
+
+/// Completes the requests outstanding on the QPs that report to user CQ `cq` into its ring,
+/// flushed, in the order they were posted, as far as the ring has room (the device failed: it
+/// will not complete them, and the process learns so from its ring, as from a device). Returns
+/// whether any was.
+fn flush_to_ring(cq: &rdma::Cq<RdmaDev<'_>>, ring: &CqRing) -> bool {
+    let dev = cq.device();
+    let Ok(queue) = queue(dev, cq.vq) else {
+        return false;
+    };
+    // The queue's lock serialises the ring's producer (`to_ring`).
+    let Ok(_q) = queue.lock::<CqeBuf>() else {
+        return false;
+    };
+    let mut any = false;
+    dev.ctrl.queues().handler().get_ref().qps.each(|qp| {
+        for queue in [Queue::Send, Queue::Recv] {
+            if qp.cqn(queue == Queue::Send) != cq.cqn {
+                continue;
+            }
+            while ring.has_room() {
+                let Some(posted) = qp.take_oldest(queue) else {
+                    break;
+                };
+                any |= ring.push(&flushed(qp, &posted)).is_ok();
+            }
+        }
+    });
+    any
 }
 
 /// Whether a QP that reports to `cq` has a request outstanding.
@@ -506,10 +542,15 @@ pub(crate) fn kick(cqs: &CqRegistry<RdmaDev<'_>>, cqn: u32) {
     }
 }
 
-/// Has the consumer of every armed kernel CQ of the device poll (the device just failed).
+/// The device just failed: has the consumer of every armed kernel CQ poll (which flushes the
+/// requests outstanding on its QPs), and flushes those of user QPs into their CQs' rings.
 pub(crate) fn kick_all(cqs: &CqRegistry<RdmaDev<'_>>) {
     cqs.each(|cq| {
-        if cq.ring.is_none() && cq.armed.swap(false, Ordering::AcqRel) {
+        let pending = match &cq.ring {
+            None => true,
+            Some(ring) => flush_to_ring(cq, ring),
+        };
+        if pending && cq.armed.swap(false, Ordering::AcqRel) {
             cq.completion_event();
         }
     });

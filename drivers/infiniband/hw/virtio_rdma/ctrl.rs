@@ -7,8 +7,12 @@
 //! device writes. Commands are serialised by a mutex and use one preallocated buffer; the
 //! caller sleeps on a condition variable that the control queue's callback (hard-IRQ context)
 //! signals when the device gives the buffer back; a signal to the caller does not end the wait
-//! (a command the device may still be executing cannot be abandoned), only a timeout does. The used length and the status the device
-//! reports are validated before the response is believed.
+//! (a command the device may still be executing cannot be abandoned), only a timeout does, or
+//! the device stopping (it needs a reset, `health.rs`): a stopped device runs no command, so
+//! commands then end at once without being sent, with [`stopped_result`]. The used length and
+//! the status the device reports are validated before the response is believed.
+
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::{
     device, new_condvar, new_mutex,
@@ -60,6 +64,25 @@ pub(crate) fn status_to_result(st: u8) -> Result {
     }
 }
 
+/// Whether command `cmd` releases an object of the device (or a GID it was told of).
+pub(crate) fn releases(cmd: u32) -> bool {
+    use abi::cmd::*;
+    matches!(
+        cmd,
+        DESTROY_PD | DESTROY_CQ | DEREG_MR | DESTROY_QP | DEL_GID
+    )
+}
+
+/// The result of command `cmd` on a stopped device, which holds no object any more: a command
+/// that releases one succeeds (with a zeroed response), the others fail with [`EIO`].
+pub(crate) fn stopped_result<Rsp: FromBytes>(cmd: u32) -> Result<Rsp> {
+    if releases(cmd) {
+        Ok(Rsp::new_zeroed())
+    } else {
+        Err(EIO)
+    }
+}
+
 /// Checks a response: `used` bytes written by the device into `in_len` bytes of room, of which
 /// `rsp_len` are the response body. Returns the status, or `EPROTO` if the device broke the
 /// protocol.
@@ -90,6 +113,8 @@ pub(crate) struct CtrlDone {
     done: SpinLockIrq<Done>,
     #[pin]
     wait: CondVar,
+    /// The device stopped: it answers no command.
+    stopped: AtomicBool,
 }
 
 impl CtrlDone {
@@ -97,7 +122,12 @@ impl CtrlDone {
         try_pin_init!(Self {
             done <- new_spinlock_irq!(Done { buf: None }, "virtio_rdma_ctrl_done"),
             wait <- new_condvar!("virtio_rdma_ctrl_wait"),
+            stopped: AtomicBool::new(false),
         })
+    }
+
+    fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
     }
 
     /// Takes the buffer the device gave back, if any.
@@ -137,6 +167,16 @@ impl<'a> Ctrl<'a> {
         Ok(Self { dev, vqs, buf })
     }
 
+    /// The device stopped (it needs a reset): the command waiting ends, and no command is sent
+    /// from now on. Any context.
+    pub(crate) fn stop(&self) {
+        let done = &self.vqs.handler().get_ref().ctrl;
+        done.stopped.store(true, Ordering::Release);
+        // Under the lock, so that a command between its check and its sleep is not missed.
+        let _guard = done.done.lock();
+        done.wait.notify_all();
+    }
+
     /// The device's virtqueues.
     pub(crate) fn queues(&self) -> &Virtqueues<'a, Handler<'a>> {
         &self.vqs
@@ -155,6 +195,9 @@ impl<'a> Ctrl<'a> {
         let done = &self.vqs.handler().get_ref().ctrl;
 
         let mut slot = self.buf.lock();
+        if done.stopped() {
+            return stopped_result(cmd);
+        }
         let mut buf = match slot.take() {
             Some(buf) => buf,
             // A command timed out earlier: its buffer may have come back since.
@@ -189,7 +232,10 @@ impl<'a> Ctrl<'a> {
             vq.notify();
         }
 
-        let (buf, used) = self.wait_done(done, cmd)?;
+        let Some((buf, used)) = self.wait_done(done, cmd)? else {
+            // The device stopped: the buffer stays on the queue until the queues go.
+            return stopped_result(cmd);
+        };
         let resp = &buf.bytes[out_len..out_len + in_len];
         let checked = check_response(resp, used, in_len, rsp_len);
         let rsp = match checked {
@@ -211,12 +257,15 @@ impl<'a> Ctrl<'a> {
         rsp
     }
 
-    /// Sleeps until the device gives the command buffer back.
-    fn wait_done(&self, ctrl: &CtrlDone, cmd: u32) -> Result<(KBox<CtrlBuf>, u32)> {
+    /// Sleeps until the device gives the command buffer back; `None` if the device stopped.
+    fn wait_done(&self, ctrl: &CtrlDone, cmd: u32) -> Result<Option<(KBox<CtrlBuf>, u32)>> {
         let mut done = ctrl.done.lock();
         loop {
             if let Some(d) = done.buf.take() {
-                return Ok(d);
+                return Ok(Some(d));
+            }
+            if ctrl.stopped() {
+                return Ok(None);
             }
             match ctrl
                 .wait
@@ -225,7 +274,7 @@ impl<'a> Ctrl<'a> {
                 CondVarTimeoutResult::Woken { .. } => continue,
                 CondVarTimeoutResult::Timeout => {
                     if let Some(d) = done.buf.take() {
-                        return Ok(d);
+                        return Ok(Some(d));
                     }
                     // The buffer stays with the device; it is taken back by a later command
                     // (if the device answers after all) or when the queues are torn down.
@@ -243,7 +292,10 @@ impl<'a> Ctrl<'a> {
         for _ in 0..CMD_TIMEOUT_MS {
             fsleep(Delta::from_millis(1));
             if let Some(d) = ctrl.take_done() {
-                return Ok(d);
+                return Ok(Some(d));
+            }
+            if ctrl.stopped() {
+                return Ok(None);
             }
         }
         dev_err!(self.dev, "control command {} timed out\n", cmd);
@@ -267,6 +319,32 @@ mod tests {
         assert_eq!(status_to_result(status::BAD_STATE), Err(EINVAL));
         assert_eq!(status_to_result(8), Err(EIO));
         assert_eq!(status_to_result(0xff), Err(EIO));
+    }
+
+    #[test]
+    fn a_stopped_device_releases_and_refuses() {
+        for cmd in [
+            abi::cmd::DESTROY_PD,
+            abi::cmd::DESTROY_CQ,
+            abi::cmd::DEREG_MR,
+            abi::cmd::DESTROY_QP,
+            abi::cmd::DEL_GID,
+        ] {
+            assert_eq!(stopped_result::<()>(cmd), Ok(()));
+        }
+        for cmd in [
+            abi::cmd::QUERY_PORT,
+            abi::cmd::CREATE_PD,
+            abi::cmd::CREATE_CQ,
+            abi::cmd::CREATE_MR,
+            abi::cmd::REG_USER_MR,
+            abi::cmd::CREATE_QP,
+            abi::cmd::MODIFY_QP,
+            abi::cmd::QUERY_QP,
+            abi::cmd::ADD_GID,
+        ] {
+            assert_eq!(stopped_result::<u64>(cmd), Err(EIO));
+        }
     }
 
     #[test]

@@ -338,7 +338,8 @@ pub(crate) fn destroy(qp: &Qp<'_>) {
             qp.cap.max_recv_wr
         };
         if let Ok(back) = back {
-            if back < total {
+            // A stopped device gives nothing back; its queues are emptied when they go.
+            if back < total && !dev.health.stopped() {
                 // The rest stay lent to the device until it is reset (then they are freed).
                 dev_warn!(
                     dev.as_ref(),
@@ -420,20 +421,27 @@ fn wire_attr(attr: &QpAttr, mask: u32) -> Result<abi::QpAttr> {
 }
 
 /// Modifies a QP. Moving to RESET discards its outstanding requests (the device drops them
-/// without completions), so their table entries go too.
+/// without completions), so their table entries go too. On a stopped device (`health.rs`),
+/// which holds no QP, moving one to ERR or RESET (as consumers do before destroying it) is
+/// done without the device; other changes fail.
 pub(crate) fn modify(qp: &Qp<'_>, attr: &QpAttr, mask: u32) -> Result {
     let wire = wire_attr(attr, mask)?;
-    qp.device().ctrl.exec::<_, ()>(
-        abi::cmd::MODIFY_QP,
-        &abi::CmdModifyQp {
-            qpn: qp.qpn.into(),
-            attr_mask: mask.into(),
-            attr: wire,
-        },
-    )?;
-    if mask & bindings::ib_qp_attr_mask_IB_QP_STATE != 0
-        && attr.raw().qp_state == bindings::ib_qp_state_IB_QPS_RESET
-    {
+    let state = (mask & bindings::ib_qp_attr_mask_IB_QP_STATE != 0).then_some(attr.raw().qp_state);
+    let ending = matches!(
+        state,
+        Some(bindings::ib_qp_state_IB_QPS_ERR | bindings::ib_qp_state_IB_QPS_RESET)
+    );
+    if !(ending && qp.device().health.stopped()) {
+        qp.device().ctrl.exec::<_, ()>(
+            abi::cmd::MODIFY_QP,
+            &abi::CmdModifyQp {
+                qpn: qp.qpn.into(),
+                attr_mask: mask.into(),
+                attr: wire,
+            },
+        )?;
+    }
+    if state == Some(bindings::ib_qp_state_IB_QPS_RESET) {
         qp.sq_wrs.lock().reset();
         qp.rq_wrs.lock().reset();
     }

@@ -11,6 +11,8 @@
 //!
 //! On unbind the RDMA device is unregistered first (that still needs the control queue), then
 //! the device is reset, the buffers it still holds are taken back and the virtqueues deleted.
+//! A device that needs a reset (its backend went away) is failed at once and, once it is back,
+//! reset and probed again as on unbind and probe (`health.rs`).
 
 use kernel::{
     bindings,
@@ -159,6 +161,10 @@ impl virtio::Driver for VirtioRdmaDriver {
         dev_dbg!(dev, "unbinding\n");
         // Users of the RDMA device are gone when this returns; the control queue still works.
         this.ib.unregister();
+    }
+
+    fn config_changed<'bound>(dev: &'bound virtio::Device<Bound>, this: Pin<&Self::Data<'bound>>) {
+        health::config_changed(this.ib.device(), dev);
     }
 }
 

@@ -64,6 +64,19 @@ nvmet_port() {
 	echo "$3" >"$p/addr_trsvcid"
 	ln -s "/sys/kernel/config/nvmet/subsystems/$4" "$p/subsystems/$4"
 }
+# backend_kill, backend_start: the runner kills the device backend (SIGKILL,
+# as a crash) or starts it again (vm/guest.sh), and says when it has.
+backend_ctl() {
+	rm -f /mnt/run/backend.state
+	echo "$1" >/mnt/run/backend.ctl
+	for _ in $(seq 100); do
+		[ -s /mnt/run/backend.state ] && break
+		sleep 0.2
+	done
+	[ "$(cat /mnt/run/backend.state 2>/dev/null)" = "$2" ] || fail "the runner did not $1 the backend"
+}
+backend_kill() { backend_ctl kill killed; }
+backend_start() { backend_ctl start started; }
 # driver_up: loads virtio_rdma and waits until its port is usable.
 driver_up() {
 	modprobe virtio_rdma
