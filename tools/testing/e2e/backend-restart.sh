@@ -61,27 +61,39 @@ driver_up
 dev=virtio_rdma0 gid=1 addr=$ADDR
 opts="-d $dev -x $gid -F"
 
-step "perftest: ib_write_bw runs when the backend dies"
-timeout 300 ib_write_bw $opts -D 120 -p $port >/tmp/server.log 2>&1 &
+step "perftest runs, and a process waits for receives, when the backend dies"
+# ib_send_bw's next doorbells fail (EIO); the waiting process never posts
+# again, so only the driver flushing its receives into its CQ's ring ends
+# its wait (lib/flush_wait.py).
+timeout 300 ib_send_bw $opts -D 120 -p $port >/tmp/server.log 2>&1 &
 spid=$!
 sleep 1
-timeout 300 ib_write_bw $opts -D 120 -p $port $addr >/tmp/client.log 2>&1 &
+timeout 300 ib_send_bw $opts -D 120 -p $port $addr >/tmp/client.log 2>&1 &
 cpid=$!
 port=$((port + 1))
 sleep 5
-kill -0 $spid 2>/dev/null && kill -0 $cpid 2>/dev/null || fail "ib_write_bw did not get going: $(tail -3 /tmp/client.log)"
+kill -0 $spid 2>/dev/null && kill -0 $cpid 2>/dev/null || fail "ib_send_bw did not get going: $(tail -3 /tmp/client.log)"
+rm -f /tmp/flush.flag
+python3 "$(dirname "$0")/lib/flush_wait.py" /tmp/flush.flag 40 >/tmp/flush.log 2>&1 &
+wpid=$!
+wait_for "the waiting process's receives" test -s /tmp/flush.flag
 down 1
-gone() { ! kill -0 $spid 2>/dev/null && ! kill -0 $cpid 2>/dev/null; }
-wait_for "both ib_write_bw to end" gone
+rc=0
+wait $wpid || rc=$?
+sed 's/^/  waiter: /' /tmp/flush.log
+[ $rc = 0 ] || fail "a process waiting for completions did not get its receives back, flushed"
+gone() { ! kill -0 $1 2>/dev/null; }
+wait_for "the ib_send_bw client to end" gone $cpid
+wait_for "the ib_send_bw server to end (its receives flushed)" gone $spid
 rc=0; wait $spid || rc=$?
 crc=0; wait $cpid || crc=$?
-echo "  ib_write_bw ended: server exit $rc, client exit $crc"
-sed "s/^/  client: /" /tmp/client.log | tail -3
-[ $rc != 124 ] && [ $crc != 124 ] || fail "ib_write_bw ran into its timeout"
+echo "  ib_send_bw ended: server exit $rc, client exit $crc"
+grep -h -i -m1 "error\|failed" /tmp/server.log /tmp/client.log | sed 's/^/  /' || true
+[ $rc != 124 ] && [ $crc != 124 ] || fail "ib_send_bw ran into its timeout"
 
 step "the backend restarts; the driver registers the device again"
 up 1
-pair "ib_write_bw on the new device" ib_write_bw $opts -n 200 -p $port -- ib_write_bw $opts -n 200 -p $port $addr
+pair "ib_send_bw on the new device" ib_send_bw $opts -n 200 -p $port -- ib_send_bw $opts -n 200 -p $port $addr
 
 step "NVMe over RDMA on virtio_rdma0 (target and host in this guest)"
 driver_up
