@@ -20,6 +20,7 @@ use crate::{
     module::{this_module, ModuleMetadata},
     prelude::*,
     str::CStr,
+    sync::aref::ARef,
     types::Opaque,
 };
 use core::{
@@ -321,6 +322,33 @@ impl<T: Driver> Deref for Device<T> {
 
     fn deref(&self) -> &T {
         &self.data
+    }
+}
+
+/// References that keep a device's `ib_device` and its DMA device allocated, for an object
+/// that unmaps DMA memory with them when it is dropped, however long that is after the device
+/// was unregistered (unmapping needs both structures, not a registered device).
+pub(crate) struct DmaRefs {
+    _ib: ARef<device::Device>,
+    _dma: Option<ARef<device::Device>>,
+}
+
+impl<T: Driver> Device<T> {
+    /// References to the device's `ib_device` and DMA device (see [`DmaRefs`]).
+    pub(crate) fn dma_refs(&self) -> DmaRefs {
+        let ib: &device::Device = self.as_ref();
+        // SAFETY: By the type invariant `self.as_raw()` is a valid `ib_device`; its DMA device
+        // is set when it is registered and is then a valid device.
+        let dma = unsafe { (*self.as_raw()).dma_device };
+        let dma = NonNull::new(dma).map(|d| {
+            // SAFETY: A non-null `dma_device` is a valid device (see above).
+            let d: &device::Device = unsafe { device::Device::from_raw(d.as_ptr()) };
+            ARef::from(d)
+        });
+        DmaRefs {
+            _ib: ARef::from(ib),
+            _dma: dma,
+        }
     }
 }
 

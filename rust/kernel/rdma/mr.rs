@@ -3,7 +3,7 @@
 //! Memory regions. Unlike PDs and CQs, the driver allocates them: the abstraction boxes the
 //! driver's part behind the C `struct ib_mr` and frees both on deregistration.
 
-use super::{Device, Driver, Pd};
+use super::{device::DmaRefs, Device, Driver, Pd};
 use crate::{bindings, prelude::*, types::Opaque};
 use core::{mem::MaybeUninit, ops::Deref, ptr::NonNull};
 
@@ -210,16 +210,19 @@ unsafe extern "C" fn set_page_callback<T: Driver>(mr: *mut bindings::ib_mr, addr
 /// A table of 64-bit little-endian words in kernel memory that the device reads by DMA address
 /// (the page table of a fast-registration MR).
 ///
+/// It may outlive its device: it keeps what unmapping needs.
+///
 /// # Invariants
 ///
 /// `words` points to `len` words of kmalloc memory owned by the table, mapped for the device
-/// (to-device) at `dma` on `ib`'s DMA device, which outlives the table.
+/// (to-device) at `dma` on `ib`'s DMA device; `_refs` keeps `ib` and its DMA device allocated.
 pub struct DmaTable {
     words: NonNull<u64>,
     len: usize,
     cap: usize,
     dma: u64,
     ib: *mut bindings::ib_device,
+    _refs: DmaRefs,
 }
 
 // SAFETY: The table owns its memory; the device pointer is only used to unmap it.
@@ -254,6 +257,7 @@ impl DmaTable {
             cap,
             dma,
             ib,
+            _refs: dev.dma_refs(),
         })
     }
 
@@ -293,7 +297,8 @@ impl DmaTable {
 
 impl Drop for DmaTable {
     fn drop(&mut self) {
-        // SAFETY: By the type invariant the table is mapped at `dma` and its memory was leaked
+        // SAFETY: By the type invariant the table is mapped at `dma` on `ib`, which `_refs`
+        // (dropped after this) keeps allocated with its DMA device, and its memory was leaked
         // from a `KVec<u64>` of length `len` and capacity `cap`.
         unsafe {
             bindings::ib_dma_unmap_single(self.ib, self.dma, self.len * 8, Self::DIR);

@@ -4,19 +4,22 @@
 //!
 //! C header: [`include/rdma/ib_umem.h`](srctree/include/rdma/ib_umem.h).
 
-use super::{Device, Driver};
+use super::{device::DmaRefs, Device, Driver};
 use crate::{bindings, error::from_err_ptr, prelude::*};
 use core::{mem::MaybeUninit, ptr::NonNull};
 
 /// User memory of the calling process, pinned and mapped for a device's DMA.
 ///
-/// The pages stay pinned and mapped until the object is dropped.
+/// The pages stay pinned and mapped until the object is dropped, which may be after the device
+/// went away: the object keeps what unmapping needs.
 ///
 /// # Invariants
 ///
-/// `raw` is a umem returned by `ib_umem_get_va`, owned by this object and not released yet.
+/// `raw` is a umem returned by `ib_umem_get_va`, owned by this object and not released yet;
+/// `_refs` keeps its device's `ib_device` and DMA device allocated.
 pub struct Umem {
     raw: NonNull<bindings::ib_umem>,
+    _refs: DmaRefs,
 }
 
 // SAFETY: A umem is plain pinned memory and a scatter list; it may be released from any task
@@ -41,6 +44,7 @@ impl Umem {
         // INVARIANT: A successful `ib_umem_get_va` returns an owned, non-null umem.
         Ok(Self {
             raw: NonNull::new(raw).ok_or(ENOMEM)?,
+            _refs: dev.dma_refs(),
         })
     }
 
@@ -90,7 +94,8 @@ impl Umem {
 
 impl Drop for Umem {
     fn drop(&mut self) {
-        // SAFETY: By the type invariant `raw` is owned and released only here.
+        // SAFETY: By the type invariant `raw` is owned and released only here, and `_refs` (dropped
+        // after this) keeps the devices it unmaps from allocated.
         unsafe { bindings::ib_umem_release(self.as_raw()) };
     }
 }
