@@ -10,14 +10,17 @@
 //! What the process writes there is untrusted and may change at any time: the kernel only
 //! reads it with [`UserMmap::read`] / [`UserMmap::read_u32`], which copy a snapshot.
 
-use super::{Driver, Ucontext};
+use super::{ucontext::Life, Driver, Ucontext};
 use crate::{
     bindings,
     error::from_result,
     mm::virt::VmaNew,
     page::{Page, PAGE_SHIFT, PAGE_SIZE},
     prelude::*,
-    sync::barrier::{smp_mb, Read, Write},
+    sync::{
+        barrier::{smp_mb, Read, Write},
+        Arc,
+    },
     types::Opaque,
 };
 use core::{ops::Range, ptr::NonNull};
@@ -34,12 +37,16 @@ struct Entry {
 /// (a QP's rings, say). Dropping it removes the entry: no new mapping can be made, existing ones
 /// keep their pages, and the core frees the entry once no `mmap` is using it.
 ///
+/// It may outlive its context (a driver bug): the entry then stays, with its pages. Dropping it
+/// sleeps (removing an entry takes the context's mutexes).
+///
 /// # Invariants
 ///
-/// `entry` is an [`Entry`] inserted into a user context's mmap table and not removed yet, so
-/// the core keeps it alive; its `pages` are never changed after insertion.
+/// `entry` is an [`Entry`] inserted into the mmap table of the user context `life` tells of and
+/// not removed yet, so the core keeps it alive; its `pages` are never changed after insertion.
 pub struct UserMmap {
     entry: NonNull<Entry>,
+    life: Arc<Life>,
 }
 
 // SAFETY: The entry is only read after insertion (pages never change); the core's part is
@@ -89,6 +96,7 @@ impl UserMmap {
         Ok(Self {
             // SAFETY: `raw` comes from `KBox::into_raw`, so it is not null.
             entry: unsafe { NonNull::new_unchecked(raw) },
+            life: uctx.life().clone(),
         })
     }
 
@@ -205,9 +213,17 @@ impl UserMmap {
 
 impl Drop for UserMmap {
     fn drop(&mut self) {
-        // SAFETY: By the type invariant the entry is inserted and not removed yet; it is removed
-        // exactly once, here, and not touched afterwards (the core frees it).
-        unsafe { bindings::rdma_user_mmap_entry_remove(self.entry().rdma.get()) };
+        let alive = self.life.alive.lock();
+        if *alive {
+            // SAFETY: By the type invariant the entry is inserted and not removed yet; it is
+            // removed exactly once, here, and not touched afterwards (the core frees it). Its
+            // context exists: it is deallocated only after `alive` is cleared, under the lock
+            // held here.
+            unsafe { bindings::rdma_user_mmap_entry_remove(self.entry().rdma.get()) };
+        }
+        // Otherwise the context is gone, with the table the entry is in: the entry keeps its
+        // table reference and is never freed, which the core reports (WARN) when it frees the
+        // context.
     }
 }
 

@@ -7,7 +7,9 @@ use super::{Device, Driver};
 use crate::{
     bindings,
     error::from_result,
+    new_mutex,
     prelude::*,
+    sync::{Arc, Mutex},
     types::Opaque,
     uaccess::{UserPtr, UserSlice},
 };
@@ -111,11 +113,25 @@ impl Udata<'_> {
 ///
 /// # Invariants
 ///
-/// `ib` is a user context of a device whose driver is `T`, and `data` is initialised.
+/// `ib` is a user context of a device whose driver is `T`, and `data` and `life` are
+/// initialised.
 #[repr(C)]
 pub struct Ucontext<T: Driver> {
     ib: Opaque<bindings::ib_ucontext>,
     data: T::Ucontext,
+    life: Arc<Life>,
+}
+
+/// Whether a user context still exists, shared with the [`UserMmap`]s made in it: removing an
+/// mmap entry goes through its context, and nothing stops a driver from keeping one longer
+/// than the context (a bug, but not one that may touch freed memory).
+///
+/// [`UserMmap`]: super::UserMmap
+#[pin_data]
+pub(crate) struct Life {
+    /// True until the context is deallocated; held while an entry is removed through it.
+    #[pin]
+    pub(crate) alive: Mutex<bool>,
 }
 
 impl<T: Driver> Ucontext<T> {
@@ -139,6 +155,11 @@ impl<T: Driver> Ucontext<T> {
         // SAFETY: `ib` is at offset 0 of the `repr(C)` `Ucontext<T>` (function safety
         // requirement).
         unsafe { &*uctx.cast::<Self>() }
+    }
+
+    /// The context's liveness, for the mmap entries made in it.
+    pub(crate) fn life(&self) -> &Arc<Life> {
+        &self.life
     }
 
     /// Returns the device the context belongs to.
@@ -173,12 +194,21 @@ pub(crate) unsafe extern "C" fn alloc_ucontext_callback<T: Driver>(
         let dev = unsafe { Device::<T>::from_raw((*uctx).device) };
         // SAFETY: `udata` is the verb's valid `ib_udata` (function safety requirement).
         let mut udata = unsafe { Udata::from_raw(udata) };
+        let life = Arc::pin_init(
+            pin_init!(Life {
+                alive <- new_mutex!(true, "rdma_ucontext_life"),
+            }),
+            GFP_KERNEL,
+        )?;
         let data = T::alloc_ucontext(dev, &mut udata)?;
         let uctx = uctx.cast::<Ucontext<T>>();
-        // SAFETY: The core allocated `Ucontext::<T>::SIZE` bytes for `uctx`; `data` is not
-        // initialised yet, so nothing is overwritten that needs dropping.
-        // INVARIANT: From here `data` is initialised.
-        unsafe { (&raw mut (*uctx).data).write(data) };
+        // SAFETY: The core allocated `Ucontext::<T>::SIZE` bytes for `uctx`; `data` and `life`
+        // are not initialised yet, so nothing is overwritten that needs dropping.
+        // INVARIANT: From here `data` and `life` are initialised.
+        unsafe {
+            (&raw mut (*uctx).data).write(data);
+            (&raw mut (*uctx).life).write(life);
+        }
         Ok(0)
     })
 }
@@ -200,6 +230,11 @@ pub(crate) unsafe extern "C" fn dealloc_ucontext_callback<T: Driver>(
     // the core frees the memory after this returns and never calls back for this context.
     let data = unsafe { (&raw const (*uctx).data).read() };
     T::dealloc_ucontext(dev, data);
+    // SAFETY: As for `data`.
+    let life = unsafe { (&raw const (*uctx).life).read() };
+    // From here a `UserMmap` still alive leaves its entry alone (the core warns of it and
+    // frees the context after this returns).
+    *life.alive.lock() = false;
 }
 
 /// `disassociate_ucontext` of the device's operations: the device is going away while a process
