@@ -195,21 +195,12 @@ impl<T: Driver> Adapter<T> {
         0
     }
 
+    /// Probes the device again, as at bind: the core has reset it, negotiated the features
+    /// again and sets `DRIVER_OK` after this unless the driver did. On failure the device stays
+    /// bound without data, and `FAILED`: the driver's callbacks find no data (`Self::data`), and
+    /// unbinding resets the device.
     extern "C" fn reset_done_callback(vdev: *mut bindings::virtio_device) -> c_int {
-        // SAFETY: As for `reset_prepare_callback`; the core has reset the device, negotiated the
-        // features again and sets `DRIVER_OK` after this unless the driver did.
-        //
-        // INVARIANT: `vdev` is valid for the duration of `reset_done_callback()`.
-        let vdev = unsafe { &*vdev.cast::<Device<device::CoreInternal<'_>>>() };
-
-        // On failure the device stays bound without data, and `FAILED`: the driver's callbacks
-        // find no data (`Self::data`), and unbinding resets the device.
-        from_result(|| {
-            let data = T::probe(vdev);
-
-            vdev.as_ref().set_drvdata(data)?;
-            Ok(0)
-        })
+        Self::probe_callback(vdev)
     }
 }
 

@@ -100,18 +100,9 @@ driver_up
 modprobe -a nvmet nvmet-rdma nvme-rdma
 nvmet_subsystem "$NQN" 96M
 nvmet_port 1 rdma "$PORT" "$NQN"
-hostid=$(cat /proc/sys/kernel/random/uuid)
 # Reconnect every second, for up to two minutes.
-nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$NQN" --reconnect-delay=1 --ctrl-loss-tmo=120 \
-	--hostnqn "nqn.2014-08.org.nvmexpress:uuid:$hostid" --hostid "$hostid" ||
-	fail "nvme connect failed"
-ctrl=""
-for c in /sys/class/nvme/nvme*; do
-	[ "$(cat "$c/subsysnqn" 2>/dev/null)" = "$NQN" ] && ctrl=$(basename "$c")
-done
-[ -n "$ctrl" ] || fail "no controller of $NQN"
-ns=/dev/${ctrl}n1
-wait_for "$ns" test -b "$ns"
+nvme_connect_rdma "$NQN" --reconnect-delay=1 --ctrl-loss-tmo=120
+ctrl=$NVME_CTRL ns=$NVME_NS
 
 step "fio: 64 MiB of random 4 KiB writes, then all read back and verified"
 fio --eta=never --name=restart --filename="$ns" --ioengine=libaio --direct=1 --iodepth=16 \

@@ -32,18 +32,9 @@ nvmet_subsystem "$NQN" 160M
 nvmet_port 1 rdma "$PORT" "$NQN"
 
 step "nvme connect -t rdma"
-hostid=$(cat /proc/sys/kernel/random/uuid)
-nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$NQN" \
-	--hostnqn "nqn.2014-08.org.nvmexpress:uuid:$hostid" --hostid "$hostid" ||
-	fail "nvme connect failed"
-dev=""
-for c in /sys/class/nvme/nvme*; do
-	[ "$(cat "$c/subsysnqn" 2>/dev/null)" = "$NQN" ] && dev=$(basename "$c")
-done
-[ -n "$dev" ] || fail "no controller of $NQN"
+nvme_connect_rdma "$NQN"
+dev=$NVME_CTRL ns=$NVME_NS
 [ "$(cat "/sys/class/nvme/$dev/transport")" = rdma ] || fail "$dev is not an RDMA controller"
-ns=/dev/${dev}n1
-wait_for "$ns" test -b "$ns"
 echo "$dev: $(cat "/sys/class/nvme/$dev/address"), queues: $(ls -d /sys/class/nvme/$dev/* | wc -l) attrs"
 # The controller's queues are RC QPs of virtio_rdma0 (host and target side).
 nqp=$(rdma res show qp link virtio_rdma0/1 2>/dev/null | grep -c "type RC" || true)

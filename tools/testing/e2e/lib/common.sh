@@ -64,6 +64,24 @@ nvmet_port() {
 	echo "$3" >"$p/addr_trsvcid"
 	ln -s "/sys/kernel/config/nvmet/subsystems/$4" "$p/subsystems/$4"
 }
+# nvme_connect_rdma NQN [OPTION...]: connects to NQN over RDMA at
+# $ADDR:$PORT (a new host identity, the options added) and sets NVME_CTRL to
+# its controller and NVME_NS to its namespace's block device, once present.
+nvme_connect_rdma() {
+	local nqn=$1 hostid c
+	shift
+	hostid=$(cat /proc/sys/kernel/random/uuid)
+	nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$nqn" "$@" \
+		--hostnqn "nqn.2014-08.org.nvmexpress:uuid:$hostid" --hostid "$hostid" ||
+		fail "nvme connect failed"
+	NVME_CTRL=""
+	for c in /sys/class/nvme/nvme*; do
+		[ "$(cat "$c/subsysnqn" 2>/dev/null)" = "$nqn" ] && NVME_CTRL=$(basename "$c")
+	done
+	[ -n "$NVME_CTRL" ] || fail "no controller of $nqn"
+	NVME_NS=/dev/${NVME_CTRL}n1
+	wait_for "$NVME_NS" test -b "$NVME_NS"
+}
 # backend_kill, backend_start: the runner kills the device backend (SIGKILL,
 # as a crash) or starts it again (vm/guest.sh), and says when it has.
 backend_ctl() {
