@@ -9,7 +9,6 @@
 //! one-shot interrupt on the next (SOLICITED: next solicited or failed)
 //! completion even while the driver suppresses interrupts.
 
-use vhost_user_backend::VringT;
 use vm_memory::GuestAddressSpace;
 use zerocopy::IntoBytes;
 
@@ -74,12 +73,6 @@ pub fn post(ctrl: &Ctrl, cqn: u32, cqe: &VirtioRdmaCqReq, solicited: bool) -> Re
         armed & VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION != 0
             || (armed & VIRTIO_RDMA_NOTIFY_SOLICITED != 0 && (solicited || cqe.status != 0))
     });
-    // Always ask the ring, so that its EVENT_IDX bookkeeping stays right.
-    let needs = vring.needs_notification().unwrap_or(true);
-    if needs || force {
-        vring
-            .signal_used_queue()
-            .map_err(|e| CqError::Ring(cqn, e.to_string()))?;
-    }
+    vring.used_grew(force);
     Ok(())
 }

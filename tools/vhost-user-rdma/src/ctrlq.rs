@@ -23,9 +23,7 @@ pub fn process(ctrl: &Ctrl, vring: &RdmaVring, mem: &Mem) -> io::Result<()> {
             let head = chain.head_index();
             let used = handle_chain(ctrl, chain, mem);
             vring.add_used(head, used).map_err(io::Error::other)?;
-            if vring.needs_notification().map_err(io::Error::other)? {
-                vring.signal_used_queue()?;
-            }
+            vring.used_grew(false);
         }
         if !vring.enable_notification().map_err(io::Error::other)? {
             break;

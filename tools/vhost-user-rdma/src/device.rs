@@ -4,7 +4,6 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use log::{debug, info, warn};
@@ -59,7 +58,6 @@ pub struct RdmaDevice {
     config: [u8; VIRTIO_RDMA_CONFIG_SPACE_SIZE],
     ctrl: Ctrl,
     mem: Mem,
-    event_idx: AtomicBool,
 }
 
 impl RdmaDevice {
@@ -71,7 +69,6 @@ impl RdmaDevice {
             config: limits.config_space(),
             ctrl: Ctrl::new(name, limits, mem.clone())?,
             mem,
-            event_idx: AtomicBool::new(false),
         })
     }
 
@@ -157,7 +154,10 @@ impl VhostUserBackend for RdmaDevice {
     }
 
     fn set_event_idx(&self, enabled: bool) {
-        self.event_idx.store(enabled, Ordering::Relaxed);
+        // vhost-user-backend has set it on every vring already: each ring's
+        // needs_notification (vring.rs, once per pass) and its
+        // enable_notification (avail_event) follow it.
+        debug!("{}: EVENT_IDX {enabled}", self.name);
     }
 
     fn get_config(&self, offset: u32, size: u32) -> Vec<u8> {

@@ -245,11 +245,7 @@ fn give_back(ctrl: &Ctrl, vring: &RdmaVring, head: u16) {
         error!("{}: cannot return element {head}: {e}", ctrl.name());
         return;
     }
-    if vring.needs_notification().unwrap_or(true) {
-        if let Err(e) = vring.signal_used_queue() {
-            error!("{}: cannot signal: {e}", ctrl.name());
-        }
-    }
+    vring.used_grew(false);
 }
 
 /// Pops one chain and reads it.
@@ -800,7 +796,7 @@ fn resolve(
             return Err(());
         }
         let len = u64::from(s.length).min(left);
-        out.extend(mr.translate(s.addr, len).map_err(|_| ())?);
+        mr.translate_into(s.addr, len, &mut out).map_err(|_| ())?;
         left -= len;
     }
     Ok(out)
@@ -830,12 +826,17 @@ fn resolve_remote(
     mr.translate(addr, len).map_err(|_| ())
 }
 
-/// Slices of guest memory for `ranges`; `None` if one is not mapped.
+/// Slices of guest memory for `ranges`, one per range unless a range
+/// crosses from one memory region into the next; `None` if a byte is not
+/// mapped.
 fn slices<'m>(mem: &'m GuestMemoryMmap, ranges: &[(u64, usize)]) -> Option<Slices<'m>> {
-    ranges
-        .iter()
-        .map(|&(a, n)| mem.get_slice(GuestAddress(a), n).ok())
-        .collect()
+    let mut out = Vec::with_capacity(ranges.len());
+    for &(a, n) in ranges {
+        for s in mem.get_slices(GuestAddress(a), n) {
+            out.push(s.ok()?);
+        }
+    }
+    Some(out)
 }
 
 fn total(s: &Slices<'_>) -> usize {

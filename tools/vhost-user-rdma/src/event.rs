@@ -9,7 +9,6 @@
 use std::fmt;
 
 use log::error;
-use vhost_user_backend::VringT;
 use vm_memory::GuestAddressSpace;
 use zerocopy::little_endian::U32;
 use zerocopy::IntoBytes;
@@ -66,7 +65,7 @@ pub fn post(ctrl: &Ctrl, event: Event) {
         return;
     };
     let record = event.record();
-    match put(ctrl, vring, record.as_bytes(), RECORD_LEN, &event) {
+    match put(ctrl, vring, record.as_bytes(), RECORD_LEN) {
         Ok(()) => {}
         Err(RecordError::NoBuffer) => ctrl.guest_warn(format_args!(
             "event {event} lost: the driver left no event buffer"
@@ -85,29 +84,18 @@ pub(crate) fn post_made_up(
     used_len: u32,
 ) -> Result<(), RecordError> {
     let vring = ctrl.event_vring().ok_or(RecordError::NoBuffer)?;
-    put(ctrl, vring, record.as_bytes(), used_len, &"(made up)")
+    put(ctrl, vring, record.as_bytes(), used_len)
 }
 
 /// Bytes of an event record.
 const RECORD_LEN: u32 = core::mem::size_of::<VirtioRdmaEvent>() as u32;
 
 /// Writes `record` into the next event buffer with used length
-/// `used_len`, and signals the driver if the ring asks for it (a failure
-/// to signal is logged, naming event `what`).
-fn put(
-    ctrl: &Ctrl,
-    vring: &RdmaVring,
-    record: &[u8],
-    used_len: u32,
-    what: &dyn fmt::Display,
-) -> Result<(), RecordError> {
+/// `used_len`, and signals the driver if the ring asks for it.
+fn put(ctrl: &Ctrl, vring: &RdmaVring, record: &[u8], used_len: u32) -> Result<(), RecordError> {
     let guard = ctrl.mem().memory();
     let bad = |why: fmt::Arguments<'_>| ctrl.guest_warn(format_args!("event queue: {why}"));
     vring.put_record_as(&guard, record, used_len, &bad)?;
-    if vring.needs_notification().unwrap_or(true) {
-        if let Err(e) = vring.signal_used_queue() {
-            error!("{}: event {what}: cannot signal: {e}", ctrl.name());
-        }
-    }
+    vring.used_grew(false);
     Ok(())
 }

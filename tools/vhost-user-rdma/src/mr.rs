@@ -72,6 +72,20 @@ pub fn load_page_table(mem: &GuestMemoryMmap, table: u64, npages: u32) -> Result
     Ok(pages)
 }
 
+/// Appends guest-physical range `[addr, addr + len)` to `out`, extending
+/// the last range instead when it ends at `addr`.
+fn push_range(out: &mut Vec<(u64, usize)>, addr: u64, len: u64) {
+    // Lengths are bounded by the maximum message size (u32).
+    let len = len as usize;
+    if let Some(last) = out.last_mut() {
+        if last.0.checked_add(last.1 as u64) == Some(addr) {
+            last.1 += len;
+            return;
+        }
+    }
+    out.push((addr, len));
+}
+
 /// What an MR maps.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MrKind {
@@ -124,21 +138,30 @@ pub enum Fault {
 }
 
 impl Mr {
-    /// Guest-physical ranges for `[addr, addr + len)`, none crossing a page.
+    /// Guest-physical ranges for `[addr, addr + len)`: one per run of
+    /// guest-physically contiguous pages (the whole range for the DMA MR),
+    /// so that a copy is one memcpy per run, not one per page.
     pub fn translate(&self, addr: u64, len: u64) -> Result<Vec<(u64, usize)>, Fault> {
         let mut out = Vec::new();
+        self.translate_into(addr, len, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Mr::translate`], appending to `out` (merged with its last range
+    /// when contiguous with it). On error `out` may hold part of the range.
+    pub fn translate_into(
+        &self,
+        addr: u64,
+        len: u64,
+        out: &mut Vec<(u64, usize)>,
+    ) -> Result<(), Fault> {
         if len == 0 {
-            return Ok(out);
+            return Ok(());
         }
         let end = addr.checked_add(len).ok_or(Fault::Bounds)?;
         if self.kind == MrKind::Dma {
-            let mut a = addr;
-            while a < end {
-                let n = (PAGE - (a & PAGE_MASK)).min(end - a);
-                out.push((a, n as usize));
-                a += n;
-            }
-            return Ok(out);
+            push_range(out, addr, len);
+            return Ok(());
         }
         let map = &self.map;
         let map_end = map.iova.checked_add(map.length).ok_or(Fault::Bounds)?;
@@ -152,11 +175,11 @@ impl Mr {
             let in_page = off & PAGE_MASK;
             let n = (PAGE - in_page).min(left);
             let base = *map.pages.get(page).ok_or(Fault::Bounds)?;
-            out.push((base + in_page, n as usize));
+            push_range(out, base + in_page, n);
             off += n;
             left -= n;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Page-table entries this MR holds against its device's quota: a
@@ -261,7 +284,7 @@ mod tests {
     }
 
     #[test]
-    fn translate_splits_pages_and_checks_bounds() {
+    fn translate_merges_contiguous_pages_and_checks_bounds() {
         let mr = user(0x7000_0ff0, 0x20, vec![0x5000, 0x9000]);
         assert_eq!(
             mr.translate(0x7000_0ff8, 0x10),
@@ -271,6 +294,12 @@ mod tests {
         assert_eq!(mr.translate(0x7000_1000, 0x11), Err(Fault::Bounds));
         assert_eq!(mr.translate(u64::MAX, 2), Err(Fault::Bounds));
         assert_eq!(mr.translate(0, 0), Ok(vec![]));
+        // Contiguous pages make one range; a gap starts a new one.
+        let mr = user(0x7000_0ff0, 0x2010, vec![0x5000, 0x6000, 0x9000]);
+        assert_eq!(
+            mr.translate(0x7000_0ff8, 0x2000),
+            Ok(vec![(0x5ff8, 0x1008), (0x9000, 0xff8)])
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::cell::RefCell;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use log::error;
@@ -32,6 +33,51 @@ pub type Mem = GuestMemoryAtomic<GuestMemoryMmap>;
 
 thread_local! {
     static BUILDING: RefCell<Option<Arc<VringHub>>> = const { RefCell::new(None) };
+    /// The vrings whose used rings grew during this thread's open [`Pass`],
+    /// each with whether it must be signalled whatever the ring says.
+    static PASS: RefCell<Option<Vec<(RdmaVring, bool)>>> = const { RefCell::new(None) };
+}
+
+/// Names vrings, so that a pass records each one once.
+static NEXT_KEY: AtomicUsize = AtomicUsize::new(0);
+
+/// One pass of a device's event loop over the vrings that were kicked or
+/// are due. Used-ring updates made on this thread while it is open are
+/// signalled when it ends, once per vring, and only if that ring's own
+/// suppression (EVENT_IDX's used_event, or NO_INTERRUPT) asks for it or a
+/// caller forced it: a pass that completes a batch of requests interrupts
+/// the driver once, not once per element. Opening a pass inside another is
+/// a no-op.
+#[must_use = "used-ring updates are signalled when the pass is dropped"]
+pub struct Pass {
+    outer: bool,
+}
+
+impl Pass {
+    /// Opens a pass on this thread.
+    pub fn begin() -> Pass {
+        let outer = PASS.with(|p| {
+            let mut p = p.borrow_mut();
+            if p.is_some() {
+                return false;
+            }
+            *p = Some(Vec::new());
+            true
+        });
+        Pass { outer }
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        if !self.outer {
+            return;
+        }
+        let grown = PASS.with(|p| p.borrow_mut().take()).unwrap_or_default();
+        for (vring, force) in grown {
+            vring.signal_now(force);
+        }
+    }
 }
 
 /// The vrings of one device, and the eventfd that says "a vring changed".
@@ -82,6 +128,7 @@ impl VringHub {
 pub struct RdmaVring {
     inner: VringRwLock<Mem>,
     changed: Option<Arc<EventFd>>,
+    key: usize,
 }
 
 impl std::fmt::Debug for RdmaVring {
@@ -156,6 +203,36 @@ impl RdmaVring {
         }
     }
 
+    /// Tells the driver that the used ring grew, if the ring asks for it
+    /// or `force`: at the end of this thread's open [`Pass`], or now when
+    /// none is open.
+    pub fn used_grew(&self, force: bool) {
+        let deferred = PASS.with(|p| {
+            let mut p = p.borrow_mut();
+            let Some(grown) = p.as_mut() else {
+                return false;
+            };
+            match grown.iter_mut().find(|(v, _)| v.key == self.key) {
+                Some((_, f)) => *f |= force,
+                None => grown.push((self.clone(), force)),
+            }
+            true
+        });
+        if !deferred {
+            self.signal_now(force);
+        }
+    }
+
+    fn signal_now(&self, force: bool) {
+        // Always ask the ring, so that its EVENT_IDX bookkeeping stays right.
+        let needs = self.needs_notification().unwrap_or(true);
+        if needs || force {
+            if let Err(e) = self.signal_used_queue() {
+                error!("cannot signal a used ring: {e}");
+            }
+        }
+    }
+
     fn notify(&self) {
         if let Some(changed) = &self.changed {
             if let Err(e) = changed.write(1) {
@@ -180,6 +257,7 @@ impl VringT<Mem> for RdmaVring {
         let vring = RdmaVring {
             inner,
             changed: hub.as_ref().map(|h| h.changed.clone()),
+            key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
         };
         match hub {
             Some(hub) => hub

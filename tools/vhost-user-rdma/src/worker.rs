@@ -6,6 +6,8 @@
 //! The set of watched eventfds is rebuilt whenever a vring changes (kick
 //! set, readiness, enablement); after each rebuild every watched vring is
 //! served once, so requests made before the kick was watched are not lost.
+//! Each round of events is one [`Pass`]: the driver is interrupted at most
+//! once per vring per round.
 
 use std::io;
 use std::os::unix::io::AsRawFd;
@@ -20,7 +22,7 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use crate::device::RdmaDevice;
 use crate::engine;
-use crate::vring::{RdmaVring, VringHub};
+use crate::vring::{Pass, RdmaVring, VringHub};
 
 const EXIT: u64 = 1 << 32;
 const CHANGED: u64 = EXIT + 1;
@@ -95,8 +97,11 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             kicks.push((index, kick));
         }
         debug!("{}: watching {} vrings", dev.name(), kicks.len());
-        for (index, _) in &kicks {
-            serve(dev, &vrings, *index);
+        {
+            let _pass = Pass::begin();
+            for (index, _) in &kicks {
+                serve(dev, &vrings, *index);
+            }
         }
 
         let mut rescan = false;
@@ -104,6 +109,7 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             // RNR retries are timed; otherwise sleep until an event. Due
             // timers run first, so that a stream of kicks cannot starve them.
             if dev.next_timer().is_some_and(|d| d.is_zero()) {
+                let _pass = Pass::begin();
                 dev.tick();
             }
             let timeout = dev
@@ -112,6 +118,7 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
                 .unwrap_or(-1);
             let n = match epoll.wait(timeout, &mut events) {
                 Ok(0) if timeout >= 0 => {
+                    let _pass = Pass::begin();
                     dev.tick();
                     continue;
                 }
@@ -119,6 +126,9 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
+            // Whatever this round's events complete is signalled once, at
+            // its end.
+            let _pass = Pass::begin();
             for event in events.iter().take(n) {
                 match event.data() {
                     EXIT => return Ok(()),

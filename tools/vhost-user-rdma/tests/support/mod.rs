@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Test support shared by `tests/data_path.rs` and `benches/write_copy.rs`:
+//! Test support shared by `tests/data_path.rs` and the benchmarks:
 //! a device served over a real vhost-user socket in-process, driven by
 //! rust-vmm's `Frontend` with guest memory in a file and split rings
 //! written by hand (one control queue, the CQ queues pre-filled with CQE
@@ -20,6 +20,7 @@ use vhost_user_rdma::abi::*;
 use vhost_user_rdma::device::{self, DeviceError, RdmaDevice};
 use vhost_user_rdma::ib::*;
 use vhost_user_rdma::limits::{Limits, Mac};
+use virtio_bindings::bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
 use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use vmm_sys_util::tempdir::TempDir;
@@ -59,7 +60,7 @@ pub struct Vq {
     pub next_avail: u16,
     pub used_seen: u16,
     pub kick: EventFd,
-    pub _call: EventFd,
+    pub call: EventFd,
 }
 
 impl Vq {
@@ -109,6 +110,8 @@ pub struct Dev {
     pub _file: TempFile,
     pub vqs: Vec<Vq>,
     pub gid: [u8; 16],
+    /// VIRTIO_RING_F_EVENT_IDX was negotiated.
+    pub event_idx: bool,
 }
 
 impl Dev {
@@ -124,6 +127,16 @@ impl Dev {
     /// A device with `mem_size` bytes of guest memory and the test limits
     /// as `adjust` changes them.
     pub fn start_with(mem_size: usize, adjust: impl FnOnce(Limits) -> Limits) -> Dev {
+        Dev::start_without(mem_size, adjust, 0)
+    }
+
+    /// [`Dev::start_with`], the virtio features in `refused` not
+    /// negotiated.
+    pub fn start_without(
+        mem_size: usize,
+        adjust: impl FnOnce(Limits) -> Limits,
+        refused: u64,
+    ) -> Dev {
         let _ = env_logger::builder().is_test(true).try_init();
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let dir = TempDir::new_with_prefix("/tmp/vrdma-dp").expect("tempdir");
@@ -146,8 +159,9 @@ impl Dev {
             }
         };
         fe.set_owner().expect("owner");
-        let f = fe.get_features().expect("features");
+        let f = fe.get_features().expect("features") & !refused;
         fe.set_features(f).expect("set features");
+        let event_idx = f & (1 << VIRTIO_RING_F_EVENT_IDX) != 0;
         let p = fe.get_protocol_features().expect("proto");
         fe.set_protocol_features(p).expect("set proto");
 
@@ -174,7 +188,7 @@ impl Dev {
                 next_avail: 0,
                 used_seen: 0,
                 kick: EventFd::new(EFD_NONBLOCK).expect("kick"),
-                _call: EventFd::new(EFD_NONBLOCK).expect("call"),
+                call: EventFd::new(EFD_NONBLOCK).expect("call"),
             };
             fe.set_vring_num(index, QSIZE).expect("num");
             let cfg = VringConfigData {
@@ -188,7 +202,7 @@ impl Dev {
             };
             fe.set_vring_addr(index, &cfg).expect("addr");
             fe.set_vring_base(index, 0).expect("base");
-            fe.set_vring_call(index, &vq._call).expect("call");
+            fe.set_vring_call(index, &vq.call).expect("call");
             fe.set_vring_kick(index, &vq.kick).expect("kick");
             fe.set_vring_enable(index, true).expect("enable");
             vqs.push(vq);
@@ -208,6 +222,7 @@ impl Dev {
             _file: file,
             vqs,
             gid,
+            event_idx,
         };
         let mut req = gid.to_vec();
         req.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
@@ -238,19 +253,39 @@ impl Dev {
     }
 
     pub fn publish(&mut self, q: usize, head: u16) {
+        self.publish_all(q, &[head]);
+    }
+
+    /// Makes the elements at `heads` available with one update of the
+    /// avail index and at most one kick.
+    pub fn publish_all(&mut self, q: usize, heads: &[u16]) {
         let vq = &mut self.vqs[q];
-        let slot = vq.avail() + 4 + 2 * u64::from(vq.next_avail % QSIZE);
-        self.mem.write_obj(head, GuestAddress(slot)).expect("avail");
-        vq.next_avail = vq.next_avail.wrapping_add(1);
+        let old = vq.next_avail;
+        for &head in heads {
+            let slot = vq.avail() + 4 + 2 * u64::from(vq.next_avail % QSIZE);
+            self.mem.write_obj(head, GuestAddress(slot)).expect("avail");
+            vq.next_avail = vq.next_avail.wrapping_add(1);
+        }
         // used_event: ask for every interrupt.
         let ue = vq.avail() + 4 + 2 * u64::from(QSIZE);
         self.mem
             .write_obj(vq.used_seen, GuestAddress(ue))
             .expect("used_event");
-        let old = vq.next_avail.wrapping_sub(1);
         self.mem
             .write_obj(vq.next_avail, GuestAddress(vq.avail() + 2))
             .expect("avail idx");
+        if !self.event_idx {
+            // Kick unless the device set VRING_USED_F_NO_NOTIFY.
+            fence(Ordering::SeqCst);
+            let flags: u16 = self
+                .mem
+                .read_obj(GuestAddress(vq.used()))
+                .expect("used flags");
+            if flags & 1 == 0 {
+                vq.kick.write(1).expect("kick");
+            }
+            return;
+        }
         // Kick as Linux does with VIRTIO_RING_F_EVENT_IDX: only when the
         // device's avail_event (after the used ring) asks for this index.
         // The new avail index must be visible before avail_event is read
@@ -270,14 +305,36 @@ impl Dev {
 
     /// Posts one single-descriptor element to queue `q`.
     pub fn post(&mut self, q: usize, bytes: &[u8], writable: bool) -> u16 {
-        let slot = self.vqs[q].next_avail % QSIZE;
+        let slot = self.stage(q, 0, bytes, writable);
+        self.publish(q, slot);
+        slot
+    }
+
+    /// Writes element `n` after the next available one of queue `q`
+    /// without publishing it; its descriptor index.
+    fn stage(&mut self, q: usize, n: u16, bytes: &[u8], writable: bool) -> u16 {
+        let slot = self.vqs[q].next_avail.wrapping_add(n) % QSIZE;
         let buf = self.vqs[q].buf(slot);
         assert!(bytes.len() as u64 <= SLOT);
         self.mem.write_slice(bytes, GuestAddress(buf)).expect("buf");
         let flags = if writable { F_WRITE } else { 0 };
         self.write_desc(q, slot, buf, bytes.len() as u32, flags, 0);
-        self.publish(q, slot);
         slot
+    }
+
+    /// Posts `wqes` to the SQ of QP `qpn` together: one avail index update
+    /// and at most one kick, so the device finds them all at once.
+    pub fn send_all(&mut self, qpn: u32, wqes: &[Vec<u8>]) {
+        let q = Dev::sq_q(qpn);
+        let heads: Vec<u16> = (0..wqes.len())
+            .map(|n| self.stage(q, n as u16, &wqes[n], false))
+            .collect();
+        self.publish_all(q, &heads);
+    }
+
+    /// Interrupts queue `q` raised since the last call.
+    pub fn interrupts(&self, q: usize) -> u64 {
+        self.vqs[q].call.read().unwrap_or(0)
     }
 
     pub fn used_idx(&self, q: usize) -> u16 {
