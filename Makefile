@@ -15,10 +15,12 @@
 #   make build            kernel + modules, QEMU, the backend and the rdma-core
 #                         provider (incremental)
 #   make bench            the backend's benchmarks, perftest on virtio_rdma0 beside
-#                         rxe, and NVMe-oF over virtio_rdma0 beside NVMe/TCP, each
-#                         in one guest and then between two guests, and a guest's
-#                         bandwidth beside another guest's flood, on the
-#                         release kernel (never fail on timing)
+#                         rxe (2 B .. 1 MiB), and NVMe-oF over virtio_rdma0 beside
+#                         NVMe/TCP, each in one guest and then between two guests,
+#                         and a guest's bandwidth beside another guest's flood, on
+#                         the release kernel; tables (CSV, Markdown) and plots
+#                         (PNG) in BENCH_OUT (default bench-results/); never
+#                         fails on a number
 #
 # Caches live in $(VRDMA_CACHE) (default /var/cache/virtio-rdma), keyed by
 # their inputs. JOBS sets build parallelism (default 3). KERNEL picks the
@@ -34,9 +36,13 @@ export KERNEL TEST
 
 setup: deps build
 
+# The host's own tools: debootstrap and unshare build the sysroot; gnuplot
+# and python3 draw make bench's plots.
 deps:
-	@command -v debootstrap >/dev/null && command -v unshare >/dev/null || \
-		{ apt-get update -qq && apt-get install -y -qq debootstrap util-linux; }
+	@command -v debootstrap >/dev/null && command -v unshare >/dev/null && \
+		command -v gnuplot >/dev/null && command -v python3 >/dev/null || \
+		{ apt-get update -qq && \
+		  apt-get install -y -qq debootstrap util-linux gnuplot-nox python3; }
 
 sysroot: deps
 	@$(B)/sysroot.sh >/dev/null
@@ -74,14 +80,4 @@ check: build
 bench: override KERNEL := release
 bench: build
 	@$(B)/kernel.sh >/dev/null && $(B)/testmods.sh # this kernel, whatever build made
-	@source $(B)/lib.sh && in_sysroot cargo bench --locked \
-		--manifest-path tools/vhost-user-rdma/Cargo.toml \
-		--target-dir "$$VRDMA_CACHE/cargo-target" -j1
-	@tools/testing/vm/run.sh --timeout 1800 -- bash tools/testing/bench/perftest.sh
-	@tools/testing/vm/run.sh --timeout 1800 -- bash tools/testing/bench/nvme-of.sh
-	@tools/testing/vm/run.sh --timeout 2400 --peer "bash tools/testing/bench/perftest.sh peer" \
-		-- bash tools/testing/bench/perftest.sh main
-	@tools/testing/vm/run.sh --timeout 1800 --peer "bash tools/testing/bench/nvme-of.sh peer" \
-		-- bash tools/testing/bench/nvme-of.sh main
-	@tools/testing/vm/run.sh --timeout 1800 --peer "bash tools/testing/bench/flood.sh peer" \
-		-- bash tools/testing/bench/flood.sh main
+	@tools/testing/bench/all.sh $(BENCH_OUT)

@@ -42,4 +42,5 @@ until echo >/dev/tcp/10.0.2.16/9998; do sleep 1; done 2>/dev/null
 sleep 5 # the flood under way
 flooded=$(bw)
 main_done
+printf 'alone,flooded\n%s,%s\n' "$alone" "$flooded" >/mnt/run/flood.csv
 echo "flood: victim 64 KiB ib_write_bw alone $alone MiB/s, with a 4 MiB flood in the other guest $flooded MiB/s, ratio $(awk -v a="$alone" -v b="$flooded" 'BEGIN { printf "%.2f", b / a }')"

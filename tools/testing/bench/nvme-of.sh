@@ -12,16 +12,17 @@
 #                         peer, host, fio and the table here; TCP crosses
 #                         both virtio-nets and QEMU's datagram link, RDMA
 #                         the backend (guest memory to guest memory).
-# Numbers vary with the host; only the ratios mean something, and the guests
-# run the debug kernel (KASAN, lockdep) under TCG, which slows both
-# transports. It never fails on a number.
+# Results: a table on stdout and /mnt/run/nvme-of-{same,two}.csv (job,
+# transport, IOPS, MiB/s), which make bench turns into tables. Numbers vary
+# with the host and its accelerator (TCG here); the ratios are the point.
+# It never fails on a number.
 set -euo pipefail
 source "$(dirname "$0")/../e2e/lib/common.sh"
 
 ROLE=${1:-same}
 ADDR=$MY_IP NQN=nqn.2026-11.org.virtio-rdma:bench
 [ "$ROLE" = same ] || ADDR=10.0.2.16
-RUNTIME=${VRDMA_BENCH_RUNTIME:-15}
+RUNTIME=${VRDMA_BENCH_RUNTIME:-10}
 
 driver_up
 modprobe -a nvmet nvmet-rdma nvmet-tcp nvme-rdma nvme-tcp
@@ -37,8 +38,10 @@ if [ "$ROLE" = peer ]; then
 fi
 
 # JOB: name rw bs iodepth
-JOBS="rand4k-read randread 4k 16
-rand4k-write randwrite 4k 16
+JOBS="rand4k-read-qd1 randread 4k 1
+rand4k-read-qd32 randread 4k 32
+rand4k-write-qd1 randwrite 4k 1
+rand4k-write-qd32 randwrite 4k 32
 seq128k-read read 128k 8
 seq128k-write write 128k 8"
 
@@ -73,9 +76,14 @@ PY
 
 run_jobs rdma 4420 >/tmp/bench-rdma.txt
 run_jobs tcp 4421 >/tmp/bench-tcp.txt
-where="target and host in one guest"
-[ "$ROLE" = same ] || { main_done; where="target in the peer guest"; }
-echo "NVMe-oF, fio ${RUNTIME} s per job, $where (debug kernel, TCG)"
+where="target and host in one guest" csv=/mnt/run/nvme-of-same.csv
+[ "$ROLE" = same ] || { main_done; where="target in the peer guest" csv=/mnt/run/nvme-of-two.csv; }
+{
+	echo "job,transport,iops,mib_s"
+	sed 's/ /,rdma,/; s/ /,/' /tmp/bench-rdma.txt
+	sed 's/ /,tcp,/; s/ /,/' /tmp/bench-tcp.txt
+} >"$csv"
+echo "NVMe-oF, fio ${RUNTIME} s per job, $where, kernel $(uname -r)"
 printf '%-15s %12s %10s %12s %10s %8s\n' job "rdma IOPS" "rdma MiB/s" "tcp IOPS" "tcp MiB/s" "rdma/tcp"
 paste -d ' ' /tmp/bench-rdma.txt /tmp/bench-tcp.txt | while read -r name ri rb _ ti tb; do
 	printf '%-15s %12s %10s %12s %10s %8s\n' "$name" "$ri" "$rb" "$ti" "$tb" \

@@ -2,26 +2,33 @@
 # SPDX-License-Identifier: GPL-2.0
 # Verbs from userspace, virtio_rdma0 beside rxe (soft RoCE, the peer: the
 # kernel's RDMA over the guest's virtio-net eth0), in one run: perftest's
-# WRITE/SEND/READ bandwidth and SEND/WRITE latency over a range of message
-# sizes, then a table of both with their ratio.
+# WRITE/READ/SEND bandwidth and WRITE/SEND latency for every power of two
+# from 2 bytes to 1 MiB, and WRITE bandwidth over 4 QPs (-q 4).
 #   perftest.sh           server and client in one guest on the same device,
 #                         addressed by the RoCEv2 GID of 10.0.2.15; rxe's
 #                         traffic to its own address goes over loopback;
+#                         then what one 2-byte WRITE round trip costs the
+#                         guest: interrupts and system calls per message;
 #   perftest.sh main|peer two guests (run.sh --peer): servers in the peer,
-#                         clients and the table here; virtio_rdma0 traffic
+#                         clients and the results here; virtio_rdma0 traffic
 #                         crosses the backend from one guest's memory to the
 #                         other's, rxe's crosses both virtio-nets and QEMU's
 #                         datagram link between them.
-# Numbers vary with the host; only the ratios mean something. The guests
-# run the debug kernel (KASAN, lockdep) under TCG, which slows both. It never
-# fails on a number.
+# Results: a table on stdout and /mnt/run/perftest-{same,two}.csv (test,
+# bytes, device, value, unit), which make bench turns into tables and
+# plots. VRDMA_BENCH_SIZES overrides the sizes. Numbers vary with the host
+# and its accelerator (TCG here); the ratios are the point. It never fails
+# on a number.
 set -euo pipefail
 source "$(dirname "$0")/../e2e/lib/common.sh"
 
 ROLE=${1:-same}
-ITERS=500
 server_addr=$MY_IP
 [ "$ROLE" = same ] || server_addr=10.0.2.16
+SIZES=${VRDMA_BENCH_SIZES:-$(for i in $(seq 1 20); do printf '%s ' $((1 << i)); done)}
+where=same
+[ "$ROLE" = same ] || where=two
+csv=/mnt/run/perftest-$where.csv
 
 driver_up
 modprobe rdma_rxe
@@ -29,45 +36,101 @@ rdma link add rxe0 type rxe netdev eth0
 wait_for "rxe0's RoCEv2 GID of $MY_IP" v4_gid rxe0
 [ "$ROLE" != main ] || wait_for "the peer answers on the link" ping -c 1 -W 1 "$server_addr"
 
-# TEST SIZES FIELD: perftest's average (bandwidth in MiB/s, or latency in
-# usec) is column FIELD of the line that starts with the message size.
-CASES="ib_write_bw 64,4096,65536 4
-ib_send_bw 64,4096,65536 4
-ib_read_bw 64,4096,65536 4
-ib_send_lat 2,4096 6
-ib_write_lat 2,4096 6"
+# iters TEST SIZE: bandwidth tests move about 64 MiB (100..1000 messages),
+# latency tests 8 MiB (50..500 round trips), so that large messages do
+# not take minutes over rxe.
+iters() {
+	local budget=$((64 << 20)) lo=100 hi=1000
+	case $1 in *_lat) budget=$((8 << 20)) lo=50 hi=500 ;; esac
+	local n=$((budget / $2))
+	[ $n -ge $lo ] || n=$lo
+	[ $n -le $hi ] || n=$hi
+	echo $n
+}
 
-# run DEV TEST SIZE FIELD: prints the result (nothing in the peer).
+# run DEV TEST SIZE [OPTS...]: runs one test and sets $result to the result
+# of the line of SIZE (empty in the peer): latency tests' average (usec,
+# column 6); bandwidth from the message rate (Mpps, column 5: six decimals,
+# where the MiB/s column has two, too few for small messages). Not in a
+# subshell: $port must move on.
 run() {
-	local opts="-d $1 -x $(v4_gid_index "$1") -F -n $ITERS -s $3"
+	local dev=$1 t=$2 s=$3
+	shift 3
+	local opts="-d $dev -x $(v4_gid_index "$dev") -F -n $(iters "$t" "$s") -s $s $*"
 	if [ "$ROLE" = same ]; then
-		PAIR_QUIET=1 pair "$2 on $1" "$2" $opts -p "$port" -- "$2" $opts -p "$port" "$server_addr"
+		PAIR_QUIET=1 pair "$t on $dev" "$t" $opts -p "$port" -- "$t" $opts -p "$port" "$server_addr"
 	else
-		PAIR_QUIET=1 pair_step "$2 on $1" "$2" $opts -p "$port" -- "$2" $opts -p "$port" "$server_addr"
+		PAIR_QUIET=1 pair_step "$t on $dev" "$t" $opts -p "$port" -- "$t" $opts -p "$port" "$server_addr"
 	fi
-	[ "$ROLE" = peer ] || awk -v s="$3" -v f="$4" '$1 == s { print $f; exit }' /tmp/client.log
+	result=
+	[ "$ROLE" = peer ] || case $t in
+	*_lat) result=$(awk -v s="$s" '$1 == s { print $6; exit }' /tmp/client.log) ;;
+	*) result=$(awk -v s="$s" '$1 == s { printf "%.3f\n", $5 * 1e6 * s / 1048576; exit }' /tmp/client.log) ;;
+	esac
+	[ "$ROLE" = peer ] || [ -n "$result" ] || fail "$t on $dev: no result for $s bytes"
 }
 
-where="same guest"
-[ "$ROLE" = same ] || where="two guests (server in the peer)"
-[ "$ROLE" = peer ] || {
-	echo "perftest, $ITERS iterations, $where (debug kernel, TCG); bandwidth MiB/s, latency usec"
-	printf '%-13s %7s %14s %10s %12s\n' test bytes virtio_rdma0 rxe0 "virtio/rxe"
+# row TEST SIZE OPTS: both devices, one table row and two CSV lines.
+row() {
+	local t=$1 s=$2 name=$1 unit=MiB/s
+	shift 2
+	[ $# -eq 0 ] || name="$t$(echo "$*" | tr -d ' ')"
+	case $t in *_lat) unit=usec ;; esac
+	local v r ratio
+	run virtio_rdma0 "$t" "$s" "$@"
+	v=$result
+	run rxe0 "$t" "$s" "$@"
+	r=$result
+	[ "$ROLE" != peer ] || return 0
+	# Above 1: virtio_rdma0 is faster (for latency, rxe's time over ours).
+	case $t in
+	*_lat) ratio=$(awk -v a="$r" -v b="$v" 'BEGIN { printf "%.2f", a / b }') ;;
+	*) ratio=$(awk -v a="$v" -v b="$r" 'BEGIN { printf "%.2f", a / b }') ;;
+	esac
+	printf '%-16s %8s %14s %10s %12s\n' "$name" "$s" "$v" "$r" "$ratio"
+	printf '%s,%s,virtio_rdma0,%s,%s\n%s,%s,rxe0,%s,%s\n' \
+		"$name" "$s" "$v" "$unit" "$name" "$s" "$r" "$unit" >>"$csv"
 }
-while read -r t sizes field; do
-	for s in ${sizes//,/ }; do
-		v=$(run virtio_rdma0 "$t" "$s" "$field")
-		r=$(run rxe0 "$t" "$s" "$field")
-		[ "$ROLE" != peer ] || continue
-		# Bandwidth: higher is better; latency: the ratio is rxe's over ours,
-		# so above 1 means virtio_rdma0 is faster either way.
-		case $t in
-		*_lat) ratio=$(awk -v a="$r" -v b="$v" 'BEGIN { printf "%.2f", a / b }') ;;
-		*) ratio=$(awk -v a="$v" -v b="$r" 'BEGIN { printf "%.2f", a / b }') ;;
-		esac
-		printf '%-13s %7s %14s %10s %12s\n' "$t" "$s" "$v" "$r" "$ratio"
-	done
-done <<<"$CASES"
+
+if [ "$ROLE" != peer ]; then
+	echo "test,bytes,device,value,unit" >"$csv"
+	echo "perftest, $([ "$ROLE" = same ] && echo "one guest" || echo "two guests (servers in the peer)"), kernel $(uname -r); bandwidth MiB/s, latency usec"
+	printf '%-16s %8s %14s %10s %12s\n' test bytes virtio_rdma0 rxe0 "virtio/rxe"
+fi
+for t in ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_send_lat; do
+	for s in $SIZES; do row "$t" "$s"; done
+done
+for s in 4096 65536; do row ib_write_bw "$s" -q 4; done
 [ "$ROLE" = peer ] ||
 	echo "(virtio/rxe: above 1 means virtio_rdma0 is faster; for latency it is rxe's time over ours)"
+
+# cost DEV: interrupts (all of the device's vectors; for rxe those of
+# virtio-net) and client system calls per 2-byte ib_write_lat round trip.
+cost() {
+	local dev=$1 n=2000 irqs before after calls
+	case $dev in
+	virtio_rdma0) irqs=$(basename "$(readlink -f /sys/class/infiniband/virtio_rdma0/device)") ;;
+	*) irqs=$(basename "$(readlink -f /sys/class/net/eth0/device)") ;;
+	esac
+	# The first line names the CPUs; each vector's counts follow its number.
+	sum() { awk -v d="$irqs-" 'NR == 1 { cpus = NF } $NF ~ "^"d { for (i = 2; i <= cpus + 1; i++) s += $i } END { print s + 0 }' /proc/interrupts; }
+	local opts="-d $dev -x $(v4_gid_index "$dev") -F -n $n -s 2"
+	before=$(sum)
+	PAIR_QUIET=1 pair "cost on $dev" ib_write_lat $opts -p "$port" -- \
+		strace -f -c -o /tmp/strace.txt ib_write_lat $opts -p "$port" "$server_addr"
+	after=$(sum)
+	# strace -c's last line: % time, seconds, usecs/call, calls, [errors,] total.
+	calls=$(awk '$NF == "total" { print $4 }' /tmp/strace.txt)
+	printf '%-14s %18s %22s\n' "$dev" \
+		"$(awk -v a="$after" -v b="$before" -v n="$n" 'BEGIN { printf "%.2f", (a - b) / n }')" \
+		"$(awk -v c="$calls" -v n="$n" 'BEGIN { printf "%.2f", c / n }')"
+	echo "$dev,$(awk -v a="$after" -v b="$before" -v n="$n" 'BEGIN { printf "%.3f", (a - b) / n }'),$(awk -v c="$calls" -v n="$n" 'BEGIN { printf "%.3f", c / n }')" >>/mnt/run/cost.csv
+}
+if [ "$ROLE" = same ]; then
+	echo "what one 2-byte ib_write_lat round trip costs (both sides in this guest; system calls: the client's)"
+	printf '%-14s %18s %22s\n' device "interrupts/message" "system calls/message"
+	echo "device,interrupts_per_msg,syscalls_per_msg" >/mnt/run/cost.csv
+	cost virtio_rdma0
+	cost rxe0
+fi
 rdma link delete rxe0

@@ -116,7 +116,13 @@ pair() {
 	[ -n "${PAIR_QUIET:-}" ] || step "$name"
 	timeout 120 "${server[@]}" >/tmp/server.log 2>&1 &
 	local spid=$!
-	sleep 1
+	# Until the server listens on $port (perftest does; rping's port is an
+	# RDMA CM port, not a TCP one): at most a second.
+	local i
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+		sleep 0.1
+	done
 	local rc=0
 	timeout 120 "${client[@]}" >/tmp/client.log 2>&1 || rc=$?
 	local src=0
@@ -152,7 +158,7 @@ on_main() {
 	until timeout 120 "$@" >/tmp/client.log 2>&1; do
 		[ $SECONDS -lt $deadline ] ||
 			{ sed 's/^/  client: /' /tmp/client.log | tail -20; fail "$name: client failed"; }
-		sleep 2
+		sleep 0.5
 	done
 	[ -n "${PAIR_QUIET:-}" ] || sed 's/^/  client: /' /tmp/client.log | tail -6
 }

@@ -1,0 +1,57 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# make bench: every benchmark on the release kernel, then the tables and
+# plots of the run (report.py) in one results folder.
+#
+#   all.sh [OUT]     OUT: the results folder (default bench-results/ in the
+#                    checkout; its CSV and PNG files are replaced)
+#
+# In order: the backend alone (cargo bench: device to device beside memcpy,
+# and the fairness bench), perftest on virtio_rdma0 beside rxe and NVMe-oF
+# over RDMA beside TCP in one guest, both again between two guests, and a
+# guest's bandwidth beside another guest's flood. Each guest is fresh. A
+# benchmark that cannot run fails the run; a number never does.
+source "$(dirname "$0")/../../build/lib.sh"
+
+out=$(realpath -m "${1:-$TOP/bench-results}")
+case $out in "$TOP"/*) ;; *) die "the results folder must be inside the checkout ($TOP)" ;; esac
+mkdir -p "$out"
+rm -f "$out"/*.csv "$out"/*.png "$out"/results.md "$out"/run.txt
+export KERNEL=release
+
+accel=TCG
+[ -w /dev/kvm ] && grep -qw kvm /proc/modules 2>/dev/null && accel=KVM
+{
+	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), guest kernel $(make -s -C "$(kernel_dir)/build" kernelrelease 2>/dev/null || echo '?') (release config), $accel guests"
+	echo "host: $(nproc) cores ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), $(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) RAM, Linux $(uname -r)"
+	echo "checkout: $(git -C "$TOP" describe --always --dirty 2>/dev/null || echo '?')"
+} >"$out/run.txt"
+
+log "bench: the backend alone (cargo bench)"
+in_sysroot env VRDMA_BENCH_CSV="$out/backend.csv" cargo bench --locked \
+	--manifest-path "$TOP/tools/vhost-user-rdma/Cargo.toml" \
+	--target-dir "$VRDMA_CACHE/cargo-target" -j1 || die "cargo bench failed"
+
+# guest NAME [run.sh options] -- CMD: one benchmark run; its CSV files land
+# in $out.
+guest() {
+	local name=$1 tmp
+	shift
+	tmp=$(mktemp -d /tmp/vrdma-bench.XXXXXX)
+	log "bench: $name"
+	"$TOP/tools/testing/vm/run.sh" --out "$tmp" "$@" || { rm -rf "$tmp"; die "bench $name failed"; }
+	cp "$tmp"/*.csv "$out"/ 2>/dev/null || true
+	rm -rf "$tmp"
+}
+guest "perftest, one guest" --timeout 2400 -- bash tools/testing/bench/perftest.sh
+guest "NVMe-oF, one guest" --timeout 1800 -- bash tools/testing/bench/nvme-of.sh
+guest "perftest, two guests" --timeout 3000 --peer "bash tools/testing/bench/perftest.sh peer" \
+	-- bash tools/testing/bench/perftest.sh main
+guest "NVMe-oF, two guests" --timeout 1800 --peer "bash tools/testing/bench/nvme-of.sh peer" \
+	-- bash tools/testing/bench/nvme-of.sh main
+guest "a tenant beside a flood" --timeout 1800 --peer "bash tools/testing/bench/flood.sh peer" \
+	-- bash tools/testing/bench/flood.sh main
+
+command -v gnuplot >/dev/null || die "gnuplot is missing on the host: make deps installs it"
+python3 "$TOP/tools/testing/bench/report.py" "$out"
+log "bench: results in $out (results.md, *.csv, *.png)"

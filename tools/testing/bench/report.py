@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Turns the CSV files of one `make bench` run into tables and plots.
+
+    report.py DIR
+
+DIR holds what the run wrote: backend.csv and backend-rate.csv (cargo
+bench transfer), perftest-{same,two}.csv, cost.csv, nvme-of-{same,two}.csv,
+flood.csv and run.txt (when, where, which kernel). Writes DIR/results.md (every
+table, virtio_rdma beside its peer with the ratio) and PNG plots drawn by
+gnuplot: bandwidth and latency against message size, log axes, virtio_rdma0
+beside rxe0, for one guest and for two, and the backend beside memcpy.
+Missing inputs are skipped; a run never fails on a number.
+"""
+
+import csv
+import os
+import subprocess
+import sys
+from collections import defaultdict
+
+
+def read(path):
+    if not os.path.exists(path):
+        return None
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def fmt(v):
+    v = float(v)
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def ratio(test, ours, peer):
+    """Above 1: virtio_rdma0 is better (latency: the peer's time over ours)."""
+    ours, peer = float(ours), float(peer)
+    if test.endswith("_lat"):
+        return peer / ours if ours else float("nan")
+    return ours / peer if peer else float("nan")
+
+
+def gnuplot(script):
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+
+
+LINE_STYLES = """
+set terminal pngcairo size 900,560 enhanced font ',10'
+set logscale xy 2
+set format x '%.0s%cB'
+set grid
+set key outside right top
+set style line 1 lc rgb '#1f77b4' lw 2 pt 7 ps 0.8
+set style line 2 lc rgb '#1f77b4' lw 2 pt 5 ps 0.8 dt 2
+set style line 3 lc rgb '#d62728' lw 2 pt 7 ps 0.8
+set style line 4 lc rgb '#d62728' lw 2 pt 5 ps 0.8 dt 2
+set style line 5 lc rgb '#2ca02c' lw 2 pt 7 ps 0.8
+set style line 6 lc rgb '#2ca02c' lw 2 pt 5 ps 0.8 dt 2
+"""
+
+
+def plot_perftest(out, where, rows, tests, png, ylabel, title):
+    """One PNG: each test for both devices (solid: virtio_rdma0, dashed: rxe0)."""
+    series = []
+    for t in tests:
+        for dev in ("virtio_rdma0", "rxe0"):
+            pts = sorted(
+                (int(r["bytes"]), float(r["value"]))
+                for r in rows
+                if r["test"] == t and r["device"] == dev and float(r["value"]) > 0
+            )
+            if pts:
+                series.append((f"{t} {dev}", pts))
+    if not series:
+        return None
+    plots, data = [], []
+    for i, (name, pts) in enumerate(series):
+        plots.append(f"'-' using 1:2 with linespoints ls {i + 1} title '{name.replace('_', ' ')}'")
+        data.append("\n".join(f"{x} {y}" for x, y in pts) + "\ne")
+    gnuplot(
+        LINE_STYLES
+        + f"set output '{os.path.join(out, png)}'\n"
+        + f"set title '{title}'\nset xlabel 'message size'\nset ylabel '{ylabel}'\n"
+        + "plot " + ", ".join(plots) + "\n" + "\n".join(data) + "\n"
+    )
+    return png
+
+
+def perftest_section(out, where, label, run):
+    rows = read(os.path.join(out, f"perftest-{where}.csv"))
+    if not rows:
+        return []
+    md = [f"### perftest, {label}", ""]
+    by = defaultdict(dict)
+    order = []
+    for r in rows:
+        key = (r["test"], int(r["bytes"]))
+        if key not in by:
+            order.append(key)
+        by[key][r["device"]] = r
+    md += ["| test | bytes | virtio_rdma0 | rxe0 | unit | virtio/rxe |", "|---|---:|---:|---:|---|---:|"]
+    for key in order:
+        d = by[key]
+        if "virtio_rdma0" not in d or "rxe0" not in d:
+            continue
+        v, r = d["virtio_rdma0"]["value"], d["rxe0"]["value"]
+        md.append(
+            f"| {key[0]} | {key[1]} | {fmt(v)} | {fmt(r)} | {d['rxe0']['unit']} "
+            f"| {ratio(key[0], v, r):.2f} |"
+        )
+    md += ["", "virtio/rxe above 1: virtio_rdma0 is faster (for latency, rxe's time over ours).", ""]
+    sub = f"{label}, {run}"
+    bw = plot_perftest(out, where, rows, ["ib_write_bw", "ib_read_bw", "ib_send_bw"],
+                       f"perftest-{where}-bw.png", "MiB/s", f"bandwidth, {sub}")
+    lat = plot_perftest(out, where, rows, ["ib_write_lat", "ib_send_lat"],
+                        f"perftest-{where}-lat.png", "usec (average)", f"latency, {sub}")
+    for png in (bw, lat):
+        if png:
+            md += [f"![{png}]({png})", ""]
+    return md
+
+
+def nvme_section(out, where, label):
+    rows = read(os.path.join(out, f"nvme-of-{where}.csv"))
+    if not rows:
+        return []
+    md = [f"### NVMe-oF, {label}", "",
+          "| job | RDMA IOPS | RDMA MiB/s | TCP IOPS | TCP MiB/s | RDMA/TCP (IOPS) |",
+          "|---|---:|---:|---:|---:|---:|"]
+    by = defaultdict(dict)
+    order = []
+    for r in rows:
+        if r["job"] not in by:
+            order.append(r["job"])
+        by[r["job"]][r["transport"]] = r
+    for job in order:
+        d = by[job]
+        if "rdma" not in d or "tcp" not in d:
+            continue
+        ri, ti = float(d["rdma"]["iops"]), float(d["tcp"]["iops"])
+        md.append(f"| {job} | {ri:.0f} | {fmt(d['rdma']['mib_s'])} | {ti:.0f} | "
+                  f"{fmt(d['tcp']['mib_s'])} | {ri / ti if ti else float('nan'):.2f} |")
+    return md + [""]
+
+
+def backend_section(out, run):
+    rows = read(os.path.join(out, "backend.csv"))
+    if not rows:
+        return []
+    md = ["### The backend alone (in-process, two devices)", "",
+          "| op | bytes | backend MiB/s | memcpy MiB/s | backend/memcpy |", "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        md.append(f"| {r['op']} | {r['bytes']} | {fmt(r['backend_mib_s'])} | "
+                  f"{fmt(r['memcpy_mib_s'])} | {float(r['ratio']):.2f} |")
+    rates = read(os.path.join(out, "backend-rate.csv")) or []
+    md += [""] + [f"{r['op']} of {r['bytes']} bytes: {float(r['wr_per_s']) / 1e6:.2f} M work requests/s"
+                  for r in rates] + [""]
+    plots, data = [], []
+    for i, op in enumerate(("WRITE", "SEND")):
+        pts = [(int(r["bytes"]), float(r["backend_mib_s"])) for r in rows if r["op"] == op]
+        plots.append(f"'-' using 1:2 with linespoints ls {2 * i + 1} title '{op}'")
+        data.append("\n".join(f"{x} {y}" for x, y in pts) + "\ne")
+    pts = [(int(r["bytes"]), float(r["memcpy_mib_s"])) for r in rows if r["op"] == "WRITE"]
+    plots.append("'-' using 1:2 with linespoints ls 6 title 'memcpy'")
+    data.append("\n".join(f"{x} {y}" for x, y in pts) + "\ne")
+    gnuplot(
+        LINE_STYLES
+        + f"set output '{os.path.join(out, 'backend.png')}'\n"
+        + f"set title 'backend, device to device, {run}'\nset xlabel 'message size'\n"
+        + "set ylabel 'MiB/s'\nplot " + ", ".join(plots) + "\n" + "\n".join(data) + "\n"
+    )
+    return md + ["![backend.png](backend.png)", ""]
+
+
+def main():
+    out = sys.argv[1]
+    run = ""
+    if os.path.exists(os.path.join(out, "run.txt")):
+        with open(os.path.join(out, "run.txt")) as f:
+            meta = [line.rstrip("\n") for line in f if line.strip()]
+        run = meta[0] if meta else ""
+    else:
+        meta = []
+    md = ["# make bench results", ""] + [f"- {line}" for line in meta] + [""]
+    md += backend_section(out, run)
+    md += perftest_section(out, "same", "one guest", run)
+    cost = read(os.path.join(out, "cost.csv"))
+    if cost:
+        md += ["### What one 2-byte ib_write_lat round trip costs the guest (one guest)", "",
+               "| device | interrupts/message | system calls/message (client) |", "|---|---:|---:|"]
+        md += [f"| {r['device']} | {float(r['interrupts_per_msg']):.2f} | "
+               f"{float(r['syscalls_per_msg']):.2f} |" for r in cost] + [""]
+    md += nvme_section(out, "same", "one guest")
+    md += perftest_section(out, "two", "two guests", run)
+    md += nvme_section(out, "two", "two guests")
+    flood = read(os.path.join(out, "flood.csv"))
+    if flood:
+        md += ["### Two tenants", "", "| victim alone MiB/s | beside a 4 MiB flood MiB/s | share kept |",
+               "|---:|---:|---:|"]
+        md += [f"| {fmt(r['alone'])} | {fmt(r['flooded'])} | {float(r['flooded']) / float(r['alone']):.2f} |"
+               for r in flood] + [""]
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(md))
+    print(os.path.join(out, "results.md"))
+
+
+if __name__ == "__main__":
+    main()
