@@ -572,9 +572,14 @@ fn to_ring<'a>(
     let mut checked = Ok(());
     loop {
         while let Some((buf, len)) = q.get_buf() {
+            // The buffer goes back before the process can see its completion: the process may
+            // post its next request at once (on another CPU), and that request's completion
+            // needs a buffer. Lent afterwards, a CQ of one entry overran.
+            let cqe = *buf;
+            lent |= lend_back(dev, cq.cqn, q, buf);
             // Nothing a failed device reports is believed.
             if checked.is_ok() && !dev.health.failed() {
-                match with_checked(cq, qps, &buf, len, |_, cqe| {
+                match with_checked(cq, qps, &cqe, len, |_, cqe| {
                     ring.has_room() && ring.push(cqe).is_ok()
                 }) {
                     Ok(Some(false)) => lost += 1,
@@ -582,7 +587,6 @@ fn to_ring<'a>(
                     Err(e) => checked = Err(e),
                 }
             }
-            lent |= lend_back(dev, cq.cqn, q, buf);
         }
         // Look again for completions that came while the callback was being re-enabled.
         if q.enable_cb() {
