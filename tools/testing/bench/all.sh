@@ -19,10 +19,10 @@ mkdir -p "$out"
 rm -f "$out"/*.csv "$out"/*.png "$out"/results.md "$out"/run.txt
 export KERNEL=release
 
-accel=TCG
-[ -w /dev/kvm ] && grep -qw kvm /proc/modules 2>/dev/null && accel=KVM
+accel=TCG # as guest.sh decides
+if [ -e /sys/module/kvm_intel ] || [ -e /sys/module/kvm_amd ]; then accel=KVM; fi
 {
-	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), guest kernel $(make -s -C "$(kernel_dir)/build" kernelrelease 2>/dev/null || echo '?') (release config), $accel guests"
+	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), guest kernel $(make -s -C "$(kernel_dir)/build" kernelrelease 2>/dev/null || echo '?') (release config), $accel guests of 2 vCPUs"
 	echo "host: $(nproc) cores ($(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)), $(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) RAM, Linux $(uname -r)"
 	echo "checkout: $(git -C "$TOP" describe --always --dirty 2>/dev/null || echo '?')"
 } >"$out/run.txt"
