@@ -48,10 +48,30 @@ def gnuplot(script):
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
 
 
+def size_label(n):
+    for unit, shift in (("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def xtics(sizes):
+    """Tics at every other power of two of the sizes, labelled in binary units."""
+    sizes = sorted(set(sizes))
+    if not sizes:
+        return ""
+    tics, n = [], sizes[0]
+    while n <= sizes[-1]:
+        tics.append(f'"{size_label(n)}" {n}')
+        n *= 4
+    return "set xtics (" + ", ".join(tics) + ")\n"
+
+
 LINE_STYLES = """
-set terminal pngcairo size 900,560 enhanced font ',10'
-set logscale xy 2
-set format x '%.0s%cB'
+set terminal pngcairo size 900,560 noenhanced font ',10'
+set logscale x 2
+set logscale y 10
+set format y '%g'
 set grid
 set key outside right top
 set style line 1 lc rgb '#1f77b4' lw 2 pt 7 ps 0.8
@@ -79,12 +99,13 @@ def plot_perftest(out, where, rows, tests, png, ylabel, title):
         return None
     plots, data = [], []
     for i, (name, pts) in enumerate(series):
-        plots.append(f"'-' using 1:2 with linespoints ls {i + 1} title '{name.replace('_', ' ')}'")
+        plots.append(f"'-' using 1:2 with linespoints ls {i + 1} title '{name}'")
         data.append("\n".join(f"{x} {y}" for x, y in pts) + "\ne")
     gnuplot(
         LINE_STYLES
+        + xtics(x for _, pts in series for x, _ in pts)
         + f"set output '{os.path.join(out, png)}'\n"
-        + f"set title '{title}'\nset xlabel 'message size'\nset ylabel '{ylabel}'\n"
+        + f"set title '{title}'\nset xlabel 'message size (bytes)'\nset ylabel '{ylabel}'\n"
         + "plot " + ", ".join(plots) + "\n" + "\n".join(data) + "\n"
     )
     return png
@@ -169,8 +190,9 @@ def backend_section(out, run):
     data.append("\n".join(f"{x} {y}" for x, y in pts) + "\ne")
     gnuplot(
         LINE_STYLES
+        + xtics(int(r["bytes"]) for r in rows)
         + f"set output '{os.path.join(out, 'backend.png')}'\n"
-        + f"set title 'backend, device to device, {run}'\nset xlabel 'message size'\n"
+        + f"set title 'backend, device to device, {run}'\nset xlabel 'message size (bytes)'\n"
         + "set ylabel 'MiB/s'\nplot " + ", ".join(plots) + "\n" + "\n".join(data) + "\n"
     )
     return md + ["![backend.png](backend.png)", ""]
