@@ -25,15 +25,15 @@
 //! its own local checks pass.
 
 use std::fmt;
-use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use log::{debug, error};
+use smallvec::SmallVec;
 use vhost_user_backend::VringT;
 use virtio_queue::{DescriptorChain, QueueT};
 use vm_memory::{
-    GuestAddress, GuestAddressSpace, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice,
+    Bytes, GuestAddress, GuestAddressSpace, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice,
 };
 use zerocopy::little_endian::{U16, U32, U64};
 
@@ -45,7 +45,7 @@ use crate::event::{self, Event};
 use crate::fabric::{self, Fabric};
 use crate::ib::*;
 use crate::limits;
-use crate::mr::MrKind;
+use crate::mr::{MrKind, Ranges};
 use crate::qp::{self, rnr_delay_us, RnrWait};
 use crate::stats::Counter;
 use crate::vring::RdmaVring;
@@ -68,7 +68,13 @@ enum Exec {
     Partial(transfer::Started),
 }
 
-type Slices<'m> = Vec<VolatileSlice<'m, ()>>;
+/// Guest memory of one side of a copy, one slice per contiguous run
+/// (inline up to four: no heap allocation in the common case).
+type Slices<'m> = SmallVec<[VolatileSlice<'m, ()>; 4]>;
+
+/// An element's bytes, read from its descriptor chain (inline up to 512
+/// bytes: a header, SGEs and inline data of common QPs).
+type Element = SmallVec<[u8; 512]>;
 
 /// SQ elements one pass executes before the device's other queues get
 /// their turn.
@@ -222,21 +228,27 @@ fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
     }
 }
 
-/// Reads the device-readable bytes of a chain, at most `max`.
+/// Reads the device-readable bytes of a chain, at most `max`; nothing if
+/// a descriptor is not in guest memory. Descriptor by descriptor into one
+/// buffer (virtio-queue's `Reader` would allocate a list of them first).
 fn read_chain(
     chain: DescriptorChain<&GuestMemoryMmap>,
     mem: &GuestMemoryMmap,
     max: usize,
-) -> Vec<u8> {
-    let Ok(mut reader) = chain.reader(mem) else {
-        return Vec::new();
-    };
-    let len = reader.available_bytes().min(max);
-    let mut buf = vec![0u8; len];
-    match reader.read_exact(&mut buf) {
-        Ok(()) => buf,
-        Err(_) => Vec::new(),
+) -> Element {
+    let mut buf = Element::new();
+    for desc in chain.filter(|d| !d.is_write_only()) {
+        let start = buf.len();
+        let n = (desc.len() as usize).min(max - start);
+        if n == 0 {
+            break;
+        }
+        buf.resize(start + n, 0);
+        if mem.read_slice(&mut buf[start..], desc.addr()).is_err() {
+            return Element::new();
+        }
     }
+    buf
 }
 
 /// Returns a chain to the driver with nothing written.
@@ -249,7 +261,7 @@ fn give_back(ctrl: &Ctrl, vring: &RdmaVring, head: u16) {
 }
 
 /// Pops one chain and reads it.
-fn pop(ctrl: &Ctrl, vring: &RdmaVring, max: usize) -> Option<(u16, Vec<u8>)> {
+fn pop(ctrl: &Ctrl, vring: &RdmaVring, max: usize) -> Option<(u16, Element)> {
     let guard = ctrl.mem().memory();
     let mem = &*guard;
     let chain = vring.get_mut().get_queue_mut().pop_descriptor_chain(mem)?;
@@ -715,10 +727,11 @@ fn admit(
 /// message is lost.
 fn uc_no_peer(ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe, why: fmt::Arguments<'_>) -> Exec {
     let lguard = ctrl.mem().memory();
-    match gather(ctrl, &lguard, s.pdn, w) {
+    let exec = match gather(ctrl, &lguard, s.pdn, w) {
         Ok(src) => lost(ctrl, qpn, w, src.len(), why),
         Err(status) => Exec::Done(status, 0),
-    }
+    };
+    exec
 }
 
 /// The responder: a device of the fabric and a QP on it.
@@ -752,7 +765,8 @@ pub(crate) fn fuzz_resolve(ctrl: &Ctrl, pdn: u32, sges: &[Sge], access: u32) -> 
         return false;
     };
     let guard = ctrl.mem().memory();
-    slices(&guard, &ranges).is_some()
+    let mapped = slices(&guard, &ranges).is_some();
+    mapped
 }
 
 /// For the fuzz targets: resolves an SQ element's SGEs and executes it if
@@ -778,14 +792,8 @@ const GATHER_LIMIT: u64 = limits::MAX_MSG_SZ as u64 + 1;
 /// walks an SGE list only as far as the data goes): what one element costs
 /// is bounded by the data it moves, not by the lengths the guest claims
 /// (32 SGEs of 4 GiB on the DMA MR would be 32 Mi page ranges).
-fn resolve(
-    st: &State,
-    pdn: u32,
-    sges: &[Sge],
-    access: u32,
-    limit: u64,
-) -> Result<Vec<(u64, usize)>, ()> {
-    let mut out = Vec::new();
+fn resolve(st: &State, pdn: u32, sges: &[Sge], access: u32, limit: u64) -> Result<Ranges, ()> {
+    let mut out = Ranges::new();
     let mut left = limit;
     for s in sges.iter().filter(|s| s.length > 0) {
         if left == 0 {
@@ -804,15 +812,9 @@ fn resolve(
 
 /// Remote access: rkey, PD of the responder QP, MR and QP access rights,
 /// bounds.
-fn resolve_remote(
-    peer: &Peer,
-    rkey: u32,
-    addr: u64,
-    len: u64,
-    access: u32,
-) -> Result<Vec<(u64, usize)>, ()> {
+fn resolve_remote(peer: &Peer, rkey: u32, addr: u64, len: u64, access: u32) -> Result<Ranges, ()> {
     if len == 0 {
-        return Ok(Vec::new());
+        return Ok(Ranges::new());
     }
     let st = peer.ctrl().lock();
     let qp = st.qp(peer.qpn).ok_or(())?;
@@ -830,7 +832,7 @@ fn resolve_remote(
 /// crosses from one memory region into the next; `None` if a byte is not
 /// mapped.
 fn slices<'m>(mem: &'m GuestMemoryMmap, ranges: &[(u64, usize)]) -> Option<Slices<'m>> {
-    let mut out = Vec::with_capacity(ranges.len());
+    let mut out = Slices::new();
     for &(a, n) in ranges {
         for s in mem.get_slices(GuestAddress(a), n) {
             out.push(s.ok()?);
@@ -881,7 +883,7 @@ fn write_bytes(bytes: &[u8], dst: &Slices<'_>) {
 
 /// Skips the first `n` bytes of `s`.
 fn skip<'m>(s: &Slices<'m>, mut n: usize) -> Slices<'m> {
-    let mut out = Vec::new();
+    let mut out = Slices::new();
     for v in s {
         if n >= v.len() {
             n -= v.len();

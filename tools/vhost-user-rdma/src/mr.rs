@@ -12,11 +12,17 @@
 
 use std::collections::HashMap;
 
+use smallvec::SmallVec;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 use crate::abi::{VIRTIO_RDMA_PAGE_SIZE, VIRTIO_RDMA_S_FAULT, VIRTIO_RDMA_S_INVALID};
 use crate::ib;
 use crate::resources::HandleTable;
+
+/// Guest-physical ranges (address, length): kept inline up to four, so
+/// that translating a work request's buffers costs no heap allocation in
+/// the common case.
+pub type Ranges = SmallVec<[(u64, usize); 4]>;
 
 /// Page size of MR page tables.
 const PAGE: u64 = VIRTIO_RDMA_PAGE_SIZE as u64;
@@ -74,7 +80,7 @@ pub fn load_page_table(mem: &GuestMemoryMmap, table: u64, npages: u32) -> Result
 
 /// Appends guest-physical range `[addr, addr + len)` to `out`, extending
 /// the last range instead when it ends at `addr`.
-fn push_range(out: &mut Vec<(u64, usize)>, addr: u64, len: u64) {
+fn push_range(out: &mut Ranges, addr: u64, len: u64) {
     // Lengths are bounded by the maximum message size (u32).
     let len = len as usize;
     if let Some(last) = out.last_mut() {
@@ -141,20 +147,15 @@ impl Mr {
     /// Guest-physical ranges for `[addr, addr + len)`: one per run of
     /// guest-physically contiguous pages (the whole range for the DMA MR),
     /// so that a copy is one memcpy per run, not one per page.
-    pub fn translate(&self, addr: u64, len: u64) -> Result<Vec<(u64, usize)>, Fault> {
-        let mut out = Vec::new();
+    pub fn translate(&self, addr: u64, len: u64) -> Result<Ranges, Fault> {
+        let mut out = Ranges::new();
         self.translate_into(addr, len, &mut out)?;
         Ok(out)
     }
 
     /// [`Mr::translate`], appending to `out` (merged with its last range
     /// when contiguous with it). On error `out` may hold part of the range.
-    pub fn translate_into(
-        &self,
-        addr: u64,
-        len: u64,
-        out: &mut Vec<(u64, usize)>,
-    ) -> Result<(), Fault> {
+    pub fn translate_into(&self, addr: u64, len: u64, out: &mut Ranges) -> Result<(), Fault> {
         if len == 0 {
             return Ok(());
         }
@@ -287,17 +288,17 @@ mod tests {
     fn translate_merges_contiguous_pages_and_checks_bounds() {
         let mr = user(0x7000_0ff0, 0x20, vec![0x5000, 0x9000]);
         assert_eq!(
-            mr.translate(0x7000_0ff8, 0x10),
+            mr.translate(0x7000_0ff8, 0x10).map(|r| r.to_vec()),
             Ok(vec![(0x5ff8, 8), (0x9000, 8)])
         );
         assert_eq!(mr.translate(0x7000_0fef, 1), Err(Fault::Bounds));
         assert_eq!(mr.translate(0x7000_1000, 0x11), Err(Fault::Bounds));
         assert_eq!(mr.translate(u64::MAX, 2), Err(Fault::Bounds));
-        assert_eq!(mr.translate(0, 0), Ok(vec![]));
+        assert_eq!(mr.translate(0, 0).map(|r| r.to_vec()), Ok(vec![]));
         // Contiguous pages make one range; a gap starts a new one.
         let mr = user(0x7000_0ff0, 0x2010, vec![0x5000, 0x6000, 0x9000]);
         assert_eq!(
-            mr.translate(0x7000_0ff8, 0x2000),
+            mr.translate(0x7000_0ff8, 0x2000).map(|r| r.to_vec()),
             Ok(vec![(0x5ff8, 0x1008), (0x9000, 0xff8)])
         );
     }

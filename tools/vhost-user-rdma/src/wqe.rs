@@ -2,6 +2,7 @@
 //! SQ and RQ elements: parsing the bytes of one descriptor chain into a
 //! work request, bounded by the QP's capacities.
 
+use smallvec::SmallVec;
 use zerocopy::FromBytes;
 
 use crate::abi::{
@@ -16,6 +17,12 @@ pub const SQ_HDR_LEN: usize = core::mem::size_of::<VirtioRdmaSqReq>();
 pub const RQ_HDR_LEN: usize = core::mem::size_of::<VirtioRdmaRqReq>();
 /// Size of one SGE.
 pub const SGE_LEN: usize = core::mem::size_of::<VirtioRdmaSge>();
+
+/// A gather or scatter list: kept inline up to four entries, so that a
+/// work request costs no heap allocation in the common case.
+pub type Sges = SmallVec<[Sge; 4]>;
+/// Inline data of a send: kept inline up to 64 bytes.
+pub type Inline = SmallVec<[u8; 64]>;
 
 /// One scatter/gather element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,9 +49,9 @@ pub struct SendWqe {
     /// The opcode-specific part, raw.
     pub wr: [u8; 40],
     /// Gather list.
-    pub sges: Vec<Sge>,
+    pub sges: Sges,
     /// Inline payload (IB_SEND_INLINE).
-    pub inline: Vec<u8>,
+    pub inline: Inline,
 }
 
 /// A parsed RQ element.
@@ -53,7 +60,7 @@ pub struct RecvWqe {
     /// Consumer's ID.
     pub wr_id: u64,
     /// Scatter list.
-    pub sges: Vec<Sge>,
+    pub sges: Sges,
 }
 
 /// A malformed element: its wr_id (0 if unreadable) and why.
@@ -74,7 +81,7 @@ pub(crate) fn wr_id_of(bytes: &[u8]) -> u64 {
         .unwrap_or(0)
 }
 
-fn sges(bytes: &[u8], n: usize) -> Vec<Sge> {
+fn sges(bytes: &[u8], n: usize) -> Sges {
     bytes
         .chunks_exact(SGE_LEN)
         .take(n)
@@ -147,7 +154,7 @@ pub fn parse_send(bytes: &[u8], max_sge: u32, max_inline: u32) -> Result<SendWqe
         ex: hdr.ex.get(),
         wr: hdr.wr,
         sges: sges(rest, num_sge),
-        inline: rest[inline_start..inline_start + inline_len as usize].to_vec(),
+        inline: Inline::from_slice(&rest[inline_start..inline_start + inline_len as usize]),
     })
 }
 
@@ -252,7 +259,7 @@ mod tests {
         b.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 9, 0, 0, 0]);
         let w = parse_send(&b, 1, 0).expect("valid");
         assert_eq!(
-            w.sges,
+            w.sges.to_vec(),
             vec![Sge {
                 addr: 1,
                 length: 5,
@@ -271,7 +278,7 @@ mod tests {
         assert_eq!(parse_send(&[1, 2], 1, 0).unwrap_err().wr_id, 0);
         let mut b = hdr(IB_WR_SEND, 0, IB_SEND_INLINE, 3);
         b.extend_from_slice(b"abc");
-        assert_eq!(parse_send(&b, 1, 8).expect("inline").inline, b"abc");
+        assert_eq!(&parse_send(&b, 1, 8).expect("inline").inline[..], b"abc");
         assert!(parse_send(&b, 1, 2).is_err(), "inline above max");
         assert!(parse_send(&hdr(IB_WR_SEND, 0, 0, 3), 1, 8).is_err());
     }

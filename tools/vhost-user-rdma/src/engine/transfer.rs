@@ -84,8 +84,8 @@ fn span(
     access: u32,
     mut off: u64,
     mut n: u64,
-) -> Result<Vec<(u64, usize)>, ()> {
-    let mut out = Vec::new();
+) -> Result<Ranges, ()> {
+    let mut out = Ranges::new();
     for s in sges.iter().filter(|s| s.length > 0) {
         if n == 0 {
             break;
