@@ -121,10 +121,11 @@ cost() {
 	after=$(sum)
 	# strace -c's last line: % time, seconds, usecs/call, calls, [errors,] total.
 	calls=$(awk '$NF == "total" { print $4 }' /tmp/strace.txt)
-	printf '%-14s %18s %22s\n' "$dev" \
-		"$(awk -v a="$after" -v b="$before" -v n="$n" 'BEGIN { printf "%.2f", (a - b) / n }')" \
-		"$(awk -v c="$calls" -v n="$n" 'BEGIN { printf "%.2f", c / n }')"
-	echo "$dev,$(awk -v a="$after" -v b="$before" -v n="$n" 'BEGIN { printf "%.3f", (a - b) / n }'),$(awk -v c="$calls" -v n="$n" 'BEGIN { printf "%.3f", c / n }')" >>/mnt/run/cost.csv
+	local irq_per sys_per
+	irq_per=$(awk -v a="$after" -v b="$before" -v n="$n" 'BEGIN { printf "%.3f", (a - b) / n }')
+	sys_per=$(awk -v c="$calls" -v n="$n" 'BEGIN { printf "%.3f", c / n }')
+	printf '%-14s %18s %22s\n' "$dev" "$irq_per" "$sys_per"
+	echo "$dev,$irq_per,$sys_per" >>/mnt/run/cost.csv
 }
 if [ "$ROLE" = same ]; then
 	echo "what one 2-byte ib_write_lat round trip costs (both sides in this guest; system calls: the client's)"

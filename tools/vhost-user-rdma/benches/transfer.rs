@@ -61,42 +61,6 @@ impl Op {
     }
 }
 
-/// The two devices and their objects.
-struct Pair {
-    x: Dev,
-    y: Dev,
-    cx: u32,
-    cy: u32,
-    qx: u32,
-    qy: u32,
-    kx: u32,
-    ky: u32,
-    wr_id: u64,
-}
-
-fn pair() -> Pair {
-    let (mut x, mut y) = (Dev::start_with_mem(MEM), Dev::start_with_mem(MEM));
-    let (px, py) = (x.create_pd(), y.create_pd());
-    let (cx, cy) = (x.create_cq(12), y.create_cq(12));
-    let (kx, ky) = (x.dma_mr(px, ALL), y.dma_mr(py, ALL));
-    let qx = x.create_qp(px, IB_QPT_RC, cx, false);
-    let qy = y.create_qp(py, IB_QPT_RC, cy, false);
-    let (gx, gy) = (x.gid, y.gid);
-    x.rc_up(qx, gy, qy, ALL, 7);
-    y.rc_up(qy, gx, qx, ALL, 7);
-    Pair {
-        x,
-        y,
-        cx,
-        cy,
-        qx,
-        qy,
-        kx,
-        ky,
-        wr_id: 0,
-    }
-}
-
 /// Polls CQ `cq` of `d` until `n` completions came; checks them.
 fn spin(d: &mut Dev, cq: u32, n: usize, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -115,22 +79,22 @@ fn spin(d: &mut Dev, cq: u32, n: usize, what: &str) {
 }
 
 /// One batch of `op`s of `size` bytes, posted and completed.
-fn batch(p: &mut Pair, op: Op, size: usize) -> Duration {
+fn batch(p: &mut CrossPair, wr_id: &mut u64, op: Op, size: usize) -> Duration {
     let start = Instant::now();
     if op == Op::Send {
         for _ in 0..BATCH {
-            p.wr_id += 1;
-            p.y.recv(p.qy, p.wr_id, &[(DST, size as u32, p.ky)]);
+            *wr_id += 1;
+            p.y.recv(p.qy, *wr_id, &[(DST, size as u32, p.ky)]);
         }
     }
     let wqes: Vec<Vec<u8>> = (0..BATCH)
         .map(|i| {
             let flags = if i + 1 == BATCH { IB_SEND_SIGNALED } else { 0 };
-            p.wr_id += 1;
+            *wr_id += 1;
             let sge = [(SRC, size as u32, p.kx)];
             match op {
-                Op::Write => wqe(p.wr_id, IB_WR_RDMA_WRITE, flags, 0, &rdma(DST, p.ky), &sge),
-                Op::Send => wqe(p.wr_id, IB_WR_SEND, flags, 0, &[], &sge),
+                Op::Write => wqe(*wr_id, IB_WR_RDMA_WRITE, flags, 0, &rdma(DST, p.ky), &sge),
+                Op::Send => wqe(*wr_id, IB_WR_SEND, flags, 0, &[], &sge),
             }
         })
         .collect();
@@ -157,7 +121,8 @@ fn reps(size: usize) -> usize {
 }
 
 fn main() {
-    let mut p = pair();
+    let mut p = cross_rc_pair(Dev::start_with_mem(MEM), Dev::start_with_mem(MEM), 7);
+    let mut wr_id = 0;
     let max = SIZES[SIZES.len() - 1];
     p.x.fill(SRC, &pattern(max, 3));
     let src_ptr =
@@ -181,14 +146,18 @@ fn main() {
             let n = reps(size);
             p.y.fill(DST, &vec![0u8; size]);
             for _ in 0..3 {
-                batch(&mut p, op, size);
+                batch(&mut p, &mut wr_id, op, size);
             }
             assert!(
                 p.y.read(DST, size) == p.x.read(SRC, size),
                 "{} of {size} bytes: wrong data",
                 op.name()
             );
-            let backend = median((0..n).map(|_| batch(&mut p, op, size)).collect());
+            let backend = median(
+                (0..n)
+                    .map(|_| batch(&mut p, &mut wr_id, op, size))
+                    .collect(),
+            );
 
             // SAFETY: both ranges lie inside their guest memory mappings
             // (checked by get_host_address and the sizes above), they are
@@ -229,7 +198,7 @@ fn main() {
     for op in [Op::Write, Op::Send] {
         let (start, mut wrs) = (Instant::now(), 0);
         while start.elapsed() < Duration::from_secs(1) {
-            batch(&mut p, op, 64);
+            batch(&mut p, &mut wr_id, op, 64);
             wrs += BATCH;
         }
         let rate = wrs as f64 / start.elapsed().as_secs_f64();

@@ -33,9 +33,10 @@ pub type Mem = GuestMemoryAtomic<GuestMemoryMmap>;
 
 thread_local! {
     static BUILDING: RefCell<Option<Arc<VringHub>>> = const { RefCell::new(None) };
-    /// The vrings whose used rings grew during this thread's open [`Pass`],
-    /// each with whether it must be signalled whatever the ring says.
-    static PASS: RefCell<Option<Vec<(RdmaVring, bool)>>> = const { RefCell::new(None) };
+    /// Whether this thread has a [`Pass`] open, and the vrings whose used
+    /// rings grew during it, each with whether it must be signalled whatever
+    /// the ring says (the list keeps its capacity from pass to pass).
+    static PASS: RefCell<(bool, Vec<(RdmaVring, bool)>)> = const { RefCell::new((false, Vec::new())) };
 }
 
 /// Names vrings, so that a pass records each one once.
@@ -58,11 +59,7 @@ impl Pass {
     pub fn begin() -> Pass {
         let outer = PASS.with(|p| {
             let mut p = p.borrow_mut();
-            if p.is_some() {
-                return false;
-            }
-            *p = Some(Vec::new());
-            true
+            !std::mem::replace(&mut p.0, true)
         });
         Pass { outer }
     }
@@ -73,10 +70,14 @@ impl Drop for Pass {
         if !self.outer {
             return;
         }
-        let grown = PASS.with(|p| p.borrow_mut().take()).unwrap_or_default();
-        for (vring, force) in grown {
-            vring.signal_now(force);
-        }
+        PASS.with(|p| {
+            let mut p = p.borrow_mut();
+            p.0 = false;
+            // Signalling does not come back here: the borrow can stay.
+            for (vring, force) in p.1.drain(..) {
+                vring.signal_now(force);
+            }
+        });
     }
 }
 
@@ -209,9 +210,10 @@ impl RdmaVring {
     pub fn used_grew(&self, force: bool) {
         let deferred = PASS.with(|p| {
             let mut p = p.borrow_mut();
-            let Some(grown) = p.as_mut() else {
+            let (open, grown) = &mut *p;
+            if !*open {
                 return false;
-            };
+            }
             match grown.iter_mut().find(|(v, _)| v.key == self.key) {
                 Some((_, f)) => *f |= force,
                 None => grown.push((self.clone(), force)),

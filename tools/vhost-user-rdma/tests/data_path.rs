@@ -942,16 +942,19 @@ fn ud_send_recv_with_grh() {
 
 #[test]
 fn cross_device_rc_and_gsi() {
-    let mut x = Dev::start();
-    let mut y = Dev::start();
-    let (px, py) = (x.create_pd(), y.create_pd());
-    let (cx, cy) = (x.create_cq(12), y.create_cq(12));
-    let (kx, ky) = (x.dma_mr(px, ALL), y.dma_mr(py, ALL));
-    let qx = x.create_qp(px, IB_QPT_RC, cx, false);
-    let qy = y.create_qp(py, IB_QPT_RC, cy, false);
-    let (gx, gy) = (x.gid, y.gid);
-    x.rc_up(qx, gy, qy, ALL, 0);
-    y.rc_up(qy, gx, qx, ALL, 0);
+    let CrossPair {
+        mut x,
+        mut y,
+        px,
+        py,
+        cx,
+        cy,
+        kx,
+        ky,
+        qx,
+        qy,
+    } = cross_rc_pair(Dev::start(), Dev::start(), 0);
+    let gy = y.gid;
     let src = pattern(9000, 1);
     x.fill(DATA, &src);
     y.recv(qy, 70, &[(DATA + 0x1_0000, 9000, ky)]);

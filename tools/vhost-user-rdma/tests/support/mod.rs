@@ -808,6 +808,45 @@ pub fn rc_pair_on(mut d: Dev, access: u32, qp_access: u32, rnr_retry: u8) -> RcP
     RcPair { d, cq, a, b, key }
 }
 
+/// Two devices (two guests), each with a PD, a CQ of 12 buffers and a DMA
+/// MR of `ALL` access, and an RC QP on each connected to the other.
+pub struct CrossPair {
+    pub x: Dev,
+    pub y: Dev,
+    pub px: u32,
+    pub py: u32,
+    pub cx: u32,
+    pub cy: u32,
+    pub kx: u32,
+    pub ky: u32,
+    pub qx: u32,
+    pub qy: u32,
+}
+
+/// [`CrossPair`] of `x` and `y`, both QPs with `rnr_retry`.
+pub fn cross_rc_pair(mut x: Dev, mut y: Dev, rnr_retry: u8) -> CrossPair {
+    let (px, py) = (x.create_pd(), y.create_pd());
+    let (cx, cy) = (x.create_cq(12), y.create_cq(12));
+    let (kx, ky) = (x.dma_mr(px, ALL), y.dma_mr(py, ALL));
+    let qx = x.create_qp(px, IB_QPT_RC, cx, false);
+    let qy = y.create_qp(py, IB_QPT_RC, cy, false);
+    let (gx, gy) = (x.gid, y.gid);
+    x.rc_up(qx, gy, qy, ALL, rnr_retry);
+    y.rc_up(qy, gx, qx, ALL, rnr_retry);
+    CrossPair {
+        x,
+        y,
+        px,
+        py,
+        cx,
+        cy,
+        kx,
+        ky,
+        qx,
+        qy,
+    }
+}
+
 /// Two UC QPs on one device, connected to each other (the fields of
 /// [`RcPair`]).
 pub type UcPair = RcPair;
