@@ -41,6 +41,11 @@ __rust_helper u8 rust_helper_virtio_get_status(struct virtio_device *vdev)
 	return vdev->config->get_status(vdev);
 }
 
+__rust_helper size_t rust_helper_virtio_config_size(struct virtio_device *vdev)
+{
+	return virtio_config_size(vdev);
+}
+
 __rust_helper void rust_helper_virtio_cread_bytes(struct virtio_device *vdev,
 						  unsigned int offset,
 						  void *buf, size_t len)

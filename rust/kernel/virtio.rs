@@ -403,22 +403,31 @@ impl Device<device::Bound> {
     ///
     /// The read is repeated until the device's config generation is stable, so the value is
     /// consistent. `T` is plain bytes; fields of virtio devices are little-endian (use
-    /// `zerocopy::little_endian` field types). The range must lie within the device's config
-    /// space: transports treat a read past its end as a bug (`BUG_ON`). May sleep (the core
-    /// says so for every transport), so not from [`Driver::config_changed`].
+    /// `zerocopy::little_endian` field types). A range that does not lie within the config space
+    /// the transport allows is refused with `EINVAL` (some transports stop such a read with
+    /// `BUG_ON`, or have no config accessor at all). May sleep (the core says so for every
+    /// transport), so not from [`Driver::config_changed`].
     pub fn config_read<T: FromBytes + IntoBytes>(&self, offset: usize) -> Result<T> {
         let mut value = T::new_zeroed();
-        let offset = u32::try_from(offset)?;
         let len = core::mem::size_of::<T>();
-        offset.checked_add(u32::try_from(len)?).ok_or(EINVAL)?;
+        let end = offset.checked_add(len).ok_or(EINVAL)?;
+        // The core adds offsets in `unsigned int`.
+        u32::try_from(end)?;
+        // SAFETY: By the type invariant `self.as_raw()` is a valid pointer to a
+        // `struct virtio_device`, whose `config` ops the transport set.
+        if end > unsafe { bindings::virtio_config_size(self.as_raw()) } {
+            return Err(EINVAL);
+        }
 
         // SAFETY: By the type invariant `self.as_raw()` is a valid pointer to a
-        // `struct virtio_device`; `value` is valid for writes of `len` bytes and any byte pattern
-        // is a valid `T` (`T: FromBytes`).
+        // `struct virtio_device`; `offset..end` lies within what its transport allows (checked
+        // above; a transport without config space reports a size of 0, so `get` is not NULL
+        // here); `value` is valid for writes of `len` bytes and any byte pattern is a valid `T`
+        // (`T: FromBytes`). `offset` fits `unsigned int` as `end` does.
         unsafe {
             bindings::virtio_cread_bytes(
                 self.as_raw(),
-                offset,
+                offset as u32,
                 value.as_mut_bytes().as_mut_ptr().cast(),
                 len,
             )
@@ -1076,5 +1085,102 @@ impl<H: VqHandler> Virtqueues<'_, H> {
         for queue in self.queues.iter() {
             queue.state.lock().dead = true;
         }
+    }
+}
+
+#[macros::kunit_tests(rust_virtio)]
+mod tests {
+    //! `config_read` against a stand-in transport with a config space shorter than the reads
+    //! (QEMU's virtio-pci capability is 4 KiB, so no real device here can be that short).
+
+    use super::*;
+    use core::{ffi::c_uint, sync::atomic::AtomicBool};
+
+    /// The stand-in transport's config space.
+    const CONFIG: [u8; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
+
+    /// Set when `get` was asked for bytes past `CONFIG` (where virtio-pci has its `BUG_ON`).
+    static OVERRUN: AtomicBool = AtomicBool::new(false);
+
+    unsafe extern "C" fn get(
+        _vdev: *mut bindings::virtio_device,
+        offset: c_uint,
+        buf: *mut c_void,
+        len: c_uint,
+    ) {
+        let (offset, len) = (offset as usize, len as usize);
+        match CONFIG.get(offset..offset.saturating_add(len)) {
+            // SAFETY: The caller passes a buffer valid for writes of `len` bytes.
+            Some(src) => unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), buf.cast(), len) },
+            None => OVERRUN.store(true, Ordering::Relaxed),
+        }
+    }
+
+    unsafe extern "C" fn size(_vdev: *mut bindings::virtio_device) -> usize {
+        CONFIG.len()
+    }
+
+    unsafe extern "C" fn no_size(_vdev: *mut bindings::virtio_device) -> usize {
+        0
+    }
+
+    /// Calls `f` with a device whose transport has `ops`.
+    fn with_device(
+        ops: bindings::virtio_config_ops,
+        f: impl FnOnce(&Device<device::Bound>),
+    ) -> Result {
+        OVERRUN.store(false, Ordering::Relaxed);
+        // SAFETY: All-zero is a valid `struct virtio_device` for what `config_read` uses: only
+        // `config`, set below.
+        let mut vdev: KBox<bindings::virtio_device> =
+            KBox::new(unsafe { core::mem::zeroed() }, GFP_KERNEL)?;
+        vdev.config = &ops;
+        let raw: *mut bindings::virtio_device = &mut *vdev;
+        // SAFETY: `Device` is a transparent wrapper of `struct virtio_device`; `raw` is valid
+        // and its transport ops are set for as long as the reference lives (this call).
+        f(unsafe { &*raw.cast::<Device<device::Bound>>() });
+        Ok(())
+    }
+
+    fn ops(
+        get: Option<
+            unsafe extern "C" fn(*mut bindings::virtio_device, c_uint, *mut c_void, c_uint),
+        >,
+        size: unsafe extern "C" fn(*mut bindings::virtio_device) -> usize,
+    ) -> bindings::virtio_config_ops {
+        // SAFETY: All-zero is a valid `struct virtio_config_ops`: every op NULL, as C leaves the
+        // ones it does not set.
+        let mut ops: bindings::virtio_config_ops = unsafe { core::mem::zeroed() };
+        ops.get = get;
+        ops.get_config_size = Some(size);
+        ops
+    }
+
+    #[test]
+    fn reads_within_the_config_space() -> Result {
+        with_device(ops(Some(get), size), |dev| {
+            assert_eq!(dev.config_read::<[u8; 4]>(4), Ok([5, 6, 7, 8]));
+            assert_eq!(dev.config_read::<[u8; 8]>(0), Ok(CONFIG));
+            assert!(!OVERRUN.load(Ordering::Relaxed));
+        })
+    }
+
+    #[test]
+    fn reads_past_the_config_space_are_refused() -> Result {
+        with_device(ops(Some(get), size), |dev| {
+            assert_eq!(dev.config_read::<[u8; 4]>(6), Err(EINVAL));
+            assert_eq!(dev.config_read::<[u8; 9]>(0), Err(EINVAL));
+            assert_eq!(dev.config_read::<u8>(8), Err(EINVAL));
+            assert_eq!(dev.config_read::<u32>(usize::MAX - 1), Err(EINVAL));
+            assert!(!OVERRUN.load(Ordering::Relaxed));
+        })
+    }
+
+    #[test]
+    fn a_transport_without_config_space_is_never_read() -> Result {
+        // virtio-pci's ops for a device without config space: `get` is NULL.
+        with_device(ops(None, no_size), |dev| {
+            assert_eq!(dev.config_read::<u8>(0), Err(EINVAL));
+        })
     }
 }
