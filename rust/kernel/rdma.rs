@@ -16,6 +16,7 @@
 //! comes and goes.
 
 mod ah;
+mod counters;
 mod cq;
 mod device;
 mod gid;
@@ -30,6 +31,7 @@ mod ucontext;
 mod umem;
 
 pub use ah::Ah;
+pub use counters::CounterDesc;
 pub use cq::{Cq, CqInitAttr, CqNotify, CqRegistry, NewCq, Wc, WcSink};
 pub use device::{Device, DeviceInfo, Driver, LinkLayer, NodeType, Registration};
 pub use gid::GidAttr;

@@ -103,6 +103,7 @@ enum virtio_rdma_ctrl_cmd {
 	VIRTIO_RDMA_CMD_ADD_GID = 16,
 	VIRTIO_RDMA_CMD_DEL_GID = 17,
 	VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ = 18,
+	VIRTIO_RDMA_CMD_QUERY_COUNTERS = 19,
 };
 
 struct virtio_rdma_ctrl_hdr {
@@ -419,6 +420,49 @@ struct virtio_rdma_cmd_destroy_qp {
 struct virtio_rdma_cmd_req_notify_cq {
 	__le32 cqn;
 	__le32 flags;			/* VIRTIO_RDMA_NOTIFY_* */
+};
+
+/*
+ * Port counters (VIRTIO_RDMA_CMD_QUERY_COUNTERS), the index of each in the
+ * response. A message counts its packets as RoCEv2 would carry it (one per
+ * path MTU of payload, at least one; an RDMA READ's payload with its
+ * request): sent where its request leaves, received where a responder takes
+ * it. Completion errors count the completions of each status the device
+ * wrote to the port's CQs. Counters only grow; a device reset does not
+ * clear them.
+ */
+enum virtio_rdma_counter {
+	VIRTIO_RDMA_CNT_SENT_PKTS = 0,
+	VIRTIO_RDMA_CNT_SENT_BYTES = 1,
+	VIRTIO_RDMA_CNT_RCVD_PKTS = 2,
+	VIRTIO_RDMA_CNT_RCVD_BYTES = 3,
+	VIRTIO_RDMA_CNT_RNR_NAKS_SENT = 4,	/* no receive was posted */
+	VIRTIO_RDMA_CNT_RNR_NAKS_RCVD = 5,	/* and the request waits to retry */
+	VIRTIO_RDMA_CNT_DROPPED_NOT_PEER = 6,	/* RC/UC: not the connected peer */
+	VIRTIO_RDMA_CNT_DROPPED_BAD_PSN = 7,	/* RC/UC: not the expected PSN */
+	VIRTIO_RDMA_CNT_DROPPED_BAD_QKEY = 8,	/* UD/GSI: wrong Q_Key */
+	VIRTIO_RDMA_CNT_LOC_LEN_ERR = 9,
+	VIRTIO_RDMA_CNT_LOC_QP_OP_ERR = 10,
+	VIRTIO_RDMA_CNT_LOC_PROT_ERR = 11,
+	VIRTIO_RDMA_CNT_WR_FLUSH_ERR = 12,
+	VIRTIO_RDMA_CNT_REM_INV_REQ_ERR = 13,
+	VIRTIO_RDMA_CNT_REM_ACCESS_ERR = 14,
+	VIRTIO_RDMA_CNT_REM_OP_ERR = 15,
+	VIRTIO_RDMA_CNT_RETRY_EXC_ERR = 16,
+	VIRTIO_RDMA_CNT_RNR_RETRY_EXC_ERR = 17,
+	VIRTIO_RDMA_CNT_OTHER_ERR = 18,		/* any other error status */
+	VIRTIO_RDMA_NUM_COUNTERS = 19,
+};
+
+/* VIRTIO_RDMA_CMD_QUERY_COUNTERS request. */
+struct virtio_rdma_cmd_query_counters {
+	__le32 port;
+	__le32 reserved;
+};
+
+/* VIRTIO_RDMA_CMD_QUERY_COUNTERS response. */
+struct virtio_rdma_rsp_query_counters {
+	__le64 value[VIRTIO_RDMA_NUM_COUNTERS];	/* enum virtio_rdma_counter */
 };
 
 /*

@@ -4,6 +4,7 @@
 
 use super::{
     ah::{self, Ah},
+    counters::{self, CounterDesc},
     cq::{self, CqInitAttr, CqNotify, CqRegistry, NewCq, WcSink},
     mmap,
     mr::{self, Mr, NewMr},
@@ -64,6 +65,17 @@ pub trait Driver: Sized + Send + Sync {
 
     /// The driver's part of a user context ([`Ucontext`](super::Ucontext)).
     type Ucontext: Send + Sync;
+
+    /// The names of each port's hardware counters (`rdma statistic`, sysfs `hw_counters`), in
+    /// the order [`Driver::get_hw_stats`] reads them.
+    const PORT_COUNTERS: &'static [CounterDesc] = &[];
+
+    /// Reads the hardware counters of `port` into `values`, one per entry of
+    /// [`Driver::PORT_COUNTERS`]. May sleep. Without this operation (or without counters) the
+    /// ports have none.
+    fn get_hw_stats(_dev: &Device<Self>, _port: u32, _values: &mut [u64]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// A process opens the device through uverbs: creates the driver's part of its context.
     /// `udata` carries the provider's request and room for the driver's answer. Without this
@@ -687,6 +699,10 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
     }
     if T::HAS_DEL_GID {
         ops.del_gid = Some(del_gid_callback::<T>);
+    }
+    if T::HAS_GET_HW_STATS && !T::PORT_COUNTERS.is_empty() {
+        ops.alloc_hw_port_stats = Some(counters::alloc_hw_port_stats_callback::<T>);
+        ops.get_hw_stats = Some(counters::get_hw_stats_callback::<T>);
     }
     ops
 }

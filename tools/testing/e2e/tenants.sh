@@ -11,9 +11,9 @@
 # in RTS and its posted receive untouched. Then the attacker puts this
 # guest's address on its own NIC: its device does not get this guest's GID,
 # and this guest's traffic to its own GID still reaches this guest (the real
-# peer's SEND and WRITE). Last, unloading the driver resets the device, and
-# the backend's log of that reset counts every attempt at one of this
-# guest's QPs as dropped.
+# peer's SEND and WRITE). Last, this guest's port counters and, once
+# unloading the driver resets the device, the backend's log of that reset
+# count every attempt at one of this guest's QPs as dropped.
 # peer: bash tools/testing/e2e/tenants.sh peer
 set -euo pipefail
 
@@ -37,6 +37,11 @@ python3 tools/testing/e2e/lib/tenant.py victim 10.0.2.16 "$gid" | tee /tmp/victi
 # counted; those at QP numbers nobody has find no responder at all.
 tried=$(sed -n 's/^ok: all [0-9]* attacks failed at the attacker, \([0-9]*\) of them at QPs of this guest$/\1/p' \
 	/tmp/victim.log)
+
+step "the guest sees the drops among its port counters"
+seen=$(cat /sys/class/infiniband/virtio_rdma0/ports/1/hw_counters/dropped_not_peer)
+echo "  virtio_rdma0: dropped_not_peer $seen"
+[ -n "$tried" ] && [ "$seen" = "$tried" ] || fail "the port counts $seen drops for ${tried:-?} attacks at its QPs"
 
 step "the backend counted the drops"
 modprobe -r virtio_rdma

@@ -98,6 +98,8 @@ pub const VIRTIO_RDMA_CMD_ADD_GID: u32 = 16;
 pub const VIRTIO_RDMA_CMD_DEL_GID: u32 = 17;
 #[allow(missing_docs)]
 pub const VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ: u32 = 18;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CMD_QUERY_COUNTERS: u32 = 19;
 
 /// `enum virtio_rdma_status`: success.
 pub const VIRTIO_RDMA_S_OK: u8 = 0;
@@ -221,6 +223,65 @@ pub struct VirtioRdmaRspCreatePd {
 pub struct VirtioRdmaCmdDestroyPd {
     pub pdn: U32,
     pub reserved: U32,
+}
+
+/// `enum virtio_rdma_counter`: where each port counter sits in
+/// [`VirtioRdmaRspQueryCounters`] (the others in between as listed there).
+pub const VIRTIO_RDMA_CNT_SENT_PKTS: usize = 0;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_SENT_BYTES: usize = 1;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_RCVD_PKTS: usize = 2;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_RCVD_BYTES: usize = 3;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_RNR_NAKS_SENT: usize = 4;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_RNR_NAKS_RCVD: usize = 5;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_DROPPED_NOT_PEER: usize = 6;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_DROPPED_BAD_PSN: usize = 7;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_DROPPED_BAD_QKEY: usize = 8;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_LOC_LEN_ERR: usize = 9;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_LOC_QP_OP_ERR: usize = 10;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_LOC_PROT_ERR: usize = 11;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_WR_FLUSH_ERR: usize = 12;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_REM_INV_REQ_ERR: usize = 13;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_REM_ACCESS_ERR: usize = 14;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_REM_OP_ERR: usize = 15;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_RETRY_EXC_ERR: usize = 16;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_RNR_RETRY_EXC_ERR: usize = 17;
+#[allow(missing_docs)]
+pub const VIRTIO_RDMA_CNT_OTHER_ERR: usize = 18;
+/// How many port counters QUERY_COUNTERS returns.
+pub const VIRTIO_RDMA_NUM_COUNTERS: usize = 19;
+
+/// `struct virtio_rdma_cmd_query_counters`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdQueryCounters {
+    pub port: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_rsp_query_counters`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRspQueryCounters {
+    pub value: [U64; VIRTIO_RDMA_NUM_COUNTERS],
 }
 
 /// `struct virtio_rdma_cmd_query_pkey`.

@@ -17,6 +17,7 @@ use crate::abi::{
 };
 use crate::ctrl::Ctrl;
 use crate::hostile;
+use crate::stats::Counter;
 use crate::vring::RecordError;
 
 /// One completion queue.
@@ -68,6 +69,10 @@ pub fn post(ctrl: &Ctrl, cqn: u32, cqe: &VirtioRdmaCqReq, solicited: bool) -> Re
     match ctrl.hostile() {
         None => write(cqe, hostile::CQE_LEN)?,
         Some(h) => h.post_completion(ctrl.stats(), cqn, cqe, write)?,
+    }
+    // The guest's completion error counters count what happened, not a lie.
+    if let Some(c) = Counter::for_status(cqe.status) {
+        ctrl.stats().inc(c);
     }
     let force = ctrl.lock().cq_fire(cqn, |armed| {
         armed & VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION != 0

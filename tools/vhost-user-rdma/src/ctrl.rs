@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use log::{debug, info, warn};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
-use zerocopy::little_endian::{U16, U32};
+use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::abi::*;
@@ -162,6 +162,9 @@ fn command_info(cmd: u32) -> Option<(&'static str, usize)> {
         VIRTIO_RDMA_CMD_ADD_GID => ("ADD_GID", 0),
         VIRTIO_RDMA_CMD_DEL_GID => ("DEL_GID", 0),
         VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ => ("REQ_NOTIFY_CQ", 0),
+        VIRTIO_RDMA_CMD_QUERY_COUNTERS => {
+            ("QUERY_COUNTERS", size_of::<VirtioRdmaRspQueryCounters>())
+        }
         _ => return None,
     })
 }
@@ -422,6 +425,7 @@ impl Ctrl {
             VIRTIO_RDMA_CMD_QUERY_QP => self.query_qp(body),
             VIRTIO_RDMA_CMD_DESTROY_QP => self.destroy_qp(body),
             VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ => self.req_notify_cq(body),
+            VIRTIO_RDMA_CMD_QUERY_COUNTERS => self.query_counters(body),
             _ => {
                 self.guest_warn(format_args!("{name} is not implemented"));
                 Err(VIRTIO_RDMA_S_UNSUPPORTED)
@@ -528,6 +532,15 @@ impl Ctrl {
         let rsp = VirtioRdmaRspQueryPkey {
             pkey: U16::new(limits::DEFAULT_PKEY),
             reserved: [U16::new(0); 3],
+        };
+        Ok(rsp.as_bytes().to_vec())
+    }
+
+    fn query_counters(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdQueryCounters = self.parse("QUERY_COUNTERS", body)?;
+        self.check_port("QUERY_COUNTERS", req.port.get())?;
+        let rsp = VirtioRdmaRspQueryCounters {
+            value: self.stats.port_counters().map(U64::new),
         };
         Ok(rsp.as_bytes().to_vec())
     }

@@ -605,11 +605,18 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
     // RC and UC: the connected peer, found by its GID; it must be a QP of
     // the same type able to receive, connected to this very QP, expecting
     // this PSN.
+    let n = qp::packets(w.opcode, w.payload_len(), s.path_mtu);
     let peer = match admit(fabric, ctrl, qpn, &s, true) {
         Ok(peer) => peer,
-        Err(why) if s.unreliable() => return uc_no_peer(ctrl, qpn, &s, w, format_args!("{why}")),
-        // Nobody answers: the transport's retries run out.
-        Err(_) => return Exec::Done(IB_WC_RETRY_EXC_ERR, 0),
+        Err(why) => {
+            // Sent, and nobody took it.
+            ctrl.stats().sent(n, w.payload_len());
+            if s.unreliable() {
+                return uc_no_peer(ctrl, qpn, &s, w, format_args!("{why}"));
+            }
+            // Nobody answers: the transport's retries run out.
+            return Exec::Done(IB_WC_RETRY_EXC_ERR, 0);
+        }
     };
     let done = match w.opcode {
         IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_SEND_WITH_INV => {
@@ -624,8 +631,12 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
     };
     // The request went out (an RNR NAK'd one is sent again later with the
     // same PSN): both ends move past its packets.
-    if !matches!(done, Exec::Rnr(_)) {
-        let n = qp::packets(w.opcode, w.payload_len(), s.path_mtu);
+    if matches!(done, Exec::Rnr(_)) {
+        ctrl.stats().inc(Counter::RnrNaksRcvd);
+        peer.ctrl().stats().inc(Counter::RnrNaksSent);
+    } else {
+        ctrl.stats().sent(n, w.payload_len());
+        peer.ctrl().stats().rcvd(n, w.payload_len());
         if let Some(q) = ctrl.lock().qp_mut(qpn) {
             q.attr.sq_psn = U32::new(qp::psn_add(s.psn, n));
         }
@@ -1417,6 +1428,7 @@ fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         return Exec::Done(IB_WC_LOC_LEN_ERR, 0);
     }
     let done = Exec::Done(IB_WC_SUCCESS, len as u32);
+    ctrl.stats().sent(1, len as u64);
     // Unreliable: a datagram nobody can take is dropped, the send succeeds.
     let Some(dev) = fabric::by_gid(fabric, &av.dgid) else {
         debug!("{}: QP {qpn}: UD send to unknown GID dropped", ctrl.name());
@@ -1453,6 +1465,7 @@ fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         Take::Empty(_) | Take::Bad => return done,
     };
     let pc = peer.ctrl();
+    pc.stats().rcvd(1, len as u64);
     let pguard = pc.mem().memory();
     let need = (GRH_LEN + len) as u64;
     let dst = resolve(&pc.lock(), r.pdn, &r.wqe.sges, IB_ACCESS_LOCAL_WRITE, need)

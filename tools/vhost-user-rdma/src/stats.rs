@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Per-device counters an operator reads to see what guests tried and the
-//! device refused: requests the responder dropped, GIDs it would not take,
-//! registrations over quota, log lines suppressed.
+//! Per-device counters: what the device moved (packets and bytes, RNR
+//! NAKs, completion errors of each kind), which the guest reads as its port
+//! counters (QUERY_COUNTERS, `enum virtio_rdma_counter`), and what guests
+//! tried and the device refused (requests the responder dropped, also the
+//! guest's; GIDs it would not take, registrations over quota, log lines
+//! suppressed: the operator's).
 //!
 //! The counters belong to the device that did the refusing (a request
 //! dropped by a victim's responder is counted on the victim's device),
@@ -15,9 +18,25 @@
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::abi::VIRTIO_RDMA_NUM_COUNTERS;
+use crate::ib::*;
+
 /// What is counted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Counter {
+    /// Packets of the requests this device sent (a message counts one per
+    /// path MTU of payload, at least one; an RDMA READ's with its request).
+    SentPkts,
+    /// Payload bytes of those requests.
+    SentBytes,
+    /// Packets of the requests this device's responder took.
+    RcvdPkts,
+    /// Payload bytes of those requests.
+    RcvdBytes,
+    /// Requests this device's responder NAK'd for want of a receive.
+    RnrNaksSent,
+    /// RNR NAKs this device's requests got (each one waits and retries).
+    RnrNaksRcvd,
     /// An RC/UC request from a QP other than the responder QP's connected
     /// peer (its destination QPN and GID), dropped.
     NotPeer,
@@ -27,6 +46,27 @@ pub enum Counter {
     /// A UD/GSI datagram whose Q_Key differs from the receiving QP's,
     /// dropped.
     BadQkey,
+    /// A completion with this status (`IB_WC_*`) written to one of the
+    /// device's CQs; `OtherErr` for error statuses not listed.
+    LocLenErr,
+    #[allow(missing_docs)]
+    LocQpOpErr,
+    #[allow(missing_docs)]
+    LocProtErr,
+    #[allow(missing_docs)]
+    WrFlushErr,
+    #[allow(missing_docs)]
+    RemInvReqErr,
+    #[allow(missing_docs)]
+    RemAccessErr,
+    #[allow(missing_docs)]
+    RemOpErr,
+    #[allow(missing_docs)]
+    RetryExcErr,
+    #[allow(missing_docs)]
+    RnrRetryExcErr,
+    #[allow(missing_docs)]
+    OtherErr,
     /// ADD_GID refused: the GID is another device's, or not one the
     /// operator allowed.
     GidRefused,
@@ -43,6 +83,24 @@ pub enum Counter {
 }
 
 impl Counter {
+    /// The counter of completions with error status `status`, `None` for
+    /// success.
+    pub fn for_status(status: u8) -> Option<Counter> {
+        Some(match status {
+            IB_WC_SUCCESS => return None,
+            IB_WC_LOC_LEN_ERR => Counter::LocLenErr,
+            IB_WC_LOC_QP_OP_ERR => Counter::LocQpOpErr,
+            IB_WC_LOC_PROT_ERR => Counter::LocProtErr,
+            IB_WC_WR_FLUSH_ERR => Counter::WrFlushErr,
+            IB_WC_REM_INV_REQ_ERR => Counter::RemInvReqErr,
+            IB_WC_REM_ACCESS_ERR => Counter::RemAccessErr,
+            IB_WC_REM_OP_ERR => Counter::RemOpErr,
+            IB_WC_RETRY_EXC_ERR => Counter::RetryExcErr,
+            IB_WC_RNR_RETRY_EXC_ERR => Counter::RnrRetryExcErr,
+            _ => Counter::OtherErr,
+        })
+    }
+
     /// Whether this counts lies of the hostile mode.
     fn is_hostile(self) -> bool {
         matches!(
@@ -52,10 +110,26 @@ impl Counter {
     }
 }
 
-const COUNTERS: [(Counter, &str); 9] = [
+const COUNTERS: [(Counter, &str); 25] = [
+    (Counter::SentPkts, "sent_pkts"),
+    (Counter::SentBytes, "sent_bytes"),
+    (Counter::RcvdPkts, "rcvd_pkts"),
+    (Counter::RcvdBytes, "rcvd_bytes"),
+    (Counter::RnrNaksSent, "rnr_naks_sent"),
+    (Counter::RnrNaksRcvd, "rnr_naks_rcvd"),
     (Counter::NotPeer, "dropped_not_peer"),
     (Counter::BadPsn, "dropped_bad_psn"),
     (Counter::BadQkey, "dropped_bad_qkey"),
+    (Counter::LocLenErr, "loc_len_err"),
+    (Counter::LocQpOpErr, "loc_qp_op_err"),
+    (Counter::LocProtErr, "loc_prot_err"),
+    (Counter::WrFlushErr, "wr_flush_err"),
+    (Counter::RemInvReqErr, "rem_inv_req_err"),
+    (Counter::RemAccessErr, "rem_access_err"),
+    (Counter::RemOpErr, "rem_op_err"),
+    (Counter::RetryExcErr, "retry_exc_err"),
+    (Counter::RnrRetryExcErr, "rnr_retry_exc_err"),
+    (Counter::OtherErr, "other_err"),
     (Counter::GidRefused, "gid_refused"),
     (Counter::OverQuota, "over_quota"),
     (Counter::LogsSuppressed, "logs_suppressed"),
@@ -63,6 +137,10 @@ const COUNTERS: [(Counter, &str); 9] = [
     (Counter::HostileHandles, "hostile_handles"),
     (Counter::HostileEvents, "hostile_events"),
 ];
+
+/// The port counters of QUERY_COUNTERS, in `enum virtio_rdma_counter`
+/// order: the first `VIRTIO_RDMA_NUM_COUNTERS` of [`COUNTERS`].
+const PORT: usize = VIRTIO_RDMA_NUM_COUNTERS;
 
 /// The counters of one device.
 #[derive(Debug, Default)]
@@ -83,8 +161,8 @@ impl Stats {
     }
 
     fn slot(c: Counter) -> usize {
-        // COUNTERS lists every variant once.
-        COUNTERS.iter().position(|(k, _)| *k == c).unwrap_or(0)
+        // COUNTERS lists the variants in declaration order.
+        c as usize
     }
 
     /// Adds `n` to counter `c`.
@@ -97,9 +175,28 @@ impl Stats {
         self.add(c, 1);
     }
 
+    /// Counts a message of `pkts` packets and `bytes` payload bytes this
+    /// device sent.
+    pub fn sent(&self, pkts: u32, bytes: u64) {
+        self.add(Counter::SentPkts, pkts.into());
+        self.add(Counter::SentBytes, bytes);
+    }
+
+    /// Counts a message of `pkts` packets and `bytes` payload bytes this
+    /// device's responder took.
+    pub fn rcvd(&self, pkts: u32, bytes: u64) {
+        self.add(Counter::RcvdPkts, pkts.into());
+        self.add(Counter::RcvdBytes, bytes);
+    }
+
     /// The value of counter `c`.
     pub fn get(&self, c: Counter) -> u64 {
         self.values[Self::slot(c)].load(Ordering::Relaxed)
+    }
+
+    /// The port counters as QUERY_COUNTERS returns them.
+    pub fn port_counters(&self) -> [u64; PORT] {
+        std::array::from_fn(|i| self.values[i].load(Ordering::Relaxed))
     }
 }
 
@@ -123,6 +220,35 @@ impl fmt::Display for Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::*;
+
+    #[test]
+    fn counters_are_listed_in_order() {
+        for (i, (c, _)) in COUNTERS.iter().enumerate() {
+            assert_eq!(*c as usize, i, "{c:?}");
+        }
+        // The guest's port counters, as `enum virtio_rdma_counter` numbers them.
+        let port: Vec<_> = COUNTERS[..PORT].iter().map(|(_, name)| *name).collect();
+        assert_eq!(port[VIRTIO_RDMA_CNT_SENT_PKTS], "sent_pkts");
+        assert_eq!(port[VIRTIO_RDMA_CNT_RCVD_BYTES], "rcvd_bytes");
+        assert_eq!(port[VIRTIO_RDMA_CNT_RNR_NAKS_RCVD], "rnr_naks_rcvd");
+        assert_eq!(port[VIRTIO_RDMA_CNT_DROPPED_BAD_QKEY], "dropped_bad_qkey");
+        assert_eq!(port[VIRTIO_RDMA_CNT_LOC_LEN_ERR], "loc_len_err");
+        assert_eq!(port[VIRTIO_RDMA_CNT_REM_ACCESS_ERR], "rem_access_err");
+        assert_eq!(port[VIRTIO_RDMA_CNT_OTHER_ERR], "other_err");
+        assert_eq!(port.len(), VIRTIO_RDMA_CNT_OTHER_ERR + 1);
+        let s = Stats::default();
+        s.add(Counter::RcvdBytes, 7);
+        s.inc(Counter::for_status(IB_WC_REM_ACCESS_ERR).unwrap());
+        s.inc(Counter::for_status(IB_WC_GENERAL_ERR).unwrap());
+        s.inc(Counter::GidRefused);
+        let v = s.port_counters();
+        assert_eq!(v[VIRTIO_RDMA_CNT_RCVD_BYTES], 7);
+        assert_eq!(v[VIRTIO_RDMA_CNT_REM_ACCESS_ERR], 1);
+        assert_eq!(v[VIRTIO_RDMA_CNT_OTHER_ERR], 1);
+        assert_eq!(v.iter().sum::<u64>(), 9);
+        assert_eq!(Counter::for_status(IB_WC_SUCCESS), None);
+    }
 
     #[test]
     fn counts_and_prints() {
@@ -133,7 +259,7 @@ mod tests {
         assert_eq!(s.get(Counter::BadPsn), 0);
         let text = s.to_string();
         assert!(
-            text.starts_with("dropped_not_peer=1 dropped_bad_psn=0"),
+            text.contains(" dropped_not_peer=1 dropped_bad_psn=0 "),
             "{text}"
         );
         assert!(text.ends_with("logs_suppressed=5"), "{text}");

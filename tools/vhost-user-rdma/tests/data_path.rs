@@ -2469,3 +2469,97 @@ fn large_messages_move_in_chunks() {
     );
     d.finish();
 }
+
+/// QUERY_COUNTERS of device `d`'s port 1.
+fn counters(d: &mut Dev) -> Vec<u64> {
+    let rsp = d.ok(
+        VIRTIO_RDMA_CMD_QUERY_COUNTERS,
+        &pair(1, 0),
+        size_of::<VirtioRdmaRspQueryCounters>(),
+    );
+    VirtioRdmaRspQueryCounters::read_from_bytes(&rsp)
+        .expect("a whole response")
+        .value
+        .iter()
+        .map(|v| v.get())
+        .collect()
+}
+
+#[test]
+fn port_counters_count_what_moved() {
+    let CrossPair {
+        mut x,
+        mut y,
+        cx,
+        cy,
+        kx,
+        ky,
+        qx,
+        qy,
+        ..
+    } = cross_rc_pair(Dev::start(), Dev::start(), 7);
+    assert!(counters(&mut x).iter().all(|&v| v == 0));
+    // A SEND of 2500 bytes before y posts a receive: RNR NAKs, then 3
+    // packets of the 1024-byte path MTU once the receive is there.
+    x.send(
+        qx,
+        &wqe(1, IB_WR_SEND, IB_SEND_SIGNALED, 0, &[], &[(DATA, 2500, kx)]),
+    );
+    x.quiet(cx);
+    y.recv(qy, 2, &[(DATA, 4096, ky)]);
+    assert_eq!(x.wait(cx, 1)[0].status(), IB_WC_SUCCESS);
+    assert_eq!(y.wait(cy, 1)[0].byte_len(), 2500);
+    // An RDMA READ of 8 bytes, then a WRITE with a key y never gave out.
+    x.send(
+        qx,
+        &wqe(
+            3,
+            IB_WR_RDMA_READ,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA, ky),
+            &[(DATA, 8, kx)],
+        ),
+    );
+    assert_eq!(x.wait(cx, 1)[0].status(), IB_WC_SUCCESS);
+    x.send(
+        qx,
+        &wqe(
+            4,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA, ky ^ 0x8000),
+            &[(DATA, 8, kx)],
+        ),
+    );
+    assert_eq!(x.wait(cx, 1)[0].status(), IB_WC_REM_ACCESS_ERR);
+    let (vx, vy) = (counters(&mut x), counters(&mut y));
+    assert_eq!(vx[VIRTIO_RDMA_CNT_SENT_PKTS], 3 + 1 + 1, "{vx:?}");
+    assert_eq!(vx[VIRTIO_RDMA_CNT_SENT_BYTES], 2500 + 8 + 8, "{vx:?}");
+    assert_eq!(vy[VIRTIO_RDMA_CNT_RCVD_PKTS], 3 + 1 + 1, "{vy:?}");
+    assert_eq!(vy[VIRTIO_RDMA_CNT_RCVD_BYTES], 2500 + 8 + 8, "{vy:?}");
+    assert_eq!(vx[VIRTIO_RDMA_CNT_RCVD_PKTS], 0, "{vx:?}");
+    assert_eq!(vy[VIRTIO_RDMA_CNT_SENT_PKTS], 0, "{vy:?}");
+    let naks = vy[VIRTIO_RDMA_CNT_RNR_NAKS_SENT];
+    assert!(naks >= 1, "{vy:?}");
+    assert_eq!(vx[VIRTIO_RDMA_CNT_RNR_NAKS_RCVD], naks, "{vx:?}");
+    assert_eq!(vx[VIRTIO_RDMA_CNT_REM_ACCESS_ERR], 1, "{vx:?}");
+    // Each error completion counts once, on the device whose CQ took it.
+    let errors = |v: &[u64]| v[VIRTIO_RDMA_CNT_LOC_LEN_ERR..].iter().sum::<u64>();
+    assert_eq!(errors(&vx), 1, "{vx:?}");
+    assert_eq!(errors(&vy), 0, "{vy:?}");
+    // y's QP went to error over the bad key: its next receive is flushed.
+    y.recv(qy, 5, &[(DATA, 8, ky)]);
+    assert_eq!(y.wait(cy, 1)[0].status(), IB_WC_WR_FLUSH_ERR);
+    assert_eq!(counters(&mut y)[VIRTIO_RDMA_CNT_WR_FLUSH_ERR], 1);
+    // Only port 1 exists.
+    let (status, _) = x.cmd(
+        VIRTIO_RDMA_CMD_QUERY_COUNTERS,
+        &pair(2, 0),
+        size_of::<VirtioRdmaRspQueryCounters>(),
+    );
+    assert_eq!(status, VIRTIO_RDMA_S_INVALID);
+    x.finish();
+    y.finish();
+}

@@ -142,6 +142,8 @@ pub(crate) mod cmd {
     pub(crate) const QUERY_PKEY: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_PKEY;
     pub(crate) const ADD_GID: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_ADD_GID;
     pub(crate) const DEL_GID: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEL_GID;
+    pub(crate) const QUERY_COUNTERS: u32 =
+        bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_COUNTERS;
 }
 
 /// `enum virtio_rdma_status`.
@@ -286,6 +288,51 @@ same_layout!(
     RspQueryPkey,
     bindings::virtio_rdma_rsp_query_pkey,
     [pkey, reserved]
+);
+
+/// `enum virtio_rdma_counter`: where each port counter sits in [`RspQueryCounters`].
+pub(crate) mod counter {
+    use kernel::bindings;
+
+    pub(crate) const SENT_PKTS: usize =
+        bindings::virtio_rdma_counter_VIRTIO_RDMA_CNT_SENT_PKTS as usize;
+    pub(crate) const RCVD_BYTES: usize =
+        bindings::virtio_rdma_counter_VIRTIO_RDMA_CNT_RCVD_BYTES as usize;
+    pub(crate) const DROPPED_NOT_PEER: usize =
+        bindings::virtio_rdma_counter_VIRTIO_RDMA_CNT_DROPPED_NOT_PEER as usize;
+    pub(crate) const LOC_LEN_ERR: usize =
+        bindings::virtio_rdma_counter_VIRTIO_RDMA_CNT_LOC_LEN_ERR as usize;
+    pub(crate) const REM_ACCESS_ERR: usize =
+        bindings::virtio_rdma_counter_VIRTIO_RDMA_CNT_REM_ACCESS_ERR as usize;
+    pub(crate) const OTHER_ERR: usize =
+        bindings::virtio_rdma_counter_VIRTIO_RDMA_CNT_OTHER_ERR as usize;
+    /// How many there are.
+    pub(crate) const NUM: usize = bindings::virtio_rdma_counter_VIRTIO_RDMA_NUM_COUNTERS as usize;
+}
+
+/// `struct virtio_rdma_cmd_query_counters`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdQueryCounters {
+    pub(crate) port: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdQueryCounters,
+    bindings::virtio_rdma_cmd_query_counters,
+    [port, reserved]
+);
+
+/// `struct virtio_rdma_rsp_query_counters`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspQueryCounters {
+    pub(crate) value: [U64; counter::NUM],
+}
+same_layout!(
+    RspQueryCounters,
+    bindings::virtio_rdma_rsp_query_counters,
+    [value]
 );
 
 /// `struct virtio_rdma_cmd_add_gid`.

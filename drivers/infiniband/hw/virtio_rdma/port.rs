@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The RoCE port: checking what the device says about it, combining that with the link of the
-//! paired netdev, and encoding GID table changes for the device.
+//! paired netdev, encoding GID table changes for the device, and naming its counters.
 //!
 //! Everything here is pure so that KUnit can test it; `verbs.rs` does the I/O.
 
-use kernel::{bindings, fmt, prelude::*};
+use kernel::{bindings, fmt, prelude::*, rdma::CounterDesc};
 
-use crate::abi::{CmdAddGid, CmdDelGid, RspQueryPort};
+use crate::abi::{counter, CmdAddGid, CmdDelGid, RspQueryPort};
 
 /// Largest GID table the driver accepts (the RDMA core allocates an entry per slot).
 pub(crate) const MAX_GID_TBL_LEN: u32 = 1024;
@@ -20,6 +20,30 @@ pub(crate) const MGMT_MAD_SIZE: u32 = 256;
 const MTU_256: u8 = bindings::ib_mtu_IB_MTU_256 as u8;
 const MTU_4096: u8 = bindings::ib_mtu_IB_MTU_4096 as u8;
 const PORT_ACTIVE: u8 = bindings::ib_port_state_IB_PORT_ACTIVE as u8;
+
+/// The port's hardware counters in `enum virtio_rdma_counter` order (QUERY_COUNTERS answers
+/// them in that order), as `rdma statistic` shows them.
+pub(crate) const COUNTERS: [CounterDesc; counter::NUM] = [
+    CounterDesc::new(c"sent_pkts"),
+    CounterDesc::new(c"sent_bytes"),
+    CounterDesc::new(c"rcvd_pkts"),
+    CounterDesc::new(c"rcvd_bytes"),
+    CounterDesc::new(c"rnr_naks_sent"),
+    CounterDesc::new(c"rnr_naks_rcvd"),
+    CounterDesc::new(c"dropped_not_peer"),
+    CounterDesc::new(c"dropped_bad_psn"),
+    CounterDesc::new(c"dropped_bad_qkey"),
+    CounterDesc::new(c"loc_len_err"),
+    CounterDesc::new(c"loc_qp_op_err"),
+    CounterDesc::new(c"loc_prot_err"),
+    CounterDesc::new(c"wr_flush_err"),
+    CounterDesc::new(c"rem_inv_req_err"),
+    CounterDesc::new(c"rem_access_err"),
+    CounterDesc::new(c"rem_op_err"),
+    CounterDesc::new(c"retry_exc_err"),
+    CounterDesc::new(c"rnr_retry_exc_err"),
+    CounterDesc::new(c"other_err"),
+];
 
 /// What is wrong with a QUERY_PORT answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +182,22 @@ pub(crate) fn del_gid_cmd(port: u32, index: u16) -> CmdDelGid {
 mod tests {
     use super::*;
     use zerocopy::FromZeros;
+
+    #[test]
+    fn counters_are_named_in_protocol_order() {
+        let name = |i: usize| COUNTERS[i].name().to_bytes();
+        assert_eq!(name(counter::SENT_PKTS), b"sent_pkts");
+        assert_eq!(name(counter::RCVD_BYTES), b"rcvd_bytes");
+        assert_eq!(name(counter::DROPPED_NOT_PEER), b"dropped_not_peer");
+        assert_eq!(name(counter::LOC_LEN_ERR), b"loc_len_err");
+        assert_eq!(name(counter::REM_ACCESS_ERR), b"rem_access_err");
+        assert_eq!(name(counter::OTHER_ERR), b"other_err");
+        for i in 0..COUNTERS.len() {
+            for j in 0..i {
+                assert_ne!(name(i), name(j));
+            }
+        }
+    }
 
     /// What the reference backend answers for its port.
     fn rsp() -> RspQueryPort {

@@ -10,9 +10,9 @@ use kernel::{
     bindings,
     prelude::*,
     rdma::{
-        self, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, NewCq, NewMr, NewQp,
-        PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs, Udata, WcSink,
-        WorkQueue,
+        self, CounterDesc, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, NewCq,
+        NewMr, NewQp, PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs, Udata,
+        WcSink, WorkQueue,
     },
 };
 
@@ -86,6 +86,23 @@ impl rdma::Driver for RdmaDev<'_> {
     const UVERBS_ABI_VERSION: u32 = abi::UVERBS_ABI_VERSION;
 
     type Ucontext = ucontext::UserContext;
+
+    const PORT_COUNTERS: &'static [CounterDesc] = &port::COUNTERS;
+
+    fn get_hw_stats(dev: &Device<Self>, port: u32, values: &mut [u64]) -> Result {
+        let rsp: abi::RspQueryCounters = dev.ctrl.exec(
+            abi::cmd::QUERY_COUNTERS,
+            &abi::CmdQueryCounters {
+                port: port.into(),
+                reserved: 0.into(),
+            },
+        )?;
+        // Counters are plain numbers: any value the device reports is one.
+        for (value, reported) in values.iter_mut().zip(rsp.value.iter()) {
+            *value = reported.get();
+        }
+        Ok(())
+    }
 
     fn alloc_ucontext(dev: &Device<Self>, udata: &mut Udata<'_>) -> Result<Self::Ucontext> {
         ucontext::alloc(dev, udata)
