@@ -22,7 +22,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::abi::*;
 use crate::cq::Cq;
-use crate::fabric::{self, Fabric};
+use crate::fabric::{self, DataPath, Fabric};
 use crate::hostile::Hostile;
 use crate::limits::{self, Limits};
 use crate::mr::MrTable;
@@ -135,6 +135,8 @@ pub struct Ctrl {
     fixed_key_byte: Option<u8>,
     /// The lies of a hostile device (`--hostile`); `None` for an honest one.
     hostile: Option<Hostile>,
+    /// Held by the data-path steps that touch this device (`fabric.rs`).
+    data_path: DataPath,
 }
 
 /// A failed command: the status for the guest.
@@ -186,6 +188,7 @@ impl Ctrl {
             hostile: limits
                 .hostile()
                 .map(|config| Hostile::new(config, limits.max_cq())),
+            data_path: DataPath::default(),
         })
     }
 
@@ -232,6 +235,11 @@ impl Ctrl {
     /// Readable when SQs are scheduled; the device's loop watches it.
     pub fn wake(&self) -> &EventFd {
         &self.wake
+    }
+
+    /// The device's data-path lock (see `fabric.rs`).
+    pub fn data_path(&self) -> &DataPath {
+        &self.data_path
     }
 
     /// The device's counters.
@@ -347,8 +355,8 @@ impl Ctrl {
         self.lock().gids.get(index)
     }
 
-    /// The object tables. Callers hold the fabric lock first (see
-    /// `fabric.rs`), except for read-only peeks.
+    /// The object tables. Callers hold the fabric or this device's data
+    /// path first (see `fabric.rs`), except for read-only peeks.
     pub fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the tables
         // inconsistent (every update is a single call), so go on.

@@ -3,7 +3,8 @@
 //! QPs on this or another device of the process, completing, and moving
 //! QPs to the error state with flush completions.
 //!
-//! Everything here runs under the fabric lock (see `fabric.rs`). Data moves
+//! Everything here runs holding what the step may touch (see `fabric.rs`:
+//! the devices of the QP and of its peer, or the whole fabric). Data moves
 //! directly from one guest's memory to the other's (`VolatileSlice` to
 //! `VolatileSlice`), never through a bounce buffer. Every key, PD, access
 //! right and bound is checked against the registered MRs before a byte
@@ -12,9 +13,9 @@
 //!
 //! Fairness: one kick of an SQ executes at most [`SQ_BUDGET`] elements
 //! (or chunks of a large message, see `transfer.rs`),
-//! taking the fabric lock for each element and releasing it between them,
-//! so that another device's thread (another guest) gets its turn between
-//! any two of this QP's elements; an SQ with more left is scheduled again
+//! taking the locks for each element and releasing them between them, so
+//! that another thread waiting for this device (its peer's, or a control
+//! command) gets its turn between any two of this QP's elements; an SQ with more left is scheduled again
 //! ([`Ctrl::schedule_sq`]) and served after the device's other queues. A
 //! posted receive retries only the senders stalled on that very QP.
 //!
@@ -86,7 +87,7 @@ pub fn sq_kicked(ctrl: &Ctrl, qpn: u32) {
         return;
     };
     for _ in 0..SQ_BUDGET {
-        let fabric = fabric::lock();
+        let fabric = fabric::for_qp(ctrl, qpn);
         let more = sq_step(&fabric, ctrl, qpn, vring);
         fabric::unlock_fair(fabric);
         if !more {
@@ -112,7 +113,7 @@ pub fn run_scheduled(ctrl: &Ctrl) {
 /// Serves a kick of QP `qpn`'s RQ: a new receive may unblock a sender
 /// waiting on RNR; on a QP in error the receive is flushed at once.
 pub fn rq_kicked(ctrl: &Ctrl, qpn: u32) {
-    let fabric = fabric::lock();
+    let fabric = fabric::for_qp(ctrl, qpn);
     if let Some(v) = ctrl.rq_vring(qpn) {
         // Keep the driver kicking (with EVENT_IDX, avail_event must move).
         let _ = v.enable_notification();
@@ -126,7 +127,6 @@ pub fn rq_kicked(ctrl: &Ctrl, qpn: u32) {
 
 /// Retries due RNR waits (timer); returns the time until the next one.
 pub fn tick(ctrl: &Ctrl) -> Option<Duration> {
-    let fabric = fabric::lock();
     let now = Instant::now();
     let due: Vec<u32> = {
         let st = ctrl.lock();
@@ -139,7 +139,9 @@ pub fn tick(ctrl: &Ctrl) -> Option<Duration> {
             .collect()
     };
     for qpn in due {
+        let fabric = fabric::for_qp(ctrl, qpn);
         retry_one(&fabric, ctrl, qpn, true);
+        fabric::unlock_fair(fabric);
     }
     next_timer(ctrl)
 }
@@ -764,7 +766,7 @@ pub(crate) fn fuzz_step(ctrl: &Ctrl, qpn: u32) -> bool {
     let Some(vring) = ctrl.sq_vring(qpn) else {
         return false;
     };
-    let fabric = fabric::lock();
+    let fabric = fabric::for_qp(ctrl, qpn);
     sq_step(&fabric, ctrl, qpn, vring)
 }
 
@@ -1269,7 +1271,8 @@ fn atomic(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) ->
         return IB_WC_REM_ACCESS_ERR;
     };
     // Aligned 8 bytes never cross a page, so `t` is one slice of 8 bytes.
-    // The fabric lock makes read-modify-write atomic for every device.
+    // The target device's data-path lock, which every step touching its
+    // memory holds, makes read-modify-write atomic (IB_ATOMIC_HCA).
     let mut old = [0u8; 8];
     t.copy_to(&mut old[..]);
     let old_v = u64::from_le_bytes(old);

@@ -9,8 +9,11 @@
 mod support;
 
 use std::net::{IpAddr, Ipv6Addr};
+use std::thread;
+use std::time::Duration;
 
 use vhost_user_rdma::abi::*;
+use vhost_user_rdma::fabric;
 use vhost_user_rdma::ib::*;
 use vhost_user_rdma::limits::Pinned;
 use vhost_user_rdma::stats::Counter;
@@ -509,4 +512,69 @@ fn reset_destroys_every_object() {
     s.x.finish();
     s.y.finish();
     s.z.finish();
+}
+
+/// A loopback RC pair on `d` (two QPs of its own connected to each
+/// other): (CQ, QP a, key).
+fn own_pair(d: &mut Dev) -> (u32, u32, u32) {
+    let pd = d.create_pd();
+    let cq = d.create_cq(12);
+    let key = d.dma_mr(pd, ALL);
+    let a = d.create_qp(pd, IB_QPT_RC, cq, false);
+    let b = d.create_qp(pd, IB_QPT_RC, cq, false);
+    let gid = d.gid;
+    d.rc_up(a, gid, b, ALL, 0);
+    d.rc_up(b, gid, a, ALL, 0);
+    (cq, a, key)
+}
+
+/// A signaled 64-byte RDMA WRITE within `d`'s loopback pair.
+fn own_write(d: &mut Dev, (_, a, key): (u32, u32, u32)) {
+    d.send(
+        a,
+        &wqe(
+            7,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA + 0x1000, key),
+            &[(DATA, 64, key)],
+        ),
+    );
+}
+
+#[test]
+fn a_step_holds_only_the_devices_it_touches() {
+    let CrossPair {
+        mut x, mut y, qx, ..
+    } = cross_rc_pair(Dev::start(), Dev::start(), 0);
+    let own_x = own_pair(&mut x);
+    let own_y = own_pair(&mut y);
+    // While a step of x's own QPs is under way, y's own traffic moves.
+    let held = fabric::for_qp(x.dev.ctrl(), own_x.1);
+    own_write(&mut y, own_y);
+    assert_eq!(y.wait(own_y.0, 1)[0].status(), IB_WC_SUCCESS);
+    drop(held);
+    // A step between x and y holds y too: y's own traffic waits for it.
+    let held = fabric::for_qp(x.dev.ctrl(), qx);
+    own_write(&mut y, own_y);
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        y.poll(own_y.0).is_empty(),
+        "y moved while its peer's step held it"
+    );
+    drop(held);
+    assert_eq!(y.wait(own_y.0, 1)[0].status(), IB_WC_SUCCESS);
+    // And so does a control command (it holds the whole fabric).
+    let held = fabric::lock();
+    own_write(&mut y, own_y);
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        y.poll(own_y.0).is_empty(),
+        "y moved during a control command"
+    );
+    drop(held);
+    assert_eq!(y.wait(own_y.0, 1)[0].status(), IB_WC_SUCCESS);
+    x.finish();
+    y.finish();
 }

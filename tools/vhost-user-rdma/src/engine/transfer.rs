@@ -4,8 +4,8 @@
 //! An RC or UC SEND, RDMA WRITE or RDMA READ of more than [`CHUNK`] bytes
 //! is checked and admitted as a whole (keys, ranges, the receive it takes,
 //! its PSNs), then moves one chunk per step, each under its own hold of
-//! the fabric lock: a guest's multi-megabyte message no longer keeps every
-//! other guest waiting for its whole copy, and the device serves its other
+//! the two devices' locks: a guest's multi-megabyte message no longer keeps
+//! its peer or a control command waiting for its whole copy, and the device serves its other
 //! queues between passes. Every step checks again what the chunk touches
 //! (both QPs, the responder's receive, the MRs of both sides), so a step
 //! never writes memory that is no longer registered; a check that fails
@@ -26,7 +26,7 @@ use super::*;
 use crate::qp::{HeldRecv, Transfer};
 
 /// Bytes one step moves: large enough that what a step costs besides its
-/// memcpy (the checks again, the hand-over of the fabric lock, a pass of
+/// memcpy (the checks again, the hand-over of the locks, a pass of
 /// the loop every `SQ_BUDGET` steps) is small beside it (at 64 KiB a 1 MiB
 /// WRITE ran at 0.66 of memcpy, at 256 KiB 0.84: `benches/transfer.rs`),
 /// small enough that another guest waits microseconds. The fuzz targets'
