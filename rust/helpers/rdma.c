@@ -7,6 +7,7 @@
  */
 
 #include <linux/netdevice.h>
+#include <net/netlink.h>
 #include <rdma/ib_addr.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
@@ -100,6 +101,25 @@ rust_helper_netdev_notifier_info_to_dev(const struct netdev_notifier_info *info)
 __rust_helper void rust_helper_dev_put(struct net_device *dev)
 {
 	dev_put(dev);
+}
+
+/* The nest of a resource's driver attributes (rdma res show -dd). */
+__rust_helper struct nlattr *rust_helper_nla_nest_start(struct sk_buff *skb,
+							int attrtype)
+{
+	return nla_nest_start(skb, attrtype);
+}
+
+__rust_helper void rust_helper_nla_nest_end(struct sk_buff *skb,
+					    struct nlattr *start)
+{
+	nla_nest_end(skb, start);
+}
+
+__rust_helper void rust_helper_nla_nest_cancel(struct sk_buff *skb,
+					       struct nlattr *start)
+{
+	nla_nest_cancel(skb, start);
 }
 
 #endif /* CONFIG_RUST_INFINIBAND_ABSTRACTIONS */

@@ -26,6 +26,7 @@ mod netdev;
 mod pd;
 mod qp;
 mod registry;
+mod restrack;
 mod roce;
 mod ucontext;
 mod umem;
@@ -43,6 +44,7 @@ pub use qp::{
     NewQp, Qp, QpAttr, QpCap, QpEvent, QpInitAttr, QpRegistry, RecvWr, RecvWrs, RoceAv, SendOp,
     SendWr, SendWrs, Sge, WorkQueue,
 };
+pub use restrack::ResAttrs;
 pub use ucontext::{Ucontext, Udata};
 pub use umem::Umem;
 

@@ -11,6 +11,7 @@ use super::{
     netdev::PortNetdev,
     pd,
     qp::{self, NewQp, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs, WorkQueue},
+    restrack::{self, ResAttrs},
     roce,
     ucontext::{self, Ucontext, Udata},
     Cq, GidAttr, Pd, Qp,
@@ -69,6 +70,21 @@ pub trait Driver: Sized + Send + Sync {
     /// The names of each port's hardware counters (`rdma statistic`, sysfs `hw_counters`), in
     /// the order [`Driver::get_hw_stats`] reads them.
     const PORT_COUNTERS: &'static [CounterDesc] = &[];
+
+    /// Adds the driver's attributes of `qp` to what `rdma res show qp -dd` prints.
+    fn fill_res_qp(_qp: &Qp<Self>, _attrs: &mut ResAttrs<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Adds the driver's attributes of `cq` to what `rdma res show cq -dd` prints.
+    fn fill_res_cq(_cq: &Cq<Self>, _attrs: &mut ResAttrs<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Adds the driver's attributes of `mr` to what `rdma res show mr -dd` prints.
+    fn fill_res_mr(_mr: &Mr<Self>, _attrs: &mut ResAttrs<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// Reads the hardware counters of `port` into `values`, one per entry of
     /// [`Driver::PORT_COUNTERS`]. May sleep. Without this operation (or without counters) the
@@ -699,6 +715,15 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
     }
     if T::HAS_DEL_GID {
         ops.del_gid = Some(del_gid_callback::<T>);
+    }
+    if T::HAS_FILL_RES_QP {
+        ops.fill_res_qp_entry = Some(restrack::fill_res_qp_callback::<T>);
+    }
+    if T::HAS_FILL_RES_CQ {
+        ops.fill_res_cq_entry = Some(restrack::fill_res_cq_callback::<T>);
+    }
+    if T::HAS_FILL_RES_MR {
+        ops.fill_res_mr_entry = Some(restrack::fill_res_mr_callback::<T>);
     }
     if T::HAS_GET_HW_STATS && !T::PORT_COUNTERS.is_empty() {
         ops.alloc_hw_port_stats = Some(counters::alloc_hw_port_stats_callback::<T>);

@@ -6,7 +6,8 @@
 # with the limits the device reported, and a process can open it, allocate
 # a PD, register memory and create a CQ (pyverbs), while garbage in the
 # driver's udata and mappings of rings that do not exist are refused
-# (lib/uverbs_user.py), and a process killed while it holds a
+# (lib/uverbs_user.py), `rdma res show -dd` shows the driver's view of a
+# process's QP, CQ and MRs (lib/res_dd.py), and a process killed while it holds a
 # context, a PD and MRs leaves nothing behind, and the driver unloads while
 # a process holds a context with a QP and a CQ (disassociation). The runner
 # fails the test on any kernel report or leak once the processes are gone.
@@ -59,6 +60,9 @@ holder=$!
 wait_for "the holder's MRs" test -s /tmp/holding
 echo "holder's MR keys: $(cat /tmp/holding); rdma res show: $(user_objects mr) MRs, $(user_objects pd) PD"
 [ "$(user_objects mr)" = 4 ] || { rdma res show mr dev virtio_rdma0; fail "the holder's 4 MRs are not listed"; }
+# With -dd each object also shows the driver's view of it.
+python3 tools/testing/e2e/lib/res_dd.py "$(sed -n 's/.* qp \([0-9]*\)$/\1/p' /tmp/holding)" ||
+	fail "rdma res show -dd"
 kill -9 "$holder"
 wait "$holder" 2>/dev/null || true
 wait_for "the killed process's PD and MRs to go" none_left

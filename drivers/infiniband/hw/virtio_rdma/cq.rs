@@ -19,7 +19,8 @@ use kernel::{
     bindings,
     prelude::*,
     rdma::{
-        self, CqInitAttr, CqNotify, CqRegistry, NewCq, QpRegistry, Ucontext, Udata, Wc, WcSink,
+        self, CqInitAttr, CqNotify, CqRegistry, NewCq, QpRegistry, ResAttrs, Ucontext, Udata, Wc,
+        WcSink,
     },
     virtio::{Virtqueue, VirtqueueGuard},
 };
@@ -53,6 +54,22 @@ pub(crate) struct Cq {
 }
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
+
+impl Cq {
+    /// Adds what `rdma res show cq -dd` prints of the driver's view: the CQ's virtqueue, the
+    /// CQE buffers lent to the device, whether the consumer armed it, and whose ring it has.
+    pub(crate) fn fill_res(&self, attrs: &mut ResAttrs<'_>) -> Result {
+        attrs.put_u32(c"vq", self.vq)?;
+        attrs.put_u32(c"depth", self.depth)?;
+        attrs.put_u32(c"armed", self.armed.load(Ordering::Relaxed).into())?;
+        let rings = if self.ring.is_some() {
+            c"user"
+        } else {
+            c"kernel"
+        };
+        attrs.put_str(c"rings", rings)
+    }
+}
 
 /// The virtqueue of a CQ.
 fn queue<'d>(dev: &'d Device<'_>, vq: u32) -> Result<&'d Virtqueue> {

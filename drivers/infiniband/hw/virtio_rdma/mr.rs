@@ -8,7 +8,7 @@
 use kernel::{
     bindings, new_spinlock_irq,
     prelude::*,
-    rdma::{self, DmaTable, NewMr, Umem},
+    rdma::{self, DmaTable, NewMr, ResAttrs, Umem},
     sync::SpinLockIrq,
 };
 
@@ -47,6 +47,18 @@ pub(crate) struct Mr {
 }
 
 impl Mr {
+    /// Adds what `rdma res show mr -dd` prints of the driver's view: the device's handle and
+    /// the kind of MR (all of memory, pinned user pages, fast registration).
+    pub(crate) fn fill_res(&self, attrs: &mut ResAttrs<'_>) -> Result {
+        attrs.put_u32(c"mrn", self.mrn)?;
+        let kind = match (&self.umem, &self.pages) {
+            (Some(_), _) => c"user",
+            (None, Some(_)) => c"fast_reg",
+            (None, None) => c"dma",
+        };
+        attrs.put_str(c"kind", kind)
+    }
+
     /// An MR the device knows by `mrn` and nothing else yet.
     fn bare(mrn: u32) -> Self {
         Self {
@@ -176,7 +188,11 @@ pub(crate) fn reg_user(
     if length == 0 || length > max_mr_size(dev) {
         return Err(EINVAL);
     }
-    if access & bindings::ib_access_flags_IB_ACCESS_ON_DEMAND as u32 != 0 {
+    // Neither on-demand paging nor memory windows (which binding needs): not supported, as
+    // opposed to invalid.
+    let unsupported =
+        bindings::ib_access_flags_IB_ACCESS_ON_DEMAND | bindings::ib_access_flags_IB_ACCESS_MW_BIND;
+    if access & unsupported as u32 != 0 {
         return Err(EOPNOTSUPP);
     }
     // Optional flags (relaxed ordering, which perftest asks for) are hints a device without

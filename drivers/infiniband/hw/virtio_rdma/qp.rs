@@ -18,7 +18,7 @@
 use kernel::{
     bindings, new_spinlock_irq,
     prelude::*,
-    rdma::{self, NewQp, QpAttr, QpCap, QpInitAttr, RecvWrs, SendWrs, Udata, WorkQueue},
+    rdma::{self, NewQp, QpAttr, QpCap, QpInitAttr, RecvWrs, ResAttrs, SendWrs, Udata, WorkQueue},
     sync::SpinLockIrq,
     virtio::{DmaBuf, Virtqueue},
 };
@@ -85,6 +85,23 @@ impl DevQp {
     /// Whether a request is outstanding on the send or the receive queue.
     pub(crate) fn has_outstanding(&self, queue: Queue) -> bool {
         !self.wrs(queue).lock().is_empty()
+    }
+
+    /// Adds what `rdma res show qp -dd` prints of the driver's view: the QP's virtqueues, its
+    /// CQs, the requests outstanding on each queue, and whose rings it has.
+    pub(crate) fn fill_res(&self, attrs: &mut ResAttrs<'_>) -> Result {
+        attrs.put_u32(c"sq_vq", self.sq_vq)?;
+        attrs.put_u32(c"rq_vq", self.rq_vq)?;
+        attrs.put_u32(c"send_cqn", self.send_cqn)?;
+        attrs.put_u32(c"recv_cqn", self.recv_cqn)?;
+        attrs.put_u32(c"sq_outstanding", self.sq_wrs.lock().outstanding())?;
+        attrs.put_u32(c"rq_outstanding", self.rq_wrs.lock().outstanding())?;
+        let rings = if self.user.is_some() {
+            c"user"
+        } else {
+            c"kernel"
+        };
+        attrs.put_str(c"rings", rings)
     }
 
     fn wrs(&self, queue: Queue) -> &SpinLockIrq<WrTable> {

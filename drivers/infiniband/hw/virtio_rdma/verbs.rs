@@ -11,8 +11,8 @@ use kernel::{
     prelude::*,
     rdma::{
         self, CounterDesc, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, NewCq,
-        NewMr, NewQp, PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs, Udata,
-        WcSink, WorkQueue,
+        NewMr, NewQp, PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, ResAttrs, RoceAv,
+        SendWrs, Udata, WcSink, WorkQueue,
     },
 };
 
@@ -89,6 +89,18 @@ impl rdma::Driver for RdmaDev<'_> {
 
     const PORT_COUNTERS: &'static [CounterDesc] = &port::COUNTERS;
 
+    fn fill_res_qp(qp: &rdma::Qp<Self>, attrs: &mut ResAttrs<'_>) -> Result {
+        qp.fill_res(attrs)
+    }
+
+    fn fill_res_cq(cq: &rdma::Cq<Self>, attrs: &mut ResAttrs<'_>) -> Result {
+        cq.fill_res(attrs)
+    }
+
+    fn fill_res_mr(mr: &rdma::Mr<Self>, attrs: &mut ResAttrs<'_>) -> Result {
+        mr.fill_res(attrs)
+    }
+
     fn get_hw_stats(dev: &Device<Self>, port: u32, values: &mut [u64]) -> Result {
         let rsp: abi::RspQueryCounters = dev.ctrl.exec(
             abi::cmd::QUERY_COUNTERS,
@@ -139,7 +151,8 @@ impl rdma::Driver for RdmaDev<'_> {
         attr.max_qp_init_rd_atom = c.max_qp_init_rd_atom.get();
         // Checked by `config::validate`: an `enum ib_atomic_cap` value.
         attr.atomic_cap = u32::from(c.atomic_cap);
-        attr.max_mw = c.max_mw.get();
+        // The driver has no memory windows, whatever the device offers.
+        attr.max_mw = 0;
         attr.max_mcast_grp = c.max_mcast_grp.get();
         attr.max_mcast_qp_attach = c.max_mcast_qp_attach.get();
         attr.max_total_mcast_qp_attach = c.max_total_mcast_qp_attach.get();

@@ -129,7 +129,8 @@ impl WrTable {
         (self.queue as u64) << 32 | u64::from(pos)
     }
 
-    fn outstanding(&self) -> u32 {
+    /// How many requests are outstanding.
+    pub(crate) fn outstanding(&self) -> u32 {
         self.tail.wrapping_sub(self.head)
     }
 
