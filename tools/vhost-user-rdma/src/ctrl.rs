@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::io;
 use std::net::Ipv6Addr;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;
 
 use log::{debug, info, warn};
@@ -22,7 +22,8 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::abi::*;
 use crate::cq::Cq;
-use crate::fabric::{self, DataPath, Fabric};
+use crate::device::RdmaDevice;
+use crate::fabric::{self, DataPath, Fabric, Route};
 use crate::hostile::Hostile;
 use crate::limits::{self, Limits};
 use crate::mr::MrTable;
@@ -137,6 +138,10 @@ pub struct Ctrl {
     hostile: Option<Hostile>,
     /// Held by the data-path steps that touch this device (`fabric.rs`).
     data_path: DataPath,
+    /// The device this is the control engine of, once registered.
+    device: OnceLock<Weak<RdmaDevice>>,
+    /// Each QP's route, by QP number (`fabric.rs`).
+    routes: Mutex<Vec<Option<Route>>>,
 }
 
 /// A failed command: the status for the guest.
@@ -189,6 +194,8 @@ impl Ctrl {
                 .hostile()
                 .map(|config| Hostile::new(config, limits.max_cq())),
             data_path: DataPath::default(),
+            device: OnceLock::new(),
+            routes: Mutex::new(Vec::new()),
         })
     }
 
@@ -240,6 +247,32 @@ impl Ctrl {
     /// The device's data-path lock (see `fabric.rs`).
     pub fn data_path(&self) -> &DataPath {
         &self.data_path
+    }
+
+    /// The device this is the control engine of, if it is registered and alive.
+    pub fn device(&self) -> Option<Arc<RdmaDevice>> {
+        self.device.get().and_then(Weak::upgrade)
+    }
+
+    /// Remembers the device this is the control engine of (`fabric::register`).
+    pub fn set_device(&self, dev: Weak<RdmaDevice>) {
+        let _ = self.device.set(dev);
+    }
+
+    /// The route QP `qpn` last found (`fabric.rs`).
+    pub fn route(&self, qpn: u32) -> Option<Route> {
+        let routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        routes.get(qpn as usize).cloned().flatten()
+    }
+
+    /// Remembers QP `qpn`'s route.
+    pub fn set_route(&self, qpn: u32, route: Route) {
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let i = qpn as usize;
+        if routes.len() <= i {
+            routes.resize(i + 1, None);
+        }
+        routes[i] = Some(route);
     }
 
     /// The device's counters.

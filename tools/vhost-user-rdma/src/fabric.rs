@@ -19,11 +19,15 @@
 //! ends), device resets, and UD/GSI steps (each work request names its own
 //! destination).
 //!
+//! Finding the peer device means searching every device's GID table; a
+//! QP keeps what it found ([`Route`]) until the next change of the fabric.
+//!
 //! Steps give their locks up fairly ([`unlock_fair`]): a thread that
 //! releases them and asks again at once does not get them back ahead of
 //! another thread that was waiting. parking_lot's locks do that hand-over;
 //! std's let the releasing thread win again.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::{ArcMutexGuard, Mutex, RawMutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -34,6 +38,15 @@ use crate::device::RdmaDevice;
 use crate::ib::{IB_QPT_GSI, IB_QPT_UD};
 
 static DEVICES: RwLock<Vec<Weak<RdmaDevice>>> = RwLock::new(Vec::new());
+
+/// Counts the holds of the whole fabric that may change paths (control
+/// commands, resets, registrations): a route found under an older count
+/// may be stale. Changes only with `DEVICES` held exclusively.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// A QP's route: the device holding its destination GID (`None`: no
+/// device), found while [`GENERATION`] had this value.
+pub type Route = (u64, Option<Weak<RdmaDevice>>);
 
 /// A device's data-path lock (see the module documentation).
 pub type DataPath = Arc<Mutex<()>>;
@@ -54,8 +67,17 @@ enum Reach {
     },
 }
 
-/// Takes the whole fabric.
+/// Takes the whole fabric, to change it (control commands, resets).
 pub fn lock() -> Fabric {
+    let list = DEVICES.write();
+    GENERATION.fetch_add(1, Ordering::Relaxed);
+    Fabric {
+        reach: Reach::All(list),
+    }
+}
+
+/// Takes the whole fabric for a step that changes no path (UD/GSI).
+fn lock_datagram() -> Fabric {
     Fabric {
         reach: Reach::All(DEVICES.write()),
     }
@@ -66,12 +88,12 @@ pub fn lock() -> Fabric {
 /// whole fabric (UD/GSI, or a device that is not registered).
 pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
     let list = DEVICES.read();
-    let live = || list.iter().filter_map(Weak::upgrade);
-    let Some(own) = live().find(|d| std::ptr::eq(d.ctrl(), ctrl)) else {
+    let Some(own) = ctrl.device() else {
         drop(list);
-        return lock();
+        return lock_datagram();
     };
     // Stable while `list` is held: paths and GIDs change only under `lock`.
+    let generation = GENERATION.load(Ordering::Relaxed);
     let path = ctrl
         .lock()
         .qp(qpn)
@@ -80,13 +102,20 @@ pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
     match path {
         Some((IB_QPT_UD | IB_QPT_GSI, _)) => {
             drop(list);
-            return lock();
+            return lock_datagram();
         }
         Some((_, dgid)) => {
-            if let Some(peer) = live().find(|d| d.ctrl().has_gid(&dgid)) {
-                if !Arc::ptr_eq(&peer, &own) {
-                    devices.push(peer);
+            let peer = match ctrl.route(qpn) {
+                Some((g, peer)) if g == generation => peer.and_then(|p| p.upgrade()),
+                _ => {
+                    let mut live = list.iter().filter_map(Weak::upgrade);
+                    let peer = live.find(|d| d.ctrl().has_gid(&dgid));
+                    ctrl.set_route(qpn, (generation, peer.as_ref().map(Arc::downgrade)));
+                    peer
                 }
+            };
+            if let Some(peer) = peer.filter(|p| !Arc::ptr_eq(p, &own)) {
+                devices.push(peer);
             }
         }
         None => {}
@@ -127,8 +156,10 @@ pub fn unlock_fair(f: Fabric) {
 /// Adds `dev` to the fabric (dropped devices leave it by themselves).
 pub fn register(dev: &Arc<RdmaDevice>) {
     let mut f = DEVICES.write();
+    GENERATION.fetch_add(1, Ordering::Relaxed);
     f.retain(|d| d.strong_count() > 0);
     f.push(Arc::downgrade(dev));
+    dev.ctrl().set_device(Arc::downgrade(dev));
 }
 
 /// The live devices `f` reaches.

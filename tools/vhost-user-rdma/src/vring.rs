@@ -18,14 +18,14 @@
 use std::cell::RefCell;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use log::error;
 use vhost_user_backend::{VringRwLock, VringStateGuard, VringStateMutGuard, VringT};
-use virtio_queue::{Error as VirtQueError, QueueT};
-use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
+use virtio_queue::{DescriptorChain, Error as VirtQueError, QueueT};
+use vm_memory::{Bytes, GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 /// Guest memory as the device sees it.
@@ -180,15 +180,7 @@ impl RdmaVring {
                 return Err(RecordError::NoBuffer);
             };
             let head = chain.head_index();
-            let written = match chain.writer(mem) {
-                Ok(mut w) if w.available_bytes() >= record.len() => w.write_all(record),
-                Ok(w) => Err(io::Error::other(format!(
-                    "{} bytes, need {}",
-                    w.available_bytes(),
-                    record.len()
-                ))),
-                Err(e) => Err(io::Error::other(e.to_string())),
-            };
+            let written = write_chain(mem, chain, record);
             let len = match &written {
                 Ok(()) => used_len,
                 Err(e) => {
@@ -359,4 +351,27 @@ impl VringT<Mem> for RdmaVring {
     fn set_err(&self, file: Option<File>) {
         self.inner.set_err(file)
     }
+}
+
+/// Writes `record` into the device-writable buffers of `chain`, in order:
+/// what virtio-queue's `Writer` does, without the list of buffers it
+/// allocates for every chain (one per completion on the data path).
+fn write_chain(
+    mem: &GuestMemoryMmap,
+    chain: DescriptorChain<&GuestMemoryMmap>,
+    record: &[u8],
+) -> Result<(), String> {
+    let mut left = record;
+    let mut room = 0u64;
+    for d in chain.writable() {
+        let n = left.len().min(d.len() as usize);
+        mem.write_slice(&left[..n], d.addr())
+            .map_err(|e| format!("buffer at {:#x}: {e}", d.addr().0))?;
+        left = &left[n..];
+        room += u64::from(d.len());
+        if left.is_empty() {
+            return Ok(());
+        }
+    }
+    Err(format!("{room} bytes, need {}", record.len()))
 }
