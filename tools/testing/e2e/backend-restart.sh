@@ -32,7 +32,9 @@ REGISTERED="registered; port 1 pairs"
 down() {
 	ibv_asyncwatch -d virtio_rdma0 >/tmp/async.log 2>&1 &
 	local watch=$! t0
-	sleep 1
+	# It prints this once it has the device open (under fio that can take
+	# more than a second; killed earlier, it could not open it at all).
+	wait_for "ibv_asyncwatch to listen" grep -q "async event FD" /tmp/async.log
 	backend_kill
 	t0=$SECONDS
 	wait_for "the driver to report the failed device" seen "$1" "$FAILED"

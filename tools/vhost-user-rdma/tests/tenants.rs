@@ -517,14 +517,7 @@ fn reset_destroys_every_object() {
 /// A loopback RC pair on `d` (two QPs of its own connected to each
 /// other): (CQ, QP a, key).
 fn own_pair(d: &mut Dev) -> (u32, u32, u32) {
-    let pd = d.create_pd();
-    let cq = d.create_cq(12);
-    let key = d.dma_mr(pd, ALL);
-    let a = d.create_qp(pd, IB_QPT_RC, cq, false);
-    let b = d.create_qp(pd, IB_QPT_RC, cq, false);
-    let gid = d.gid;
-    d.rc_up(a, gid, b, ALL, 0);
-    d.rc_up(b, gid, a, ALL, 0);
+    let (cq, a, _, key) = own_rc_pair(d, ALL, ALL, 0);
     (cq, a, key)
 }
 
@@ -543,6 +536,16 @@ fn own_write(d: &mut Dev, (_, a, key): (u32, u32, u32)) {
     );
 }
 
+/// Asserts that a WRITE within `d`'s loopback pair `own` waits while
+/// `held` is held (`what`), and completes once it is released.
+fn waits_for(held: fabric::Fabric, d: &mut Dev, own: (u32, u32, u32), what: &str) {
+    own_write(d, own);
+    thread::sleep(Duration::from_millis(300));
+    assert!(d.poll(own.0).is_empty(), "the device moved during {what}");
+    drop(held);
+    assert_eq!(d.wait(own.0, 1)[0].status(), IB_WC_SUCCESS);
+}
+
 #[test]
 fn a_step_holds_only_the_devices_it_touches() {
     let CrossPair {
@@ -557,24 +560,9 @@ fn a_step_holds_only_the_devices_it_touches() {
     drop(held);
     // A step between x and y holds y too: y's own traffic waits for it.
     let held = fabric::for_qp(x.dev.ctrl(), qx);
-    own_write(&mut y, own_y);
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        y.poll(own_y.0).is_empty(),
-        "y moved while its peer's step held it"
-    );
-    drop(held);
-    assert_eq!(y.wait(own_y.0, 1)[0].status(), IB_WC_SUCCESS);
+    waits_for(held, &mut y, own_y, "a step of its peer");
     // And so does a control command (it holds the whole fabric).
-    let held = fabric::lock();
-    own_write(&mut y, own_y);
-    thread::sleep(Duration::from_millis(300));
-    assert!(
-        y.poll(own_y.0).is_empty(),
-        "y moved during a control command"
-    );
-    drop(held);
-    assert_eq!(y.wait(own_y.0, 1)[0].status(), IB_WC_SUCCESS);
+    waits_for(fabric::lock(), &mut y, own_y, "a control command");
     x.finish();
     y.finish();
 }

@@ -12,12 +12,7 @@ import json
 import subprocess
 import sys
 
-
-def check(cond, what):
-    if not cond:
-        print(f"FAIL: {what}", flush=True)
-        sys.exit(1)
-    print(f"ok: {what}", flush=True)
+from tenant import check
 
 
 def res(kind):

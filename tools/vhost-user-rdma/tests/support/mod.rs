@@ -797,6 +797,18 @@ pub fn rc_pair(access: u32, qp_access: u32, rnr_retry: u8) -> RcPair {
 
 /// [`rc_pair`] on device `d`.
 pub fn rc_pair_on(mut d: Dev, access: u32, qp_access: u32, rnr_retry: u8) -> RcPair {
+    let (cq, a, b, key) = own_rc_pair(&mut d, access, qp_access, rnr_retry);
+    RcPair { d, cq, a, b, key }
+}
+
+/// What [`rc_pair_on`] makes, on a device the caller keeps: (CQ, QP a,
+/// QP b, key).
+pub fn own_rc_pair(
+    d: &mut Dev,
+    access: u32,
+    qp_access: u32,
+    rnr_retry: u8,
+) -> (u32, u32, u32, u32) {
     let pd = d.create_pd();
     let cq = d.create_cq(12);
     let key = d.dma_mr(pd, access);
@@ -805,7 +817,7 @@ pub fn rc_pair_on(mut d: Dev, access: u32, qp_access: u32, rnr_retry: u8) -> RcP
     let gid = d.gid;
     d.rc_up(a, gid, b, qp_access, rnr_retry);
     d.rc_up(b, gid, a, qp_access, rnr_retry);
-    RcPair { d, cq, a, b, key }
+    (cq, a, b, key)
 }
 
 /// Two devices (two guests), each with a PD, a CQ of 12 buffers and a DMA
