@@ -285,9 +285,12 @@ pub(crate) fn check(cqe: &CqeBuf, posted: &Posted) -> (CqeBuf, bool) {
 /// Reasons a CQ reports a device error (each once).
 mod bad {
     pub(super) const LENGTH: u32 = 1 << 0;
+    /// A QP the driver does not know.
     pub(super) const QP: u32 = 1 << 1;
     pub(super) const REQUEST: u32 = 1 << 2;
     pub(super) const CONTENT: u32 = 1 << 3;
+    /// A queue that does not report to this CQ.
+    pub(super) const QUEUE: u32 = 1 << 4;
 }
 
 /// A completion showed that the device lost track of its work requests.
@@ -324,7 +327,7 @@ fn with_checked<'a, R>(
     let queue = queue_of(buf);
     let out = qps.with(qpn, |qp| {
         if qp.cqn(queue == Queue::Send) != cq.cqn {
-            warn_once(cq, bad::QP, |d| {
+            warn_once(cq, bad::QUEUE, |d| {
                 dev_warn!(
                     d,
                     "CQ {}: {:?} completion for QP {}, which does not report it here; dropped\n",
