@@ -161,9 +161,10 @@ pub fn next_timer(ctrl: &Ctrl) -> Option<Duration> {
         .min()
 }
 
-/// Retries the senders stalled on RNR whose responder is QP `qpn` of
-/// `ctrl` (a receive was posted there): the QPs connected to it, which
-/// admission lets only its peer be.
+/// Retries the sender stalled on RNR whose responder is QP `qpn` of
+/// `ctrl` (a receive was posted there): its peer, if that is connected to
+/// it (admission lets no other QP's requests in, and the step holds no
+/// other device than the peer's).
 fn retry_senders_of(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
     let Some(peer) = ctrl
         .lock()
@@ -175,11 +176,14 @@ fn retry_senders_of(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
     let Some(dev) = fabric::by_gid(fabric, &peer.0) else {
         return;
     };
-    let stalled = dev
+    let sender = dev
         .ctrl()
         .lock()
         .qp(peer.1)
-        .is_some_and(|q| q.rnr.is_some());
+        .filter(|q| q.rnr.is_some())
+        .map(|q| (q.attr.dest_qp_num.get(), q.attr.ah_attr.dgid));
+    // (Its device's tables are unlocked: it may be this device.)
+    let stalled = sender.is_some_and(|(dest, dgid)| dest == qpn && ctrl.has_gid(&dgid));
     if stalled {
         retry_one(fabric, dev.ctrl(), peer.1, false);
     }

@@ -566,3 +566,35 @@ fn a_step_holds_only_the_devices_it_touches() {
     x.finish();
     y.finish();
 }
+
+#[test]
+fn a_receive_retries_only_the_sender_connected_to_it() {
+    // y's QP sends to z's, which has no receive: it waits on RNR. x's QP
+    // names y's as its destination, but y's is not connected to it.
+    let (mut x, mut y, mut z) = (Dev::start(), Dev::start(), Dev::start());
+    let (px, py, pz) = (x.create_pd(), y.create_pd(), z.create_pd());
+    let (cx, cy, cz) = (x.create_cq(12), y.create_cq(12), z.create_cq(12));
+    let (kx, ky, kz) = (x.dma_mr(px, ALL), y.dma_mr(py, ALL), z.dma_mr(pz, ALL));
+    let qx = x.create_qp(px, IB_QPT_RC, cx, false);
+    let qy = y.create_qp(py, IB_QPT_RC, cy, false);
+    let qz = z.create_qp(pz, IB_QPT_RC, cz, false);
+    let (gy, gz) = (y.gid, z.gid);
+    y.rc_up(qy, gz, qz, ALL, 7);
+    z.rc_up(qz, gy, qy, ALL, 7);
+    x.rc_up(qx, gy, qy, ALL, 7);
+    y.send(
+        qy,
+        &wqe(1, IB_WR_SEND, IB_SEND_SIGNALED, 0, &[], &[(DATA, 8, ky)]),
+    );
+    y.quiet(cy);
+    // A receive at x is nothing to y's sender.
+    x.recv(qx, 2, &[(DATA, 8, kx)]);
+    y.quiet(cy);
+    // Its own responder's receive is.
+    z.recv(qz, 3, &[(DATA, 8, kz)]);
+    assert_eq!(y.wait(cy, 1)[0].status(), IB_WC_SUCCESS);
+    assert_eq!(z.wait(cz, 1)[0].status(), IB_WC_SUCCESS);
+    x.finish();
+    y.finish();
+    z.finish();
+}
