@@ -1132,8 +1132,8 @@ mod tests {
         OVERRUN.store(false, Ordering::Relaxed);
         // SAFETY: All-zero is a valid `struct virtio_device` for what `config_read` uses: only
         // `config`, set below.
-        let mut vdev: KBox<bindings::virtio_device> =
-            KBox::new(unsafe { core::mem::zeroed() }, GFP_KERNEL)?;
+        let zeroed: bindings::virtio_device = unsafe { core::mem::zeroed() };
+        let mut vdev = KBox::new(zeroed, GFP_KERNEL)?;
         vdev.config = &ops;
         let raw: *mut bindings::virtio_device = &mut *vdev;
         // SAFETY: `Device` is a transparent wrapper of `struct virtio_device`; `raw` is valid
