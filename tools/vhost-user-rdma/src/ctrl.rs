@@ -53,6 +53,8 @@ pub struct State {
     /// Page-table entries the MRs hold (user MRs: their pages; fast-reg
     /// MRs: twice their capacity, for the staged and the current table).
     pub(crate) mr_pages: u64,
+    /// Each QP's route, by qpn (`fabric.rs`).
+    pub(crate) routes: Vec<Option<Route>>,
 }
 
 impl State {
@@ -64,6 +66,7 @@ impl State {
             cqs: (0..limits.max_cq()).map(|_| None).collect(),
             qps: (0..limits.max_qp()).map(|_| None).collect(),
             mr_pages: 0,
+            routes: (0..limits.max_qp()).map(|_| None).collect(),
         }
     }
 
@@ -140,8 +143,6 @@ pub struct Ctrl {
     data_path: DataPath,
     /// The device this is the control engine of, once registered.
     device: OnceLock<Weak<RdmaDevice>>,
-    /// Each QP's route, by QP number (`fabric.rs`).
-    routes: Mutex<Vec<Option<Route>>>,
 }
 
 /// A failed command: the status for the guest.
@@ -195,7 +196,6 @@ impl Ctrl {
                 .map(|config| Hostile::new(config, limits.max_cq())),
             data_path: DataPath::default(),
             device: OnceLock::new(),
-            routes: Mutex::new(Vec::new()),
         })
     }
 
@@ -257,22 +257,6 @@ impl Ctrl {
     /// Remembers the device this is the control engine of (`fabric::register`).
     pub fn set_device(&self, dev: Weak<RdmaDevice>) {
         let _ = self.device.set(dev);
-    }
-
-    /// The route QP `qpn` last found (`fabric.rs`).
-    pub fn route(&self, qpn: u32) -> Option<Route> {
-        let routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        routes.get(qpn as usize).cloned().flatten()
-    }
-
-    /// Remembers QP `qpn`'s route.
-    pub fn set_route(&self, qpn: u32, route: Route) {
-        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        let i = qpn as usize;
-        if routes.len() <= i {
-            routes.resize(i + 1, None);
-        }
-        routes[i] = Some(route);
     }
 
     /// The device's counters.

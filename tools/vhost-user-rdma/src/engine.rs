@@ -15,9 +15,10 @@
 //! (or chunks of a large message, see `transfer.rs`),
 //! taking the locks for each element and releasing them between them, so
 //! that another thread waiting for this device (its peer's, or a control
-//! command) gets its turn between any two of this QP's elements; an SQ with more left is scheduled again
-//! ([`Ctrl::schedule_sq`]) and served after the device's other queues. A
-//! posted receive retries only the senders stalled on that very QP.
+//! command) gets its turn between any two of this QP's elements; an SQ
+//! with more left is scheduled again ([`Ctrl::schedule_sq`]) and served
+//! after the device's other queues. A posted receive retries only the
+//! sender stalled on that very QP.
 //!
 //! UC QPs are connected like RC but nothing acknowledges their messages:
 //! what the responder does not take (no receive posted, a failed remote
@@ -611,12 +612,13 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
     // RC and UC: the connected peer, found by its GID; it must be a QP of
     // the same type able to receive, connected to this very QP, expecting
     // this PSN.
-    let n = qp::packets(w.opcode, w.payload_len(), s.path_mtu);
+    let bytes = w.payload_len();
+    let n = qp::packets(w.opcode, bytes, s.path_mtu);
     let peer = match admit(fabric, ctrl, qpn, &s, true) {
         Ok(peer) => peer,
         Err(why) => {
             // Sent, and nobody took it.
-            ctrl.stats().sent(n, w.payload_len());
+            ctrl.stats().sent(n, bytes);
             if s.unreliable() {
                 return uc_no_peer(ctrl, qpn, &s, w, format_args!("{why}"));
             }
@@ -641,8 +643,8 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
         ctrl.stats().inc(Counter::RnrNaksRcvd);
         peer.ctrl().stats().inc(Counter::RnrNaksSent);
     } else {
-        ctrl.stats().sent(n, w.payload_len());
-        peer.ctrl().stats().rcvd(n, w.payload_len());
+        ctrl.stats().sent(n, bytes);
+        peer.ctrl().stats().rcvd(n, bytes);
         if let Some(q) = ctrl.lock().qp_mut(qpn) {
             q.attr.sq_psn = U32::new(qp::psn_add(s.psn, n));
         }

@@ -94,23 +94,27 @@ pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
     };
     // Stable while `list` is held: paths and GIDs change only under `lock`.
     let generation = GENERATION.load(Ordering::Relaxed);
-    let path = ctrl
-        .lock()
-        .qp(qpn)
-        .map(|q| (q.qp_type, q.attr.ah_attr.dgid));
+    let path = {
+        let st = ctrl.lock();
+        let route = st.routes.get(qpn as usize).cloned().flatten();
+        st.qp(qpn).map(|q| (q.qp_type, q.attr.ah_attr.dgid, route))
+    };
     let mut devices: SmallVec<[Arc<RdmaDevice>; 2]> = SmallVec::new();
     match path {
-        Some((IB_QPT_UD | IB_QPT_GSI, _)) => {
+        Some((IB_QPT_UD | IB_QPT_GSI, ..)) => {
             drop(list);
             return lock_datagram();
         }
-        Some((_, dgid)) => {
-            let peer = match ctrl.route(qpn) {
+        Some((_, dgid, route)) => {
+            let peer = match route {
                 Some((g, peer)) if g == generation => peer.and_then(|p| p.upgrade()),
                 _ => {
                     let mut live = list.iter().filter_map(Weak::upgrade);
                     let peer = live.find(|d| d.ctrl().has_gid(&dgid));
-                    ctrl.set_route(qpn, (generation, peer.as_ref().map(Arc::downgrade)));
+                    let route = (generation, peer.as_ref().map(Arc::downgrade));
+                    if let Some(slot) = ctrl.lock().routes.get_mut(qpn as usize) {
+                        *slot = Some(route);
+                    }
                     peer
                 }
             };
