@@ -55,6 +55,11 @@ struct virtio_rdma_config {
 	__u8 atomic_cap;		/* enum virtio_rdma_atomic_cap */
 	__u8 mac[6];			/* the paired Ethernet function */
 	__u8 reserved[6];
+	/* VIRTIO_RDMA_F_RINGS (zero without it): */
+	__le32 max_ring_qp;		/* QPs with rings, qpn max_qp.. */
+	__le32 max_ring_cq;		/* CQs with rings, cqn max_cq.. */
+	__le32 num_comp_vqs;		/* completion-event virtqueues */
+	__le32 reserved1;
 };
 
 #define VIRTIO_RDMA_CONFIG_SPACE_SIZE	256
@@ -70,14 +75,31 @@ enum virtio_rdma_atomic_cap {
 };
 
 /*
+ * Feature bits.
+ *
+ * VIRTIO_RDMA_F_RINGS: queues in guest memory. Besides the virtqueue QPs
+ * and CQs below, the device offers max_ring_qp QPs and max_ring_cq CQs
+ * whose work and completion rings (struct virtio_rdma_ring) live in guest
+ * memory: the device reads work requests from the rings and writes
+ * completions into them; a producer notifies only when the device asked for
+ * it, and the device raises an event only for an armed CQ, on one of
+ * num_comp_vqs completion-event virtqueues.
+ */
+#define VIRTIO_RDMA_F_RINGS		0
+
+/*
  * Virtqueues: the control queue, then one queue per CQ, then an (SQ, RQ)
- * pair per QP, then the event queue: 2 + max_cq + 2 * max_qp in all.
+ * pair per QP, then the event queue: 2 + max_cq + 2 * max_qp in all. With
+ * VIRTIO_RDMA_F_RINGS the notification queue and num_comp_vqs
+ * completion-event queues follow.
  */
 #define VIRTIO_RDMA_CTRL_VQ		0
 #define VIRTIO_RDMA_CQ_VQ(cqn)		(1 + (cqn))
 #define VIRTIO_RDMA_SQ_VQ(max_cq, qpn)	(1 + (max_cq) + 2 * (qpn))
 #define VIRTIO_RDMA_RQ_VQ(max_cq, qpn)	(2 + (max_cq) + 2 * (qpn))
 #define VIRTIO_RDMA_EVENT_VQ(max_cq, max_qp) (1 + (max_cq) + 2 * (max_qp))
+#define VIRTIO_RDMA_NOTIFY_VQ(max_cq, max_qp) (2 + (max_cq) + 2 * (max_qp))
+#define VIRTIO_RDMA_COMP_VQ(max_cq, max_qp, n) (3 + (max_cq) + 2 * (max_qp) + (n))
 
 /*
  * Control queue. Each request is a device-readable part (header, then the
@@ -104,6 +126,8 @@ enum virtio_rdma_ctrl_cmd {
 	VIRTIO_RDMA_CMD_DEL_GID = 17,
 	VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ = 18,
 	VIRTIO_RDMA_CMD_QUERY_COUNTERS = 19,
+	VIRTIO_RDMA_CMD_CREATE_CQ_RING = 20,	/* VIRTIO_RDMA_F_RINGS */
+	VIRTIO_RDMA_CMD_CREATE_QP_RING = 21,	/* VIRTIO_RDMA_F_RINGS */
 };
 
 struct virtio_rdma_ctrl_hdr {
@@ -563,6 +587,126 @@ struct virtio_rdma_cq_req {
 	__u8 network_hdr_type;		/* enum rdma_network_type */
 	__u8 smac[6];
 	__le16 vlan_id;
+};
+
+/*
+ * Queues in guest memory (VIRTIO_RDMA_F_RINGS).
+ *
+ * A ring is guest memory described by a page table: pages is the
+ * guest-physical address of npages __le64 page addresses, each
+ * VIRTIO_RDMA_PAGE_SIZE aligned, and the ring's bytes are those pages in
+ * order, from the first byte of the first. It starts with a record (struct
+ * virtio_rdma_ring_record); slot i (0 <= i < depth, depth a power of two) is
+ * at VIRTIO_RDMA_RING_SLOTS + i * stride. npages covers exactly the record
+ * and the slots. The device uses a ring from the command that creates its
+ * queue until the command that destroys it (or a device reset) completes.
+ *
+ * Work rings (SQ, RQ): slot i holds one element exactly as a virtqueue QP's
+ * element: struct virtio_rdma_sq_req then its SGEs or inline data (SQ),
+ * struct virtio_rdma_rq_req then its SGEs (RQ). The driver writes elements
+ * into slots producer, producer + 1, ... (mod depth), then stores the new
+ * producer (a free-running count) with release order. The device reads each
+ * element, then stores its consumer: a slot may be rewritten once the
+ * consumer has passed it. A producer more than depth ahead of the consumer,
+ * or an element the device refuses, completes in error (IB_WC_LOC_QP_OP_ERR
+ * for the SQ, IB_WC_LOC_LEN_ERR for the RQ) and moves the QP to error; only
+ * that QP.
+ *
+ * Doorbells: the device polls a work ring while it has work and for a while
+ * after. Before it stops, it sets VIRTIO_RDMA_RING_F_NOTIFY in flags, then
+ * (after a full barrier) reads producer once more. After storing producer,
+ * the driver issues a full barrier and reads flags: if NOTIFY is set it
+ * notifies the notification virtqueue (a kick: no buffer is ever added to
+ * it). On a kick the device clears NOTIFY of every work ring that has work.
+ *
+ * Completion rings (CQ): slot i holds struct virtio_rdma_ring_cqe. The
+ * device writes completion number n into slot n % depth, the completion
+ * first and seq = n + 1 last (release order): the driver polls a slot until
+ * seq says it holds the completion it expects. The driver stores in consumer
+ * the count of completions it took; a completion that finds the ring full
+ * (n - consumer >= depth) is lost: the device reports
+ * VIRTIO_RDMA_EVENT_CQ_ERR and moves the QP to error.
+ *
+ * Arming: the driver stores VIRTIO_RDMA_CQ_ARM_NEXT or
+ * VIRTIO_RDMA_CQ_ARM_SOLICITED in arm, then polls the ring once more. After
+ * writing a completion, the device (after a full barrier) reads arm; if it
+ * is NEXT, or SOLICITED and the completion is solicited or in error, it
+ * stores 0 in arm and puts struct virtio_rdma_comp_event naming the CQ on
+ * the CQ's completion-event virtqueue. With no buffer there, the event waits
+ * in the device until the driver adds one (at most one per CQ waits).
+ */
+#define VIRTIO_RDMA_RING_SLOTS		64
+
+struct virtio_rdma_ring {
+	__le64 pages;			/* guest-physical table of __le64 */
+	__le32 npages;
+	__le32 depth;			/* slots: a power of two */
+	__le32 stride;			/* bytes a slot: 8-aligned */
+	__le32 reserved;
+};
+
+#define VIRTIO_RDMA_RING_F_NOTIFY	(1 << 0)
+
+enum virtio_rdma_cq_arm {
+	VIRTIO_RDMA_CQ_ARM_NONE = 0,
+	VIRTIO_RDMA_CQ_ARM_NEXT = 1,
+	VIRTIO_RDMA_CQ_ARM_SOLICITED = 2,
+};
+
+/* The first bytes of a ring, each field naturally aligned (atomic access). */
+struct virtio_rdma_ring_record {
+	__le32 producer;		/* work: the driver's; CQ: unused */
+	__le32 consumer;		/* work: the device's; CQ: the driver's */
+	__le32 flags;			/* work: VIRTIO_RDMA_RING_F_*, the device's */
+	__le32 arm;			/* CQ: enum virtio_rdma_cq_arm */
+	__le32 reserved[12];
+};
+
+/* A slot of a completion ring: the completion, then its sequence number. */
+struct virtio_rdma_ring_cqe {
+	struct virtio_rdma_cq_req cqe;
+	__le32 seq;
+	__le32 reserved[3];
+};
+
+/*
+ * VIRTIO_RDMA_CMD_CREATE_CQ_RING request: a CQ of ring.depth completions
+ * (1..max_cqe rounded up to a power of two), stride sizeof(struct
+ * virtio_rdma_ring_cqe), whose events go to completion-event virtqueue
+ * comp_vq (< num_comp_vqs). Response: struct virtio_rdma_rsp_create_cq, cqn
+ * from max_cq up. DESTROY_CQ destroys it.
+ */
+struct virtio_rdma_cmd_create_cq_ring {
+	struct virtio_rdma_ring ring;
+	__le32 comp_vq;
+	__le32 reserved;
+};
+
+/*
+ * VIRTIO_RDMA_CMD_CREATE_QP_RING request: a QP as CREATE_QP makes one, whose
+ * SQ and RQ are rings. Both CQs must be ring CQs; each ring's depth is at
+ * least its max_*_wr and its stride holds the largest element the QP's
+ * limits allow. VIRTIO_RDMA_QP_RING_F_USER: the rings belong to a process,
+ * which may post only what a process may (sends, RDMA READ/WRITE and
+ * atomics; no REG_MR or LOCAL_INV, whose elements carry guest-physical
+ * addresses or act on kernel MRs; no controlled Q_Key): the device refuses
+ * the rest. Response: struct virtio_rdma_rsp_create_qp, qpn from max_qp up.
+ * MODIFY_QP, QUERY_QP and DESTROY_QP act on it as on any QP.
+ */
+#define VIRTIO_RDMA_QP_RING_F_USER	(1 << 0)
+
+struct virtio_rdma_cmd_create_qp_ring {
+	struct virtio_rdma_cmd_create_qp qp;
+	struct virtio_rdma_ring sq;
+	struct virtio_rdma_ring rq;
+	__le32 flags;			/* VIRTIO_RDMA_QP_RING_F_* */
+	__le32 reserved;
+};
+
+/* An element of a completion-event virtqueue: an armed CQ has completions. */
+struct virtio_rdma_comp_event {
+	__le32 cqn;
+	__le32 reserved;
 };
 
 /*

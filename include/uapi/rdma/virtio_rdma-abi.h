@@ -35,6 +35,22 @@
 
 /* caps: user CQs and QPs (with the rings below) and AHs */
 #define VIRTIO_RDMA_CAP_USER_QP		(1ULL << 0)
+/*
+ * caps: queues in guest memory (the device's VIRTIO_RDMA_F_RINGS). The
+ * process allocates the rings of its CQs and QPs (struct virtio_rdma_ring's
+ * layout: a record, then slots) and names them in CREATE_CQ / CREATE_QP
+ * (struct virtio_rdma_create_cq_cmd, struct virtio_rdma_create_qp_cmd); the
+ * kernel pins them and hands their pages to the device, which reads work
+ * requests from them and writes completions into them: no system call per
+ * post or poll. The process rings the doorbell (uverbs POST_SEND or
+ * POST_RECV with no work requests) only when the ring's record asks for it
+ * (VIRTIO_RDMA_RING_F_NOTIFY), and arms a CQ by storing into its record
+ * (uverbs REQ_NOTIFY_CQ is not used). The device checks every element (the
+ * operations a process may post, SGE count, inline length, keys, PD,
+ * bounds, access) and a bad one fails only that QP; the process checks the
+ * completions it reads. The rings the responses describe are then unused.
+ */
+#define VIRTIO_RDMA_CAP_RINGS		(1ULL << 1)
 
 /* GET_CONTEXT: no request data. caps says what the user data path offers. */
 struct virtio_rdma_alloc_ucontext_resp {
@@ -88,7 +104,33 @@ struct virtio_rdma_ucqe {
 };
 
 /*
- * CREATE_CQ: no request data. The answer maps the CQ's ring, slots of
+ * CREATE_CQ request with VIRTIO_RDMA_CAP_RINGS: the ring, page aligned,
+ * VIRTIO_RDMA_RING_SLOTS + depth * sizeof(struct virtio_rdma_ring_cqe)
+ * bytes; depth a power of two, at least the CQ's cqe.
+ */
+struct virtio_rdma_create_cq_cmd {
+	__aligned_u64 addr;
+	__u32 depth;
+	__u32 reserved;
+};
+
+/*
+ * CREATE_QP request with VIRTIO_RDMA_CAP_RINGS: the SQ and RQ rings, each
+ * page aligned, VIRTIO_RDMA_RING_SLOTS + depth * stride bytes; depth a
+ * power of two, at least max_send_wr (max_recv_wr); stride 8-aligned and
+ * room for the largest element the QP's caps allow.
+ */
+struct virtio_rdma_create_qp_cmd {
+	__aligned_u64 sq_addr;
+	__aligned_u64 rq_addr;
+	__u32 sq_depth;
+	__u32 sq_stride;
+	__u32 rq_depth;
+	__u32 rq_stride;
+};
+
+/*
+ * CREATE_CQ without VIRTIO_RDMA_CAP_RINGS: no request data. The answer maps the CQ's ring, slots of
  * struct virtio_rdma_ucqe: the driver moves each completion into slot
  * producer % depth as it arrives (interrupt context, no system call), and
  * the process polls slot consumer % depth until its seq is consumer + 1,
@@ -101,7 +143,7 @@ struct virtio_rdma_create_cq_resp {
 	struct virtio_rdma_uring ring;
 };
 
-/* CREATE_QP: no request data. */
+/* CREATE_QP answer (zero with VIRTIO_RDMA_CAP_RINGS). */
 struct virtio_rdma_create_qp_resp {
 	struct virtio_rdma_uring sq;
 	struct virtio_rdma_uring rq;
