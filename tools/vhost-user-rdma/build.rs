@@ -60,6 +60,12 @@ const CHECKED_STRUCTS: &[&str] = &[
     "virtio_rdma_rq_req",
     "virtio_rdma_cq_req",
     "virtio_rdma_event",
+    "virtio_rdma_ring",
+    "virtio_rdma_ring_record",
+    "virtio_rdma_ring_cqe",
+    "virtio_rdma_cmd_create_cq_ring",
+    "virtio_rdma_cmd_create_qp_ring",
+    "virtio_rdma_comp_event",
 ];
 
 /// Header constants (enumerators and macros) that `src/abi.rs` defines too.
@@ -126,6 +132,15 @@ const CHECKED_CONSTS: &[&str] = &[
     "VIRTIO_RDMA_EVENT_QP_FATAL",
     "VIRTIO_RDMA_EVENT_QP_REQ_ERR",
     "VIRTIO_RDMA_EVENT_QP_ACCESS_ERR",
+    "VIRTIO_RDMA_F_RINGS",
+    "VIRTIO_RDMA_RING_SLOTS",
+    "VIRTIO_RDMA_RING_F_NOTIFY",
+    "VIRTIO_RDMA_CQ_ARM_NONE",
+    "VIRTIO_RDMA_CQ_ARM_NEXT",
+    "VIRTIO_RDMA_CQ_ARM_SOLICITED",
+    "VIRTIO_RDMA_QP_RING_F_USER",
+    "VIRTIO_RDMA_CMD_CREATE_CQ_RING",
+    "VIRTIO_RDMA_CMD_CREATE_QP_RING",
 ];
 
 /// The arguments a queue index macro takes from a (max_cq, max_qp, n) point.
@@ -139,6 +154,8 @@ const CHECKED_QUEUE_MACROS: &[(&str, MacroArgs)] = &[
     ("VIRTIO_RDMA_SQ_VQ", |c, _, n| format!("{c}, {n}")),
     ("VIRTIO_RDMA_RQ_VQ", |c, _, n| format!("{c}, {n}")),
     ("VIRTIO_RDMA_EVENT_VQ", |c, q, _| format!("{c}, {q}")),
+    ("VIRTIO_RDMA_NOTIFY_VQ", |c, q, _| format!("{c}, {q}")),
+    ("VIRTIO_RDMA_COMP_VQ", |c, q, n| format!("{c}, {q}, {n}")),
 ];
 
 /// Points at which the queue index macros are compared.

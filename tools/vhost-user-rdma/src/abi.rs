@@ -47,9 +47,104 @@ pub const fn virtio_rdma_rq_vq(max_cq: u32, qpn: u32) -> u32 {
     2 + max_cq + 2 * qpn
 }
 
-/// `VIRTIO_RDMA_EVENT_VQ`: the event queue, the last one.
+/// `VIRTIO_RDMA_EVENT_VQ`: the event queue, the last one without
+/// [`VIRTIO_RDMA_F_RINGS`].
 pub const fn virtio_rdma_event_vq(max_cq: u32, max_qp: u32) -> u32 {
     1 + max_cq + 2 * max_qp
+}
+
+/// `VIRTIO_RDMA_NOTIFY_VQ`: the notification queue (rings).
+pub const fn virtio_rdma_notify_vq(max_cq: u32, max_qp: u32) -> u32 {
+    2 + max_cq + 2 * max_qp
+}
+
+/// `VIRTIO_RDMA_COMP_VQ`: completion-event queue `n` (rings).
+pub const fn virtio_rdma_comp_vq(max_cq: u32, max_qp: u32, n: u32) -> u32 {
+    3 + max_cq + 2 * max_qp + n
+}
+
+/// Feature bit: queues in guest memory.
+pub const VIRTIO_RDMA_F_RINGS: u32 = 0;
+/// Where a ring's slots start, after its record.
+pub const VIRTIO_RDMA_RING_SLOTS: u32 = 64;
+/// Record flag: the device asks to be notified of new work.
+pub const VIRTIO_RDMA_RING_F_NOTIFY: u32 = 1;
+/// `enum virtio_rdma_cq_arm`: not armed.
+pub const VIRTIO_RDMA_CQ_ARM_NONE: u32 = 0;
+/// Armed for the next completion.
+pub const VIRTIO_RDMA_CQ_ARM_NEXT: u32 = 1;
+/// Armed for the next solicited or failed completion.
+pub const VIRTIO_RDMA_CQ_ARM_SOLICITED: u32 = 2;
+/// CREATE_QP_RING flag: the rings belong to a process.
+pub const VIRTIO_RDMA_QP_RING_F_USER: u32 = 1;
+/// Control command: create a CQ whose ring is in guest memory.
+pub const VIRTIO_RDMA_CMD_CREATE_CQ_RING: u32 = 20;
+/// Control command: create a QP whose rings are in guest memory.
+pub const VIRTIO_RDMA_CMD_CREATE_QP_RING: u32 = 21;
+
+/// `struct virtio_rdma_ring`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRing {
+    pub pages: U64,
+    pub npages: U32,
+    pub depth: U32,
+    pub stride: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_ring_record`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRingRecord {
+    pub producer: U32,
+    pub consumer: U32,
+    pub flags: U32,
+    pub arm: U32,
+    pub reserved: [U32; 12],
+}
+
+/// `struct virtio_rdma_ring_cqe`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRingCqe {
+    pub cqe: VirtioRdmaCqReq,
+    pub seq: U32,
+    pub reserved: [U32; 3],
+}
+
+/// `struct virtio_rdma_cmd_create_cq_ring`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdCreateCqRing {
+    pub ring: VirtioRdmaRing,
+    pub comp_vq: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_create_qp_ring`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdCreateQpRing {
+    pub qp: VirtioRdmaCmdCreateQp,
+    pub sq: VirtioRdmaRing,
+    pub rq: VirtioRdmaRing,
+    pub flags: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_comp_event`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCompEvent {
+    pub cqn: U32,
+    pub reserved: U32,
 }
 
 /// `enum virtio_rdma_event_type` (the values of `enum ib_event_type`):
@@ -156,6 +251,10 @@ pub struct VirtioRdmaConfig {
     pub atomic_cap: u8,
     pub mac: [u8; 6],
     pub reserved: [u8; 6],
+    pub max_ring_qp: U32,
+    pub max_ring_cq: U32,
+    pub num_comp_vqs: U32,
+    pub reserved1: U32,
 }
 
 /// `struct virtio_rdma_ctrl_hdr`: first bytes of every control request.

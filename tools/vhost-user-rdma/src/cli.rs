@@ -9,7 +9,7 @@ use clap::Parser;
 use log::LevelFilter;
 
 use crate::hostile;
-use crate::limits::{ConfigOverride, Limits, LimitsError, Mac, Pinned};
+use crate::limits::{self, ConfigOverride, Limits, LimitsError, Mac, Pinned, Rings};
 
 /// vhost-user backend for the virtio-rdma device (virtio device ID 42).
 ///
@@ -108,6 +108,25 @@ pub struct Cli {
     )]
     pub hostile_every: NonZeroU32,
 
+    /// Offer queues in guest memory (VIRTIO_RDMA_F_RINGS): QPs and CQs whose
+    /// rings the device reads and writes in guest memory, besides the
+    /// virtqueue ones.
+    #[arg(long)]
+    pub rings: bool,
+
+    /// With --rings: ring QPs (and ring CQs) of each device.
+    #[arg(long, value_name = "N", default_value_t = limits::MAX_RING_OBJECTS, requires = "rings")]
+    pub ring_max_qp: u32,
+
+    /// With --rings: completion-event virtqueues (interrupt vectors).
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "rings")]
+    pub comp_vqs: u32,
+
+    /// With --rings: how long the device keeps polling rings that have gone
+    /// idle before it asks to be notified, in microseconds.
+    #[arg(long, value_name = "US", default_value_t = 100, requires = "rings")]
+    pub poll_us: u32,
+
     /// Print the number of virtqueues for these limits and exit.
     #[arg(long)]
     pub print_num_queues: bool,
@@ -162,11 +181,26 @@ impl Cli {
         })
     }
 
+    /// The queues in guest memory each device offers, if --rings.
+    pub fn rings(&self) -> Result<Option<Rings>, LimitsError> {
+        self.rings
+            .then(|| {
+                Rings::new(
+                    self.ring_max_qp,
+                    self.ring_max_qp,
+                    self.comp_vqs,
+                    self.poll_us,
+                )
+            })
+            .transpose()
+    }
+
     /// The validated device limits (with the first device's MAC).
     pub fn limits(&self) -> Result<Limits, LimitsError> {
         let mac = self.macs.first().copied().unwrap_or(DEFAULT_MAC);
         Limits::new(self.max_qp, self.max_cq, self.queue_size, mac)?
-            .with_overrides(&self.config_overrides)
+            .with_overrides(&self.config_overrides)?
+            .with_rings(self.rings()?)
     }
 
     /// Each socket with its device's limits: the i-th --mac for the i-th
@@ -208,7 +242,8 @@ impl Cli {
                     self.queue_size,
                     mac,
                 )?
-                .with_overrides(&self.config_overrides)?,
+                .with_overrides(&self.config_overrides)?
+                .with_rings(self.rings()?)?,
             };
             if let Some(ips) = per_socket("--ip", &self.ips, i, n)?.flatten() {
                 l = l.with_pinned(Some(Pinned::new(&ips)?));

@@ -8,26 +8,38 @@
 //! suppression says so. REQ_NOTIFY_CQ adds what a ring cannot express: a
 //! one-shot interrupt on the next (SOLICITED: next solicited or failed)
 //! completion even while the driver suppresses interrupts.
+//!
+//! A ring CQ (`VIRTIO_RDMA_F_RINGS`, `ring.rs`) has no virtqueue: its
+//! completions go into its ring in guest memory, and the device raises an
+//! event on its completion-event queue only when the driver armed it in the
+//! ring's record. An event that finds no buffer there waits (one per CQ)
+//! until the driver adds buffers and kicks that queue.
+
+use std::sync::Arc;
 
 use vm_memory::GuestAddressSpace;
 use zerocopy::IntoBytes;
 
 use crate::abi::{
-    VirtioRdmaCqReq, VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION, VIRTIO_RDMA_NOTIFY_SOLICITED,
+    VirtioRdmaCompEvent, VirtioRdmaCqReq, VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION,
+    VIRTIO_RDMA_NOTIFY_SOLICITED,
 };
 use crate::ctrl::Ctrl;
 use crate::hostile;
+use crate::ring::{CqRing, PushError};
 use crate::stats::Counter;
 use crate::vring::RecordError;
 
 /// One completion queue.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Cq {
     /// Entries the driver asked for.
     pub cqe: u32,
     /// `VIRTIO_RDMA_NOTIFY_*` flags set by REQ_NOTIFY_CQ, cleared when they
     /// fire.
     pub armed: u32,
+    /// Its ring, if it is in guest memory (else its virtqueue).
+    pub ring: Option<Arc<CqRing>>,
 }
 
 /// Why a completion could not be written.
@@ -49,8 +61,12 @@ pub enum CqError {
 /// for a solicited message. Every completion of the device (requester,
 /// responder, flush) is posted here.
 pub fn post(ctrl: &Ctrl, cqn: u32, cqe: &VirtioRdmaCqReq, solicited: bool) -> Result<(), CqError> {
-    if !ctrl.lock().cq_exists(cqn) {
-        return Err(CqError::NoCq(cqn));
+    let ring = match ctrl.lock().cq(cqn) {
+        None => return Err(CqError::NoCq(cqn)),
+        Some(cq) => cq.ring.clone(),
+    };
+    if let Some(ring) = ring {
+        return post_ring(ctrl, cqn, &ring, cqe, solicited);
     }
     let Some(vring) = ctrl.cq_vring(cqn) else {
         return Err(CqError::NoCq(cqn));
@@ -80,4 +96,76 @@ pub fn post(ctrl: &Ctrl, cqn: u32, cqe: &VirtioRdmaCqReq, solicited: bool) -> Re
     });
     vring.used_grew(force);
     Ok(())
+}
+
+/// [`post`] for a ring CQ.
+fn post_ring(
+    ctrl: &Ctrl,
+    cqn: u32,
+    ring: &CqRing,
+    cqe: &VirtioRdmaCqReq,
+    solicited: bool,
+) -> Result<(), CqError> {
+    let guard = ctrl.mem().memory();
+    ring.push(&guard, cqe).map_err(|e| match e {
+        PushError::Full => CqError::Overrun(cqn),
+        PushError::Fault => CqError::Ring(cqn, "its ring cannot be written".into()),
+    })?;
+    if let Some(c) = Counter::for_status(cqe.status) {
+        ctrl.stats().inc(c);
+    }
+    if ring.fire(&guard, solicited || cqe.status != 0) {
+        comp_event(ctrl, ring.comp_vq(), cqn);
+    }
+    Ok(())
+}
+
+/// Tells the driver, on completion-event queue `vq`, that armed CQ `cqn`
+/// has completions; without a buffer there, the event waits for one.
+fn comp_event(ctrl: &Ctrl, vq: u32, cqn: u32) {
+    if !put_comp_event(ctrl, vq, cqn) {
+        ctrl.comp_waiting().insert((vq, cqn));
+    }
+}
+
+/// Puts one event into queue `vq`; whether it found a buffer.
+fn put_comp_event(ctrl: &Ctrl, vq: u32, cqn: u32) -> bool {
+    let Some(vring) = ctrl.comp_vring(vq) else {
+        return true;
+    };
+    let event = VirtioRdmaCompEvent {
+        cqn: cqn.into(),
+        reserved: 0.into(),
+    };
+    let guard = ctrl.mem().memory();
+    let bad = |why: std::fmt::Arguments<'_>| {
+        ctrl.guest_warn(format_args!("completion event queue {vq}: {why}"))
+    };
+    match vring.put_record(&guard, event.as_bytes(), &bad) {
+        Ok(()) => {
+            vring.used_grew(false);
+            true
+        }
+        Err(RecordError::NoBuffer) => false,
+        Err(RecordError::Ring(e)) => {
+            bad(format_args!("{e}"));
+            true
+        }
+    }
+}
+
+/// Delivers the events waiting for buffers of queue `vq` (it was kicked).
+pub fn comp_vq_kicked(ctrl: &Ctrl, vq: u32) {
+    let waiting: Vec<u32> = ctrl
+        .comp_waiting()
+        .iter()
+        .filter(|(q, _)| *q == vq)
+        .map(|(_, cqn)| *cqn)
+        .collect();
+    for cqn in waiting {
+        if !put_comp_event(ctrl, vq, cqn) {
+            break;
+        }
+        ctrl.comp_waiting().remove(&(vq, cqn));
+    }
 }

@@ -12,10 +12,12 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::io;
 use std::net::Ipv6Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
+use vm_memory::GuestAddressSpace;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -27,7 +29,7 @@ use crate::fabric::{self, DataPath, Fabric, Route};
 use crate::hostile::Hostile;
 use crate::limits::{self, Limits};
 use crate::mr::MrTable;
-use crate::qp::Qp;
+use crate::qp::{Qp, QpRings};
 use crate::ratelimit::{RateLimit, Verdict};
 use crate::resources::{GidEntry, GidTable, HandleTable};
 use crate::stats::{Counter, Stats};
@@ -63,10 +65,10 @@ impl State {
             pds: HandleTable::new(limits::MAX_PD),
             gids: GidTable::new(limits::GID_TBL_LEN as usize),
             mrs: MrTable::new(limits.max_mr()),
-            cqs: (0..limits.max_cq()).map(|_| None).collect(),
-            qps: (0..limits.max_qp()).map(|_| None).collect(),
+            cqs: (0..limits.cq_count()).map(|_| None).collect(),
+            qps: (0..limits.qp_count()).map(|_| None).collect(),
             mr_pages: 0,
-            routes: (0..limits.max_qp()).map(|_| None).collect(),
+            routes: (0..limits.qp_count()).map(|_| None).collect(),
         }
     }
 
@@ -143,6 +145,23 @@ pub struct Ctrl {
     data_path: DataPath,
     /// The device this is the control engine of, once registered.
     device: OnceLock<Weak<RdmaDevice>>,
+    /// The driver acked `VIRTIO_RDMA_F_RINGS`.
+    rings_acked: AtomicBool,
+    /// The QPs whose queues are rings, which the device polls.
+    ring_qps: Mutex<Vec<(u32, QpRings)>>,
+    /// Polling state of those rings (see [`Ctrl::poll_rings`]).
+    ring_poll: Mutex<RingPoll>,
+    /// Completion events waiting for a buffer: (queue, cqn).
+    comp_waiting: Mutex<BTreeSet<(u32, u32)>>,
+}
+
+/// Whether the device polls its rings, and since when they are idle.
+#[derive(Debug)]
+struct RingPoll {
+    /// Asleep: every ring asks the driver to notify.
+    asleep: bool,
+    /// When a ring last had work.
+    last_work: Instant,
 }
 
 /// A failed command: the status for the guest.
@@ -173,6 +192,8 @@ fn command_info(cmd: u32) -> Option<(&'static str, usize)> {
         VIRTIO_RDMA_CMD_QUERY_COUNTERS => {
             ("QUERY_COUNTERS", size_of::<VirtioRdmaRspQueryCounters>())
         }
+        VIRTIO_RDMA_CMD_CREATE_CQ_RING => ("CREATE_CQ_RING", size_of::<VirtioRdmaRspCreateCq>()),
+        VIRTIO_RDMA_CMD_CREATE_QP_RING => ("CREATE_QP_RING", size_of::<VirtioRdmaRspCreateQp>()),
         _ => return None,
     })
 }
@@ -196,6 +217,13 @@ impl Ctrl {
                 .map(|config| Hostile::new(config, limits.max_cq())),
             data_path: DataPath::default(),
             device: OnceLock::new(),
+            rings_acked: AtomicBool::new(false),
+            ring_qps: Mutex::new(Vec::new()),
+            ring_poll: Mutex::new(RingPoll {
+                asleep: false,
+                last_work: Instant::now(),
+            }),
+            comp_waiting: Mutex::new(BTreeSet::new()),
         })
     }
 
@@ -296,6 +324,9 @@ impl Ctrl {
     pub fn reset(&self) {
         let _fabric = fabric::lock();
         let old = std::mem::replace(&mut *self.lock(), State::new(&self.limits));
+        self.ring_qps_mut().clear();
+        self.comp_waiting().clear();
+        self.rings_acked.store(false, Ordering::Relaxed);
         info!(
             "{}: device reset; destroyed {}; counters: {}",
             self.name,
@@ -345,6 +376,104 @@ impl Ctrl {
     pub fn rq_vring(&self, qpn: u32) -> Option<&RdmaVring> {
         (qpn < self.limits.max_qp()).then_some(())?;
         self.vring(virtio_rdma_rq_vq(self.limits.max_cq(), qpn) as usize)
+    }
+
+    /// Completion-event virtqueue `n` (rings).
+    pub fn comp_vring(&self, n: u32) -> Option<&RdmaVring> {
+        let rings = self.limits.rings()?;
+        (n < rings.comp_vqs).then_some(())?;
+        let index = virtio_rdma_comp_vq(self.limits.max_cq(), self.limits.max_qp(), n);
+        self.vring(index as usize)
+    }
+
+    /// Records the features the driver acked.
+    pub fn set_acked_features(&self, features: u64) {
+        let rings = self.limits.rings().is_some() && features & (1 << VIRTIO_RDMA_F_RINGS) != 0;
+        self.rings_acked.store(rings, Ordering::Relaxed);
+    }
+
+    /// Whether the driver may create ring QPs and CQs.
+    pub fn rings_acked(&self) -> bool {
+        self.rings_acked.load(Ordering::Relaxed)
+    }
+
+    /// The ring QPs (created and destroyed under the fabric lock).
+    pub(crate) fn ring_qps_mut(&self) -> MutexGuard<'_, Vec<(u32, QpRings)>> {
+        self.ring_qps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Completion events waiting for a buffer.
+    pub(crate) fn comp_waiting(&self) -> MutexGuard<'_, BTreeSet<(u32, u32)>> {
+        self.comp_waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Polls the device's rings once, unless they sleep: serves every SQ
+    /// with work and every QP whose RQ grew (`serve(qpn, sq, rq)`). After
+    /// `poll` without work the rings go to sleep: each asks the driver to
+    /// notify, then (the doorbell protocol's second half) is checked once
+    /// more. Returns whether the device still polls.
+    pub fn poll_rings(&self, serve: impl Fn(u32, bool, bool)) -> bool {
+        let Some(rings) = self.limits.rings() else {
+            return false;
+        };
+        let mut poll = self.ring_poll.lock().unwrap_or_else(|e| e.into_inner());
+        if poll.asleep {
+            return false;
+        }
+        let work = self.serve_rings(&serve);
+        let now = Instant::now();
+        if work {
+            poll.last_work = now;
+            return true;
+        }
+        if now.duration_since(poll.last_work) < Duration::from_micros(u64::from(rings.poll_us)) {
+            return true;
+        }
+        self.ask_notify(true);
+        if self.serve_rings(&serve) {
+            self.ask_notify(false);
+            poll.last_work = now;
+            return true;
+        }
+        poll.asleep = true;
+        debug!("{}: rings idle, asking for doorbells", self.name);
+        false
+    }
+
+    /// A kick of the notification queue: the rings are polled again.
+    pub fn wake_rings(&self) {
+        let mut poll = self.ring_poll.lock().unwrap_or_else(|e| e.into_inner());
+        if poll.asleep {
+            debug!("{}: doorbell, polling rings", self.name);
+            poll.asleep = false;
+            self.ask_notify(false);
+        }
+        poll.last_work = Instant::now();
+    }
+
+    /// Sets or clears the NOTIFY flag of every ring.
+    fn ask_notify(&self, on: bool) {
+        let guard = self.mem.memory();
+        for (_, r) in self.ring_qps_mut().iter() {
+            r.sq.ask_notify(&guard, on);
+            r.rq.ask_notify(&guard, on);
+        }
+    }
+
+    /// One look at every ring; whether any had work.
+    fn serve_rings(&self, serve: &impl Fn(u32, bool, bool)) -> bool {
+        let todo: Vec<(u32, bool, bool)> = {
+            let guard = self.mem.memory();
+            self.ring_qps_mut()
+                .iter()
+                .map(|(qpn, r)| (*qpn, r.sq.has_work(&guard), r.rq.moved(&guard)))
+                .filter(|(_, sq, rq)| *sq || *rq)
+                .collect()
+        };
+        for (qpn, sq, rq) in &todo {
+            serve(*qpn, *sq, *rq);
+        }
+        !todo.is_empty()
     }
 
     /// The event virtqueue.
@@ -451,6 +580,8 @@ impl Ctrl {
             VIRTIO_RDMA_CMD_DESTROY_QP => self.destroy_qp(body),
             VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ => self.req_notify_cq(body),
             VIRTIO_RDMA_CMD_QUERY_COUNTERS => self.query_counters(body),
+            VIRTIO_RDMA_CMD_CREATE_CQ_RING if self.rings_acked() => self.create_cq_ring(body),
+            VIRTIO_RDMA_CMD_CREATE_QP_RING if self.rings_acked() => self.create_qp_ring(body),
             _ => {
                 self.guest_warn(format_args!("{name} is not implemented"));
                 Err(VIRTIO_RDMA_S_UNSUPPORTED)

@@ -17,6 +17,7 @@ use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::epoll::EventSet;
 
 use crate::abi::{self, VIRTIO_RDMA_CONFIG_SPACE_SIZE};
+use crate::cq;
 use crate::ctrl::Ctrl;
 use crate::ctrlq;
 use crate::engine;
@@ -99,6 +100,16 @@ impl RdmaDevice {
             debug!("{}: CQ vring {index} kicked", self.name);
             return Ok(());
         }
+        if Some(index) == self.limits.notify_vq() {
+            // A doorbell: the rings are polled again.
+            self.ctrl.wake_rings();
+            return Ok(());
+        }
+        if let Some(n) = self.limits.comp_vq_of(index) {
+            // New buffers: events waiting for one go out.
+            cq::comp_vq_kicked(&self.ctrl, n);
+            return Ok(());
+        }
         if index >= self.limits.event_vq() {
             // Event buffers are taken when events come.
             debug!("{}: event vring kicked", self.name);
@@ -112,6 +123,19 @@ impl RdmaDevice {
             engine::rq_kicked(&self.ctrl, qpn);
         }
         Ok(())
+    }
+
+    /// Polls the rings in guest memory once; whether the device still polls
+    /// them (else it waits for a doorbell).
+    pub fn poll_rings(&self) -> bool {
+        self.ctrl.poll_rings(|qpn, sq, rq| {
+            if rq {
+                engine::rq_kicked(&self.ctrl, qpn);
+            }
+            if sq {
+                engine::sq_kicked(&self.ctrl, qpn);
+            }
+        })
     }
 
     /// Runs due timers (RNR retries); returns when the next one is due.
@@ -138,11 +162,16 @@ impl VhostUserBackend for RdmaDevice {
     }
 
     fn features(&self) -> u64 {
-        FEATURES
+        let rings = self
+            .limits
+            .rings()
+            .map_or(0, |_| 1 << abi::VIRTIO_RDMA_F_RINGS);
+        FEATURES | rings
     }
 
     fn acked_features(&self, features: u64) {
         debug!("{}: driver acked features {features:#x}", self.name);
+        self.ctrl.set_acked_features(features);
     }
 
     fn protocol_features(&self) -> VhostUserProtocolFeatures {

@@ -49,6 +49,7 @@ use crate::ib::*;
 use crate::limits;
 use crate::mr::{MrKind, Ranges};
 use crate::qp::{self, rnr_delay_us, RnrWait};
+use crate::ring::{Element, WorkRing};
 use crate::stats::Counter;
 use crate::vring::RdmaVring;
 use crate::wqe::{self, wr_id_of, RecvWqe, SendWqe, Sge, SGE_LEN, SQ_HDR_LEN};
@@ -74,9 +75,73 @@ enum Exec {
 /// (inline up to four: no heap allocation in the common case).
 type Slices<'m> = SmallVec<[VolatileSlice<'m, ()>; 4]>;
 
-/// An element's bytes, read from its descriptor chain (inline up to 512
-/// bytes: a header, SGEs and inline data of common QPs).
-type Element = SmallVec<[u8; 512]>;
+/// A work queue of a QP: its virtqueue, or its ring in guest memory. Ring
+/// elements are consumed as they are read (the device keeps the copy), so
+/// only a virtqueue's elements are given back.
+enum Wq<'a> {
+    Vring(&'a RdmaVring),
+    Ring(Arc<WorkRing>),
+}
+
+impl Wq<'_> {
+    /// Takes the next element, at most `max` bytes of it.
+    fn pop(&self, ctrl: &Ctrl, max: usize) -> Option<(u16, Element)> {
+        match self {
+            Wq::Vring(v) => pop(ctrl, v, max),
+            Wq::Ring(r) => r.pop(&ctrl.mem().memory(), max).map(|e| (0, e)),
+        }
+    }
+
+    /// Returns a taken element unwritten.
+    fn give_back(&self, ctrl: &Ctrl, head: u16) {
+        if let Wq::Vring(v) = self {
+            give_back(ctrl, v, head);
+        }
+    }
+
+    /// Stops notifications while the device takes elements (a ring's
+    /// follow the device's polling, `Ctrl::poll_rings`).
+    fn quiet(&self) {
+        if let Wq::Vring(v) = self {
+            let _ = v.disable_notification();
+        }
+    }
+
+    /// Makes the producer's next post notify; whether elements arrived
+    /// meanwhile, which the caller must then take itself.
+    fn kicks_again(&self, ctrl: &Ctrl) -> bool {
+        match self {
+            Wq::Vring(v) => kicks_again(v),
+            Wq::Ring(r) => r.has_work(&ctrl.mem().memory()),
+        }
+    }
+}
+
+/// The SQ of QP `qpn`.
+fn sq_of(ctrl: &Ctrl, qpn: u32) -> Option<Wq<'_>> {
+    match ctrl.sq_vring(qpn) {
+        Some(v) => Some(Wq::Vring(v)),
+        None => ctrl
+            .lock()
+            .qp(qpn)?
+            .rings
+            .as_ref()
+            .map(|r| Wq::Ring(r.sq.clone())),
+    }
+}
+
+/// The RQ of QP `qpn`.
+fn rq_of(ctrl: &Ctrl, qpn: u32) -> Option<Wq<'_>> {
+    match ctrl.rq_vring(qpn) {
+        Some(v) => Some(Wq::Vring(v)),
+        None => ctrl
+            .lock()
+            .qp(qpn)?
+            .rings
+            .as_ref()
+            .map(|r| Wq::Ring(r.rq.clone())),
+    }
+}
 
 /// SQ elements one pass executes before the device's other queues get
 /// their turn.
@@ -84,18 +149,20 @@ pub const SQ_BUDGET: usize = 8;
 
 /// Serves a kick of QP `qpn`'s SQ: one budgeted pass.
 pub fn sq_kicked(ctrl: &Ctrl, qpn: u32) {
-    let Some(vring) = ctrl.sq_vring(qpn) else {
+    let Some(sq) = sq_of(ctrl, qpn) else {
         return;
     };
     for _ in 0..SQ_BUDGET {
         let fabric = fabric::for_qp(ctrl, qpn);
-        let more = sq_step(&fabric, ctrl, qpn, vring);
+        let more = sq_step(&fabric, ctrl, qpn, &sq);
         fabric::unlock_fair(fabric);
         if !more {
             // Whatever stopped it (empty ring, error, RNR stall, state),
             // the driver's next post must kick: with EVENT_IDX that needs
             // avail_event to be current.
-            let _ = vring.enable_notification();
+            if let Wq::Vring(v) = sq {
+                let _ = v.enable_notification();
+            }
             return;
         }
     }
@@ -359,44 +426,54 @@ pub fn flush(_fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
             ctrl.guest_warn(format_args!("QP {qpn}: flush completion lost: {e}"));
         }
     };
-    if let Some(sq) = ctrl.sq_vring(qpn) {
+    if let Some(sq) = sq_of(ctrl, qpn) {
         if let Some((head, w)) = pending {
-            give_back(ctrl, sq, head);
+            sq.give_back(ctrl, head);
             post(
                 send_cqn,
                 cqe(w.wr_id, IB_WC_WR_FLUSH_ERR, wqe::wc_opcode(w.opcode), qpn),
             );
         }
-        loop {
-            while let Some((head, bytes)) = pop(ctrl, sq, SQ_HDR_LEN) {
-                give_back(ctrl, sq, head);
-                let wr_id = wr_id_of(&bytes);
-                let op = bytes
-                    .get(8)
-                    .copied()
-                    .map(wqe::wc_opcode)
-                    .unwrap_or(IB_WC_SEND);
-                post(send_cqn, cqe(wr_id, IB_WC_WR_FLUSH_ERR, op, qpn));
-            }
-            if !kicks_again(sq) {
-                break;
-            }
-        }
+        drain(ctrl, &sq, SQ_HDR_LEN, |bytes| {
+            let op = bytes
+                .get(8)
+                .copied()
+                .map(wqe::wc_opcode)
+                .unwrap_or(IB_WC_SEND);
+            post(send_cqn, cqe(wr_id_of(bytes), IB_WC_WR_FLUSH_ERR, op, qpn));
+        });
     }
     // A receive a message was filling comes before those still posted.
     transfer::drop_held(ctrl, qpn, Some(IB_WC_WR_FLUSH_ERR));
-    if let Some(rq) = ctrl.rq_vring(qpn) {
-        loop {
-            while let Some((head, bytes)) = pop(ctrl, rq, 8) {
-                give_back(ctrl, rq, head);
-                post(
-                    recv_cqn,
-                    cqe(wr_id_of(&bytes), IB_WC_WR_FLUSH_ERR, IB_WC_RECV, qpn),
-                );
+    if let Some(rq) = rq_of(ctrl, qpn) {
+        drain(ctrl, &rq, 8, |bytes| {
+            post(
+                recv_cqn,
+                cqe(wr_id_of(bytes), IB_WC_WR_FLUSH_ERR, IB_WC_RECV, qpn),
+            );
+        });
+    }
+}
+
+/// Takes every element of `wq` (its first `max` bytes to `each`), also
+/// those that arrive meanwhile; a ring's, at most a ring's worth (a process
+/// that keeps posting gets the rest flushed on the next pass).
+fn drain(ctrl: &Ctrl, wq: &Wq<'_>, max: usize, mut each: impl FnMut(&[u8])) {
+    let mut budget = match wq {
+        Wq::Vring(_) => usize::MAX,
+        Wq::Ring(r) => r.depth() as usize,
+    };
+    loop {
+        while let Some((head, bytes)) = wq.pop(ctrl, max) {
+            wq.give_back(ctrl, head);
+            each(&bytes);
+            budget = budget.saturating_sub(1);
+            if budget == 0 {
+                return;
             }
-            if !kicks_again(rq) {
-                break;
-            }
+        }
+        if !wq.kicks_again(ctrl) {
+            break;
         }
     }
 }
@@ -419,27 +496,40 @@ pub fn discard(ctrl: &Ctrl, qpn: u32) {
             .map(|w| w.head)
             .or_else(|| q.transfer.take().map(|t| t.head))
     });
-    if let Some(sq) = ctrl.sq_vring(qpn) {
+    if let Some(sq) = sq_of(ctrl, qpn) {
         if let Some(head) = pending {
-            give_back(ctrl, sq, head);
+            sq.give_back(ctrl, head);
         }
-        return_all(ctrl, sq);
+        discard_all(ctrl, &sq);
     }
     transfer::drop_held(ctrl, qpn, None);
-    if let Some(rq) = ctrl.rq_vring(qpn) {
-        return_all(ctrl, rq);
+    if let Some(rq) = rq_of(ctrl, qpn) {
+        discard_all(ctrl, &rq);
+    }
+}
+
+/// Returns (a virtqueue) or passes (a ring) every element of `wq`.
+fn discard_all(ctrl: &Ctrl, wq: &Wq<'_>) {
+    match wq {
+        Wq::Vring(v) => return_all(ctrl, v),
+        Wq::Ring(r) => r.skip_all(&ctrl.mem().memory()),
     }
 }
 
 /// Executes the next SQ element of QP `qpn` if it is in RTS and not
 /// stalled; whether it did (and the SQ may hold more).
-fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, vring: &RdmaVring) -> bool {
+fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
     loop {
-        let Some((state, stalled, moving, caps)) = ctrl
-            .lock()
-            .qp(qpn)
-            .map(|q| (q.state(), q.rnr.is_some(), q.transfer.is_some(), q.caps))
-        else {
+        let Some((state, stalled, moving, caps, user)) = ctrl.lock().qp(qpn).map(|q| {
+            let user = q.rings.as_ref().is_some_and(|r| r.user).then(|| q.is_ud());
+            (
+                q.state(),
+                q.rnr.is_some(),
+                q.transfer.is_some(),
+                q.caps,
+                user,
+            )
+        }) else {
             // No QP: elements wait until one is created (the driver posts
             // only to QPs it created; a hostile one just fills its ring).
             return false;
@@ -455,19 +545,32 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, vring: &RdmaVring) -> bool {
         if moving {
             return transfer::step(fabric, ctrl, qpn);
         }
-        let _ = vring.disable_notification();
+        sq.quiet();
         let max = SQ_HDR_LEN + SGE_LEN * caps.max_send_sge as usize + caps.max_inline_data as usize;
-        let Some((head, bytes)) = pop(ctrl, vring, max + 1) else {
-            match vring.enable_notification() {
-                Ok(true) => continue,
-                _ => return false,
+        let Some((head, bytes)) = sq.pop(ctrl, max + 1) else {
+            if sq.kicks_again(ctrl) {
+                continue;
             }
+            return false;
         };
-        let wqe = match wqe::parse_send(&bytes, caps.max_send_sge, caps.max_inline_data) {
+        let parsed = wqe::parse_send(&bytes, caps.max_send_sge, caps.max_inline_data).and_then(
+            |w| match user {
+                // Only what a process may post, from a process's ring.
+                Some(ud) => match wqe::check_user(&w, ud) {
+                    Ok(()) => Ok(w),
+                    Err(why) => Err(wqe::Malformed {
+                        wr_id: w.wr_id,
+                        why,
+                    }),
+                },
+                None => Ok(w),
+            },
+        );
+        let wqe = match parsed {
             Ok(w) => w,
             Err(m) => {
                 ctrl.guest_warn(format_args!("QP {qpn}: bad SQ element: {}", m.why));
-                give_back(ctrl, vring, head);
+                sq.give_back(ctrl, head);
                 let c = cqe(
                     m.wr_id,
                     IB_WC_LOC_QP_OP_ERR,
@@ -769,11 +872,11 @@ impl Peer {
 /// (an element, or a chunk of a large message); whether there may be more.
 #[cfg(all(feature = "fuzzing", test))]
 pub(crate) fn fuzz_step(ctrl: &Ctrl, qpn: u32) -> bool {
-    let Some(vring) = ctrl.sq_vring(qpn) else {
+    let Some(sq) = sq_of(ctrl, qpn) else {
         return false;
     };
     let fabric = fabric::for_qp(ctrl, qpn);
-    sq_step(&fabric, ctrl, qpn, vring)
+    sq_step(&fabric, ctrl, qpn, &sq)
 }
 
 /// For the fuzz targets: resolves `sges` as the data path does and maps
@@ -994,11 +1097,11 @@ fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
         });
     }
     let delay = Duration::from_micros(rnr_delay_us(timer));
-    let Some(rq) = pc.rq_vring(peer.qpn) else {
+    let Some(rq) = rq_of(pc, peer.qpn) else {
         return Take::Empty(delay);
     };
     let max = wqe::RQ_HDR_LEN + SGE_LEN * max_sge as usize;
-    let Some((head, bytes)) = pop(pc, rq, max + 1) else {
+    let Some((head, bytes)) = rq.pop(pc, max + 1) else {
         return Take::Empty(delay);
     };
     match wqe::parse_recv(&bytes, max_sge) {
@@ -1010,7 +1113,7 @@ fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
         }),
         Err(m) => {
             pc.guest_warn(format_args!("QP {}: bad RQ element: {}", peer.qpn, m.why));
-            give_back(pc, rq, head);
+            rq.give_back(pc, head);
             let c = cqe(m.wr_id, IB_WC_LOC_QP_OP_ERR, IB_WC_RECV, peer.qpn);
             complete(fabric, pc, peer.qpn, recv_cqn, &c, false);
             to_error(fabric, pc, peer.qpn);

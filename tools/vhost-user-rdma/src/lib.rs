@@ -30,6 +30,7 @@ pub mod mr;
 pub mod qp;
 pub mod ratelimit;
 pub mod resources;
+pub mod ring;
 pub mod stats;
 pub mod verbs;
 pub mod vring;

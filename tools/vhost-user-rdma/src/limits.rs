@@ -172,6 +172,19 @@ pub enum LimitsError {
         sockets: usize,
     },
     /// max_mr outside what a key can name.
+    /// Ring limits out of range.
+    #[error(
+        "--ring-max-qp/--ring-max-cq must be 1..={MAX_RING_OBJECTS} and --comp-vqs \
+         1..={MAX_COMP_VQS}, got {qp}, {cq}, {vqs}"
+    )]
+    Rings {
+        /// Ring QPs asked for.
+        qp: u32,
+        /// Ring CQs asked for.
+        cq: u32,
+        /// Completion-event queues asked for.
+        vqs: u32,
+    },
     #[error("--max-mr must be 1..={MAX_MR}, got {0}")]
     MaxMr(u32),
 }
@@ -306,6 +319,47 @@ impl Pinned {
     }
 }
 
+/// Most ring QPs (and, separately, ring CQs) a device may offer: the driver's
+/// limit minus the virtqueue ones it always has room for.
+pub const MAX_RING_OBJECTS: u32 = 16384 - 256;
+/// Most completion-event queues (one interrupt vector each).
+pub const MAX_COMP_VQS: u32 = 16;
+
+/// Queues in guest memory (`VIRTIO_RDMA_F_RINGS`): how many, and how the
+/// device polls them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rings {
+    /// Ring QPs, numbered from `max_qp`.
+    pub max_qp: u32,
+    /// Ring CQs, numbered from `max_cq`.
+    pub max_cq: u32,
+    /// Completion-event virtqueues.
+    pub comp_vqs: u32,
+    /// How long the device keeps polling idle rings before it asks to be
+    /// notified, in microseconds.
+    pub poll_us: u32,
+}
+
+impl Rings {
+    /// Validated ring limits.
+    pub fn new(max_qp: u32, max_cq: u32, comp_vqs: u32, poll_us: u32) -> Result<Self, LimitsError> {
+        let ok = |n: u32| (1..=MAX_RING_OBJECTS).contains(&n);
+        if !ok(max_qp) || !ok(max_cq) || !(1..=MAX_COMP_VQS).contains(&comp_vqs) {
+            return Err(LimitsError::Rings {
+                qp: max_qp,
+                cq: max_cq,
+                vqs: comp_vqs,
+            });
+        }
+        Ok(Rings {
+            max_qp,
+            max_cq,
+            comp_vqs,
+            poll_us,
+        })
+    }
+}
+
 /// The limits one device serves, and what it allows its guest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -318,6 +372,7 @@ pub struct Limits {
     max_mr_pages: Option<u64>,
     pinned: Option<Pinned>,
     hostile: Option<hostile::Config>,
+    rings: Option<Rings>,
 }
 
 impl Limits {
@@ -353,6 +408,7 @@ impl Limits {
             max_mr_pages: None,
             pinned: None,
             hostile: None,
+            rings: None,
         })
     }
 
@@ -384,6 +440,51 @@ impl Limits {
     pub fn with_hostile(mut self, hostile: Option<hostile::Config>) -> Self {
         self.hostile = hostile;
         self
+    }
+
+    /// The same limits offering queues in guest memory as `rings` says
+    /// (`None`: virtqueues only).
+    pub fn with_rings(mut self, rings: Option<Rings>) -> Result<Self, LimitsError> {
+        self.rings = rings;
+        let total = self.num_queues() as u64;
+        if total > u64::from(MAX_VRINGS) {
+            return Err(LimitsError::TooManyQueues {
+                max_cq: self.max_cq,
+                max_qp: self.max_qp,
+                total,
+            });
+        }
+        Ok(self)
+    }
+
+    /// The queues in guest memory the device offers, if any.
+    pub fn rings(&self) -> Option<Rings> {
+        self.rings
+    }
+
+    /// QP numbers in use: virtqueue QPs, then ring QPs.
+    pub fn qp_count(&self) -> u32 {
+        self.max_qp + self.rings.map_or(0, |r| r.max_qp)
+    }
+
+    /// CQ numbers in use: virtqueue CQs, then ring CQs.
+    pub fn cq_count(&self) -> u32 {
+        self.max_cq + self.rings.map_or(0, |r| r.max_cq)
+    }
+
+    /// Index of the notification queue (rings).
+    pub fn notify_vq(&self) -> Option<usize> {
+        self.rings
+            .map(|_| abi::virtio_rdma_notify_vq(self.max_cq, self.max_qp) as usize)
+    }
+
+    /// The completion-event queue an index names, if it is one.
+    pub fn comp_vq_of(&self, index: usize) -> Option<u32> {
+        let first = abi::virtio_rdma_comp_vq(self.max_cq, self.max_qp, 0) as usize;
+        let n = self.rings?.comp_vqs as usize;
+        (first..first + n)
+            .contains(&index)
+            .then(|| (index - first) as u32)
     }
 
     /// The device's hostile mode, if it has one.
@@ -463,10 +564,11 @@ impl Limits {
         self.mac
     }
 
-    /// Virtqueues: control, one per CQ, an (SQ, RQ) pair per QP, events.
+    /// Virtqueues: control, one per CQ, an (SQ, RQ) pair per QP, events;
+    /// with rings, the notification and the completion-event queues.
     pub fn num_queues(&self) -> usize {
-        // At most 256 by construction.
-        1 + abi::virtio_rdma_event_vq(self.max_cq, self.max_qp) as usize
+        let base = 1 + abi::virtio_rdma_event_vq(self.max_cq, self.max_qp) as usize;
+        base + self.rings.map_or(0, |r| 1 + r.comp_vqs as usize)
     }
 
     /// Index of the event queue.
@@ -517,6 +619,10 @@ impl Limits {
             atomic_cap: abi::VIRTIO_RDMA_ATOMIC_HCA,
             mac: self.mac.0,
             reserved: [0; 6],
+            max_ring_qp: U32::new(self.rings.map_or(0, |r| r.max_qp)),
+            max_ring_cq: U32::new(self.rings.map_or(0, |r| r.max_cq)),
+            num_comp_vqs: U32::new(self.rings.map_or(0, |r| r.comp_vqs)),
+            reserved1: U32::new(0),
         }
     }
 

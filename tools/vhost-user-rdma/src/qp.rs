@@ -3,12 +3,14 @@
 //! IB state machine with its per-transition attribute masks (as the
 //! kernel's `ib_modify_qp_is_ok` checks them for RC, UC, UD and GSI QPs).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::abi::VirtioRdmaCqReq;
 use crate::abi::{VirtioRdmaQpAttr, VIRTIO_RDMA_S_BAD_STATE, VIRTIO_RDMA_S_INVALID};
 use crate::ib::*;
 use crate::limits;
+use crate::ring::WorkRing;
 use crate::wqe::{RecvWqe, SendWqe};
 
 /// What CREATE_QP fixed.
@@ -71,6 +73,17 @@ pub struct HeldRecv {
     pub token: u64,
 }
 
+/// The rings of a QP whose queues are in guest memory.
+#[derive(Debug, Clone)]
+pub struct QpRings {
+    /// Send queue.
+    pub sq: Arc<WorkRing>,
+    /// Receive queue.
+    pub rq: Arc<WorkRing>,
+    /// The rings belong to a process: only what a process may post runs.
+    pub user: bool,
+}
+
 /// One queue pair.
 #[derive(Debug)]
 pub struct Qp {
@@ -94,6 +107,8 @@ pub struct Qp {
     pub transfer: Option<Transfer>,
     /// The receive a message moving in chunks fills, if any.
     pub held_recv: Option<HeldRecv>,
+    /// Its rings, if its queues are in guest memory (else virtqueues).
+    pub rings: Option<QpRings>,
 }
 
 impl Qp {
@@ -115,6 +130,7 @@ impl Qp {
             rnr: None,
             transfer: None,
             held_recv: None,
+            rings: None,
         }
     }
 

@@ -3,6 +3,8 @@
 //! Each checks every argument before it changes anything; a failed command
 //! has no effect.
 
+use std::sync::Arc;
+
 use log::{debug, error};
 use vm_memory::{GuestAddressSpace, GuestMemoryBackend, GuestMemoryRegion};
 use zerocopy::little_endian::U32;
@@ -16,8 +18,10 @@ use crate::fabric::Fabric;
 use crate::ib::*;
 use crate::limits;
 use crate::mr::{self, Mr, MrKind, PageMap};
-use crate::qp::{self, Qp, QpCaps};
+use crate::qp::{self, Qp, QpCaps, QpRings};
+use crate::ring::{self, CqRing, RingMap, WorkRing};
 use crate::stats::Counter;
+use crate::wqe;
 
 /// Largest page table of a user MR (max_mr_size in pages).
 const MAX_USER_MR_PAGES: u64 = limits::MAX_MR_SIZE / VIRTIO_RDMA_PAGE_SIZE as u64;
@@ -56,22 +60,54 @@ impl Ctrl {
             let why = format_args!("cqe {cqe} outside 1..={max}");
             return Err(self.bad("CREATE_CQ", why, VIRTIO_RDMA_S_INVALID));
         }
-        let mut st = self.lock();
-        let Some(cqn) = st.cqs.iter().position(Option::is_none) else {
-            return Err(self.bad(
-                "CREATE_CQ",
-                format_args!("no free CQ"),
-                VIRTIO_RDMA_S_NO_RESOURCE,
-            ));
+        let cq = Cq {
+            cqe,
+            armed: 0,
+            ring: None,
         };
-        st.cqs[cqn] = Some(Cq { cqe, armed: 0 });
-        debug!("{}: CREATE_CQ cqe {cqe} -> cqn {cqn}", self.name());
+        self.insert_cq("CREATE_CQ", 0..self.limits().max_cq(), cq)
+    }
+
+    /// Gives `cq` the first free number of `range`.
+    fn insert_cq(&self, cmd: &str, range: std::ops::Range<u32>, cq: Cq) -> CmdResult {
+        let mut st = self.lock();
+        let Some(cqn) = range.clone().find(|&n| !st.cq_exists(n)) else {
+            return Err(self.bad(cmd, format_args!("no free CQ"), VIRTIO_RDMA_S_NO_RESOURCE));
+        };
+        debug!("{}: {cmd} cqe {} -> cqn {cqn}", self.name(), cq.cqe);
+        st.cqs[cqn as usize] = Some(cq);
         Ok(VirtioRdmaRspCreateCq {
-            cqn: U32::new(cqn as u32),
+            cqn: U32::new(cqn),
             reserved: U32::new(0),
         }
         .as_bytes()
         .to_vec())
+    }
+
+    pub(crate) fn create_cq_ring(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdCreateCqRing = self.parse("CREATE_CQ_RING", body)?;
+        let comp_vqs = self.limits().rings().map_or(0, |r| r.comp_vqs);
+        let vq = req.comp_vq.get();
+        if vq >= comp_vqs {
+            let why = format_args!("completion-event queue {vq} of {comp_vqs}");
+            return Err(self.bad("CREATE_CQ_RING", why, VIRTIO_RDMA_S_INVALID));
+        }
+        let map = {
+            let guard = self.mem().memory();
+            RingMap::load(&guard, &req.ring, 1, CqRing::STRIDE)
+        }
+        .map_err(|r| self.bad("CREATE_CQ_RING", format_args!("{}", r.why), r.status))?;
+        if map.stride() != CqRing::STRIDE {
+            let why = format_args!("stride {} is not {}", map.stride(), CqRing::STRIDE);
+            return Err(self.bad("CREATE_CQ_RING", why, VIRTIO_RDMA_S_INVALID));
+        }
+        let cq = Cq {
+            cqe: map.depth(),
+            armed: 0,
+            ring: Some(Arc::new(CqRing::new(map, vq))),
+        };
+        let first = self.limits().max_cq();
+        self.insert_cq("CREATE_CQ_RING", first..self.limits().cq_count(), cq)
     }
 
     pub(crate) fn destroy_cq(&self, body: &[u8]) -> CmdResult {
@@ -94,6 +130,7 @@ impl Ctrl {
             }
             st.cqs[cqn as usize] = None;
         }
+        self.comp_waiting().retain(|(_, c)| *c != cqn);
         // Hand back the CQE buffers the driver left, unwritten.
         if let Some(v) = self.cq_vring(cqn) {
             engine::return_all(self, v);
@@ -330,6 +367,17 @@ impl Ctrl {
 
     pub(crate) fn create_qp(&self, body: &[u8]) -> CmdResult {
         let req: VirtioRdmaCmdCreateQp = self.parse("CREATE_QP", body)?;
+        self.insert_qp("CREATE_QP", &req, None)
+    }
+
+    /// Checks a QP's request and gives it a number: a virtqueue QP's below
+    /// `max_qp`, a ring QP's (`rings`) from there.
+    fn insert_qp(
+        &self,
+        cmd: &str,
+        req: &VirtioRdmaCmdCreateQp,
+        rings: Option<QpRings>,
+    ) -> CmdResult {
         let caps = QpCaps {
             max_send_wr: req.max_send_wr.get(),
             max_send_sge: req.max_send_sge.get(),
@@ -343,14 +391,23 @@ impl Ctrl {
         let mut st = self.lock();
         if !st.pds.contains(pdn) {
             return Err(self.bad(
-                "CREATE_QP",
+                cmd,
                 format_args!("pdn {pdn} does not exist"),
                 VIRTIO_RDMA_S_NOT_FOUND,
             ));
         }
-        if !st.cq_exists(send_cqn) || !st.cq_exists(recv_cqn) {
+        let (Some(scq), Some(rcq)) = (st.cq(send_cqn), st.cq(recv_cqn)) else {
             let why = format_args!("CQ {send_cqn} or {recv_cqn} does not exist");
-            return Err(self.bad("CREATE_QP", why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NOT_FOUND));
+        };
+        // A ring QP completes into rings: no kernel on its data path.
+        let ring = rings.is_some();
+        if scq.ring.is_some() != ring || rcq.ring.is_some() != ring {
+            let why = format_args!(
+                "CQ {send_cqn} or {recv_cqn} is not a {} CQ",
+                if ring { "ring" } else { "virtqueue" }
+            );
+            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
         }
         let bad_caps = caps.max_send_wr == 0
             || caps.max_send_wr > qs
@@ -361,31 +418,70 @@ impl Ctrl {
             || req.sq_sig_all > 1;
         if bad_caps || !matches!(qp_type, IB_QPT_GSI | IB_QPT_RC | IB_QPT_UC | IB_QPT_UD) {
             let why = format_args!("type {qp_type} or capacities {caps:?} not supported");
-            return Err(self.bad("CREATE_QP", why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
         }
-        let qpn = if qp_type == IB_QPT_GSI {
-            Some(1).filter(|&n| st.qps.get(n).is_some_and(Option::is_none))
-        } else {
-            (2..st.qps.len()).find(|&n| st.qps[n].is_none())
+        let max_qp = self.limits().max_qp() as usize;
+        let qpn = match (&rings, qp_type) {
+            (None, IB_QPT_GSI) => Some(1).filter(|&n| st.qps.get(n).is_some_and(Option::is_none)),
+            (None, _) => (2..max_qp).find(|&n| st.qps[n].is_none()),
+            // The GSI QP is the kernel's, on a virtqueue.
+            (Some(_), IB_QPT_GSI) => None,
+            (Some(_), _) => (max_qp..st.qps.len()).find(|&n| st.qps[n].is_none()),
         };
         let Some(qpn) = qpn else {
             let why = format_args!("no free QP number for type {qp_type}");
-            return Err(self.bad("CREATE_QP", why, VIRTIO_RDMA_S_NO_RESOURCE));
+            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NO_RESOURCE));
         };
-        st.qps[qpn] = Some(Qp::new(
+        let mut qp = Qp::new(
             pdn,
             qp_type,
             req.sq_sig_all == 1,
             caps,
             (send_cqn, recv_cqn),
-        ));
-        debug!("{}: CREATE_QP type {qp_type} -> qpn {qpn}", self.name());
+        );
+        qp.rings = rings.clone();
+        st.qps[qpn] = Some(qp);
+        drop(st);
+        if let Some(r) = rings {
+            self.ring_qps_mut().push((qpn as u32, r));
+            // Its rings ask for no doorbell yet: poll until they do.
+            self.wake_rings();
+        }
+        debug!("{}: {cmd} type {qp_type} -> qpn {qpn}", self.name());
         Ok(VirtioRdmaRspCreateQp {
             qpn: U32::new(qpn as u32),
             reserved: U32::new(0),
         }
         .as_bytes()
         .to_vec())
+    }
+
+    pub(crate) fn create_qp_ring(&self, body: &[u8]) -> CmdResult {
+        const CMD: &str = "CREATE_QP_RING";
+        let req: VirtioRdmaCmdCreateQpRing = self.parse(CMD, body)?;
+        let flags = req.flags.get();
+        if flags & !VIRTIO_RDMA_QP_RING_F_USER != 0 {
+            let why = format_args!("flags {flags:#x} not understood");
+            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_INVALID));
+        }
+        let q = &req.qp;
+        let sge = |n: u32| n.saturating_mul(wqe::SGE_LEN as u32);
+        let sq_stride =
+            wqe::SQ_HDR_LEN as u32 + sge(q.max_send_sge.get()).max(q.max_inline_data.get());
+        let rq_stride = wqe::RQ_HDR_LEN as u32 + sge(q.max_recv_sge.get());
+        let (sq, rq) = {
+            let guard = self.mem().memory();
+            let sq = RingMap::load(&guard, &req.sq, q.max_send_wr.get(), sq_stride);
+            let rq = RingMap::load(&guard, &req.rq, q.max_recv_wr.get(), rq_stride);
+            (sq, rq)
+        };
+        let refused = |r: ring::Refused| self.bad(CMD, format_args!("{}", r.why), r.status);
+        let rings = QpRings {
+            sq: Arc::new(WorkRing::new(sq.map_err(refused)?)),
+            rq: Arc::new(WorkRing::new(rq.map_err(refused)?)),
+            user: flags & VIRTIO_RDMA_QP_RING_F_USER != 0,
+        };
+        self.insert_qp(CMD, q, Some(rings))
     }
 
     pub(crate) fn modify_qp(&self, fabric: &Fabric, body: &[u8]) -> CmdResult {
@@ -452,6 +548,7 @@ impl Ctrl {
         if let Some(slot) = self.lock().qps.get_mut(qpn as usize) {
             *slot = None;
         }
+        self.ring_qps_mut().retain(|(n, _)| *n != qpn);
         debug!("{}: DESTROY_QP qpn {qpn}", self.name());
         Ok(Vec::new())
     }

@@ -112,11 +112,21 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
                 let _pass = Pass::begin();
                 dev.tick();
             }
-            let timeout = dev
-                .next_timer()
-                .map(|d| i32::try_from(d.as_millis().max(1)).unwrap_or(i32::MAX))
-                .unwrap_or(-1);
+            // Rings in guest memory are polled while they have work and a
+            // while after; then they ask for doorbells and the loop sleeps.
+            let polling = {
+                let _pass = Pass::begin();
+                dev.poll_rings()
+            };
+            let timeout = if polling {
+                0
+            } else {
+                dev.next_timer()
+                    .map(|d| i32::try_from(d.as_millis().max(1)).unwrap_or(i32::MAX))
+                    .unwrap_or(-1)
+            };
             let n = match epoll.wait(timeout, &mut events) {
+                Ok(0) if polling => continue,
                 Ok(0) if timeout >= 0 => {
                     let _pass = Pass::begin();
                     dev.tick();

@@ -158,6 +158,43 @@ pub fn parse_send(bytes: &[u8], max_sge: u32, max_inline: u32) -> Result<SendWqe
     })
 }
 
+/// The send flags a process may use.
+const USER_SEND_FLAGS: u32 = IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITED | IB_SEND_INLINE;
+/// The bit of a controlled Q_Key (IBA 10.2.4): only the kernel sends with one.
+const CONTROLLED_QKEY: u32 = 1 << 31;
+
+/// Checks that a process may post `w` on a QP (UD if `ud`): sends (the only
+/// operation of UD), RDMA WRITE/READ and atomics, no controlled Q_Key.
+/// Registration and invalidation are the kernel's: a REG_MR element carries
+/// guest-physical addresses.
+pub fn check_user(w: &SendWqe, ud: bool) -> Result<(), String> {
+    let send = matches!(w.opcode, IB_WR_SEND | IB_WR_SEND_WITH_IMM);
+    let other = matches!(
+        w.opcode,
+        IB_WR_RDMA_WRITE
+            | IB_WR_RDMA_WRITE_WITH_IMM
+            | IB_WR_RDMA_READ
+            | IB_WR_ATOMIC_CMP_AND_SWP
+            | IB_WR_ATOMIC_FETCH_AND_ADD
+    );
+    if !(send || (!ud && other)) {
+        return Err(format!(
+            "opcode {:#x} is not for a process to post",
+            w.opcode
+        ));
+    }
+    if w.send_flags & !USER_SEND_FLAGS != 0 {
+        return Err(format!(
+            "send flags {:#x} are not for a process",
+            w.send_flags
+        ));
+    }
+    if ud && w.ud().remote_qkey.get() & CONTROLLED_QKEY != 0 {
+        return Err("a controlled Q_Key is the kernel's".into());
+    }
+    Ok(())
+}
+
 /// Parses an RQ element, bounded by the QP's `max_sge`.
 pub fn parse_recv(bytes: &[u8], max_sge: u32) -> Result<RecvWqe, Malformed> {
     let wr_id = wr_id_of(bytes);

@@ -13,9 +13,9 @@
 DECLARE_DRV_CMD(uvrdma_alloc_ucontext, IB_USER_VERBS_CMD_GET_CONTEXT,
 		empty, virtio_rdma_alloc_ucontext_resp);
 DECLARE_DRV_CMD(uvrdma_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
-		empty, virtio_rdma_create_cq_resp);
+		virtio_rdma_create_cq_cmd, virtio_rdma_create_cq_resp);
 DECLARE_DRV_CMD(uvrdma_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
-		empty, virtio_rdma_create_qp_resp);
+		virtio_rdma_create_qp_cmd, virtio_rdma_create_qp_resp);
 DECLARE_DRV_CMD(uvrdma_create_ah, IB_USER_VERBS_CMD_CREATE_AH,
 		empty, virtio_rdma_create_ah_resp);
 

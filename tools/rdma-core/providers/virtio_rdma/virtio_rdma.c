@@ -9,33 +9,46 @@
  * page table; no physical or DMA address is ever seen here), CQs, QPs and
  * AHs.
  *
- * Posting: each QP has a send and a receive ring mapped from the kernel
- * (struct virtio_rdma_uring). post_send/post_recv write work requests into
- * the ring in the device's element format (<linux/virtio_rdma.h>), publish
- * the producer index and ring the doorbell, a uverbs POST_SEND/POST_RECV
- * without work requests; the kernel copies the new elements out of the
- * ring, checks them and hands them to the device.
+ * Each QP has a send and a receive ring, each CQ a completion ring. Work
+ * rings hold elements in the device's format (<linux/virtio_rdma.h>) that
+ * post_send/post_recv write and publish with a producer index; a CQ's slots
+ * hold completions with a sequence number written last, which poll_cq reads
+ * without a system call. Where the rings live depends on the kernel:
  *
- * Polling: each CQ has a ring mapped from the kernel, which moves every
- * completion the device reports into it (struct virtio_rdma_ucqe, with a
- * sequence number written last); poll_cq reads it without a system call.
- * Arming is uverbs REQ_NOTIFY_CQ.
+ * Queues in guest memory (the context's caps has VIRTIO_RDMA_CAP_RINGS): the
+ * provider allocates the rings (a struct virtio_rdma_ring_record, then the
+ * slots) and names them in CREATE_CQ / CREATE_QP; the kernel pins them and
+ * the device itself reads the work requests and writes the completions.
+ * A post rings the doorbell (a uverbs POST_SEND/POST_RECV without work
+ * requests) only when the ring's record asks for it, and arming is a store
+ * into the CQ's record: no system call on the data path.
+ *
+ * Rings mapped from the kernel (otherwise; struct virtio_rdma_uring): every
+ * post rings the doorbell, and the kernel copies the new elements out of
+ * the ring, checks them and hands them to the device; it moves every
+ * completion the device reports into the CQ's ring. Arming is uverbs
+ * REQ_NOTIFY_CQ.
  */
 
 #include <config.h>
 
+#include <assert.h>
 #include <endian.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <ccan/minmax.h>
 #include <infiniband/driver.h>
 #include <infiniband/verbs.h>
 #include <linux/virtio_rdma.h>
+#include <util/util.h>
 
 #include "virtio_rdma-abi.h"
 
@@ -48,11 +61,18 @@ struct vrdma_context {
 	uint64_t caps;
 };
 
-/* A ring of a QP, mapped from the kernel. */
+/*
+ * A ring: a record, then depth slots of stride bytes. Either mapped from the
+ * kernel, whose record is struct virtio_rdma_uring_ctrl (producer and
+ * consumer only, native endian), or allocated here for the device (own),
+ * whose record is struct virtio_rdma_ring_record (little endian). rec points
+ * at either: the layouts agree on producer and consumer.
+ */
 struct vrdma_ring {
-	void *map;
+	void *buf;
 	size_t length;
-	struct virtio_rdma_uring_ctrl *ctrl;
+	bool own;
+	struct virtio_rdma_ring_record *rec;
 	uint8_t *slots;
 	uint32_t depth;
 	uint32_t stride;
@@ -60,9 +80,21 @@ struct vrdma_ring {
 	pthread_spinlock_t lock;
 };
 
+static_assert(offsetof(struct virtio_rdma_uring_ctrl, producer) ==
+	      offsetof(struct virtio_rdma_ring_record, producer), "record");
+static_assert(offsetof(struct virtio_rdma_uring_ctrl, consumer) ==
+	      offsetof(struct virtio_rdma_ring_record, consumer), "record");
+static_assert(sizeof(struct virtio_rdma_ring_record) <= VIRTIO_RDMA_RING_SLOTS,
+	      "record");
+/* Both kinds of CQ ring are polled as slots of struct virtio_rdma_ring_cqe. */
+static_assert(sizeof(struct virtio_rdma_ucqe) ==
+	      sizeof(struct virtio_rdma_ring_cqe), "cqe");
+static_assert(offsetof(struct virtio_rdma_ucqe, seq) ==
+	      offsetof(struct virtio_rdma_ring_cqe, seq), "cqe");
+
 struct vrdma_cq {
 	struct ibv_cq ibv_cq;
-	struct vrdma_ring ring;		/* producer: the kernel's */
+	struct vrdma_ring ring;		/* its producer is unused */
 	uint32_t consumer;		/* next completion to read */
 };
 
@@ -80,9 +112,35 @@ struct vrdma_ah {
 	struct virtio_rdma_av av;
 };
 
+static struct vrdma_context *to_vctx(struct ibv_context *ctx)
+{
+	return container_of(ctx, struct vrdma_context, ibv_ctx.context);
+}
+
+static struct vrdma_cq *to_vcq(struct ibv_cq *cq)
+{
+	return container_of(cq, struct vrdma_cq, ibv_cq);
+}
+
 static struct vrdma_qp *to_vqp(struct ibv_qp *qp)
 {
 	return container_of(qp, struct vrdma_qp, ibv_qp);
+}
+
+/*
+ * A word of a ring's record or slots that the other side writes or reads:
+ * acquire and release order against the slots' contents.
+ */
+static uint32_t vrdma_load(const struct vrdma_ring *ring, uint32_t *p)
+{
+	uint32_t v = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+
+	return ring->own ? le32toh(v) : v;
+}
+
+static void vrdma_store(const struct vrdma_ring *ring, uint32_t *p, uint32_t v)
+{
+	__atomic_store_n(p, ring->own ? htole32(v) : v, __ATOMIC_RELEASE);
 }
 
 static const struct verbs_match_ent hca_table[] = {
@@ -176,37 +234,91 @@ static int vrdma_dereg_mr(struct verbs_mr *vmr)
 	return 0;
 }
 
+static void vrdma_init_ring(struct vrdma_ring *ring, void *buf, size_t length,
+			    bool own, size_t slots, uint32_t depth,
+			    uint32_t stride)
+{
+	ring->buf = buf;
+	ring->length = length;
+	ring->own = own;
+	ring->rec = buf;
+	ring->slots = (uint8_t *)buf + slots;
+	ring->depth = depth;
+	ring->stride = stride;
+	ring->producer = 0;
+	pthread_spin_init(&ring->lock, PTHREAD_PROCESS_PRIVATE);
+}
+
 static int vrdma_map_ring(int cmd_fd, struct vrdma_ring *ring,
 			  const struct virtio_rdma_uring *u, size_t elem_len)
 {
 	uint64_t slots_end;
+	void *map;
 
 	/* The kernel's layout, checked before anything is written there. */
 	slots_end = u->slots + (uint64_t)u->depth * u->stride;
 	if (!u->depth || (u->depth & (u->depth - 1)) || u->stride < elem_len ||
-	    u->slots < sizeof(*ring->ctrl) || slots_end > u->length)
+	    u->slots < sizeof(struct virtio_rdma_uring_ctrl) ||
+	    slots_end > u->length)
 		return EPROTO;
-	ring->map = mmap(NULL, u->length, PROT_READ | PROT_WRITE, MAP_SHARED,
-			 cmd_fd, u->offset);
-	if (ring->map == MAP_FAILED)
+	map = mmap(NULL, u->length, PROT_READ | PROT_WRITE, MAP_SHARED, cmd_fd,
+		   u->offset);
+	if (map == MAP_FAILED)
 		return errno;
-	ring->length = u->length;
-	ring->ctrl = ring->map;
-	ring->slots = (uint8_t *)ring->map + u->slots;
-	ring->depth = u->depth;
-	ring->stride = u->stride;
-	ring->producer = 0;
-	pthread_spin_init(&ring->lock, PTHREAD_PROCESS_PRIVATE);
+	vrdma_init_ring(ring, map, u->length, false, u->slots, u->depth,
+			u->stride);
 	return 0;
 }
 
-static void vrdma_unmap_ring(struct vrdma_ring *ring)
+/*
+ * Ring mode: a zeroed, page-aligned ring for the device, of at least
+ * @entries (and at least one) slots of @stride bytes, a power of two.
+ */
+static int vrdma_alloc_ring(struct vrdma_ring *ring, uint32_t entries,
+			    uint64_t stride)
 {
-	if (ring->map) {
-		munmap(ring->map, ring->length);
-		pthread_spin_destroy(&ring->lock);
-		ring->map = NULL;
+	uint64_t page = sysconf(_SC_PAGESIZE);
+	uint64_t depth, len;
+	void *buf;
+	int ret;
+
+	if (entries > INT32_MAX || stride > UINT32_MAX)
+		return EINVAL;
+	depth = roundup_pow_of_two(max_t(uint32_t, entries, 1));
+	len = (VIRTIO_RDMA_RING_SLOTS + depth * stride + page - 1) & ~(page - 1);
+	if (len != (size_t)len)
+		return ENOMEM;
+	ret = posix_memalign(&buf, page, len);
+	if (ret)
+		return ret;
+	memset(buf, 0, len);
+	/* A child must not take (copy on write) pages the device uses. */
+	if (ibv_dontfork_range(buf, len)) {
+		ret = errno ? errno : ENOMEM;
+		free(buf);
+		return ret;
 	}
+	vrdma_init_ring(ring, buf, len, true, VIRTIO_RDMA_RING_SLOTS, depth,
+			stride);
+	return 0;
+}
+
+/*
+ * Only once the kernel destroyed the queue (or never made it): until then
+ * the device may use a ring of ours.
+ */
+static void vrdma_free_ring(struct vrdma_ring *ring)
+{
+	if (!ring->buf)
+		return;
+	if (ring->own) {
+		ibv_dofork_range(ring->buf, ring->length);
+		free(ring->buf);
+	} else {
+		munmap(ring->buf, ring->length);
+	}
+	pthread_spin_destroy(&ring->lock);
+	ring->buf = NULL;
 }
 
 static struct ibv_cq *vrdma_create_cq(struct ibv_context *context, int cqe,
@@ -214,7 +326,8 @@ static struct ibv_cq *vrdma_create_cq(struct ibv_context *context, int cqe,
 				      int comp_vector)
 {
 	struct uvrdma_create_cq_resp resp = {};
-	struct ibv_create_cq cmd = {};
+	struct uvrdma_create_cq cmd = {};
+	size_t cmd_size = sizeof(cmd.ibv_cmd);	/* no request data */
 	struct vrdma_cq *cq;
 	int ret;
 
@@ -223,18 +336,33 @@ static struct ibv_cq *vrdma_create_cq(struct ibv_context *context, int cqe,
 		errno = ENOMEM;
 		return NULL;
 	}
+	if (to_vctx(context)->caps & VIRTIO_RDMA_CAP_RINGS) {
+		/* A negative cqe is refused as too large. */
+		ret = vrdma_alloc_ring(&cq->ring, cqe,
+				       sizeof(struct virtio_rdma_ring_cqe));
+		if (ret)
+			goto err_free;
+		cmd.addr = (uintptr_t)cq->ring.buf;
+		cmd.depth = cq->ring.depth;
+		cmd_size = sizeof(cmd);
+	}
 	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector, &cq->ibv_cq,
-				&cmd, sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+				&cmd.ibv_cmd, cmd_size, &resp.ibv_resp,
+				sizeof(resp));
 	if (ret)
-		goto err_free;
-	ret = vrdma_map_ring(context->cmd_fd, &cq->ring, &resp.ring,
-			     sizeof(struct virtio_rdma_ucqe));
-	if (ret) {
-		ibv_cmd_destroy_cq(&cq->ibv_cq);
-		goto err_free;
+		goto err_ring;
+	if (!cq->ring.own) {
+		ret = vrdma_map_ring(context->cmd_fd, &cq->ring, &resp.ring,
+				     sizeof(struct virtio_rdma_ucqe));
+		if (ret) {
+			ibv_cmd_destroy_cq(&cq->ibv_cq);
+			goto err_free;
+		}
 	}
 	return &cq->ibv_cq;
 
+err_ring:
+	vrdma_free_ring(&cq->ring);
 err_free:
 	free(cq);
 	errno = ret;
@@ -243,13 +371,13 @@ err_free:
 
 static int vrdma_destroy_cq(struct ibv_cq *ibcq)
 {
-	struct vrdma_cq *cq = container_of(ibcq, struct vrdma_cq, ibv_cq);
+	struct vrdma_cq *cq = to_vcq(ibcq);
 	int ret;
 
 	ret = ibv_cmd_destroy_cq(ibcq);
 	if (ret)
 		return ret;
-	vrdma_unmap_ring(&cq->ring);
+	vrdma_free_ring(&cq->ring);
 	free(cq);
 	return 0;
 }
@@ -286,35 +414,116 @@ static void vrdma_wc(const struct virtio_rdma_cq_req *c, struct ibv_wc *wc)
 	}
 }
 
+/* The slot @index of @ring. */
+static void *vrdma_slot(struct vrdma_ring *ring, uint32_t index)
+{
+	return ring->slots + (size_t)(index & (ring->depth - 1)) * ring->stride;
+}
+
+/*
+ * In ring mode the device writes the slots directly: nothing read from one
+ * is used as an index or a pointer here, only copied into the ibv_wc.
+ */
 static int vrdma_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 {
-	struct vrdma_cq *cq = container_of(ibcq, struct vrdma_cq, ibv_cq);
+	struct vrdma_cq *cq = to_vcq(ibcq);
 	struct vrdma_ring *ring = &cq->ring;
 	int n;
 
 	pthread_spin_lock(&ring->lock);
 	for (n = 0; n < ne; n++) {
-		struct virtio_rdma_ucqe *u = (void *)(ring->slots +
-			(size_t)(cq->consumer & (ring->depth - 1)) * ring->stride);
+		struct virtio_rdma_ring_cqe *u = vrdma_slot(ring, cq->consumer);
 
 		/* The completion is there once its sequence number is. */
-		if (__atomic_load_n(&u->seq, __ATOMIC_ACQUIRE) != cq->consumer + 1)
+		if (vrdma_load(ring, &u->seq) != cq->consumer + 1)
 			break;
 		vrdma_wc(&u->cqe, &wc[n]);
 		cq->consumer++;
 	}
+	/* After reading the slots: the other side may then rewrite them. */
 	if (n)
-		__atomic_store_n(&ring->ctrl->consumer, cq->consumer,
-				 __ATOMIC_RELEASE);
+		vrdma_store(ring, &ring->rec->consumer, cq->consumer);
 	pthread_spin_unlock(&ring->lock);
 	return n;
+}
+
+static int vrdma_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	struct vrdma_cq *cq = to_vcq(ibcq);
+	uint32_t *arm = &cq->ring.rec->arm;
+	uint32_t none = htole32(VIRTIO_RDMA_CQ_ARM_NONE);
+
+	if (!cq->ring.own)
+		return ibv_cmd_req_notify_cq(ibcq, solicited_only);
+	if (!solicited_only)
+		vrdma_store(&cq->ring, arm, VIRTIO_RDMA_CQ_ARM_NEXT);
+	else	/* as in IB, this does not weaken an arm for the next one */
+		__atomic_compare_exchange_n(arm, &none,
+					    htole32(VIRTIO_RDMA_CQ_ARM_SOLICITED),
+					    false, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED);
+	/*
+	 * The device reads arm after a full barrier once it wrote a
+	 * completion; this one orders the store before the caller's next
+	 * poll, so a completion either raises an event or is polled.
+	 */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return 0;
+}
+
+/*
+ * Ring mode: the bytes of a slot for a @hdr then @num_sge SGEs or
+ * @inline_len bytes of inline data. A QP has at least one SGE each way (the
+ * kernel raises 0 to 1).
+ */
+static uint64_t vrdma_stride(size_t hdr, uint32_t num_sge, uint32_t inline_len)
+{
+	uint64_t body = (uint64_t)max_t(uint32_t, num_sge, 1) *
+			sizeof(struct virtio_rdma_sge);
+
+	body = max_t(uint64_t, body, inline_len);
+	return (hdr + body + 7) & ~7ULL;
+}
+
+/* Ring mode: the QP's rings, for the caps asked. */
+static int vrdma_alloc_qp_rings(struct vrdma_qp *qp,
+				const struct ibv_qp_cap *cap)
+{
+	int ret;
+
+	ret = vrdma_alloc_ring(&qp->sq, cap->max_send_wr,
+			       vrdma_stride(sizeof(struct virtio_rdma_sq_req),
+					    cap->max_send_sge,
+					    cap->max_inline_data));
+	if (ret)
+		return ret;
+	return vrdma_alloc_ring(&qp->rq, cap->max_recv_wr,
+				vrdma_stride(sizeof(struct virtio_rdma_rq_req),
+					     cap->max_recv_sge, 0));
+}
+
+/*
+ * Ring mode: whether the caps the kernel granted fit the rings made for the
+ * caps asked (the kernel may raise them).
+ */
+static bool vrdma_caps_fit(const struct vrdma_qp *qp,
+			   const struct ibv_qp_cap *cap)
+{
+	return cap->max_send_wr <= qp->sq.depth &&
+	       cap->max_recv_wr <= qp->rq.depth &&
+	       vrdma_stride(sizeof(struct virtio_rdma_sq_req), cap->max_send_sge,
+			    cap->max_inline_data) <= qp->sq.stride &&
+	       vrdma_stride(sizeof(struct virtio_rdma_rq_req), cap->max_recv_sge,
+			    0) <= qp->rq.stride;
 }
 
 static struct ibv_qp *vrdma_create_qp(struct ibv_pd *pd,
 				      struct ibv_qp_init_attr *attr)
 {
+	bool rings = to_vctx(pd->context)->caps & VIRTIO_RDMA_CAP_RINGS;
 	struct uvrdma_create_qp_resp resp = {};
-	struct ibv_create_qp cmd = {};
+	struct uvrdma_create_qp cmd = {};
+	size_t cmd_size = sizeof(cmd.ibv_cmd);	/* no request data */
 	struct vrdma_qp *qp;
 	int ret;
 
@@ -323,27 +532,47 @@ static struct ibv_qp *vrdma_create_qp(struct ibv_pd *pd,
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = ibv_cmd_create_qp(pd, &qp->ibv_qp, attr, &cmd, sizeof(cmd),
+	if (rings) {
+		ret = vrdma_alloc_qp_rings(qp, &attr->cap);
+		if (ret)
+			goto err_rings;
+		cmd.sq_addr = (uintptr_t)qp->sq.buf;
+		cmd.rq_addr = (uintptr_t)qp->rq.buf;
+		cmd.sq_depth = qp->sq.depth;
+		cmd.sq_stride = qp->sq.stride;
+		cmd.rq_depth = qp->rq.depth;
+		cmd.rq_stride = qp->rq.stride;
+		cmd_size = sizeof(cmd);
+	}
+	/* On success attr->cap holds the caps the kernel granted. */
+	ret = ibv_cmd_create_qp(pd, &qp->ibv_qp, attr, &cmd.ibv_cmd, cmd_size,
 				&resp.ibv_resp, sizeof(resp));
 	if (ret)
-		goto err_free;
+		goto err_rings;
 	qp->max_inline = attr->cap.max_inline_data;
 	qp->max_send_sge = attr->cap.max_send_sge;
 	qp->max_recv_sge = attr->cap.max_recv_sge;
-	ret = vrdma_map_ring(pd->context->cmd_fd, &qp->sq, &resp.sq,
-			     sizeof(struct virtio_rdma_sq_req));
+	if (rings) {
+		ret = vrdma_caps_fit(qp, &attr->cap) ? 0 : EPROTO;
+	} else {
+		ret = vrdma_map_ring(pd->context->cmd_fd, &qp->sq, &resp.sq,
+				     sizeof(struct virtio_rdma_sq_req));
+		if (!ret)
+			ret = vrdma_map_ring(pd->context->cmd_fd, &qp->rq,
+					     &resp.rq,
+					     sizeof(struct virtio_rdma_rq_req));
+	}
 	if (ret)
 		goto err_destroy;
-	ret = vrdma_map_ring(pd->context->cmd_fd, &qp->rq, &resp.rq,
-			     sizeof(struct virtio_rdma_rq_req));
-	if (ret)
-		goto err_unmap;
 	return &qp->ibv_qp;
 
-err_unmap:
-	vrdma_unmap_ring(&qp->sq);
 err_destroy:
-	ibv_cmd_destroy_qp(&qp->ibv_qp);
+	/* If the QP lives on, so must the rings the device uses: leak them. */
+	if (ibv_cmd_destroy_qp(&qp->ibv_qp) && rings)
+		goto err_free;
+err_rings:
+	vrdma_free_ring(&qp->sq);
+	vrdma_free_ring(&qp->rq);
 err_free:
 	free(qp);
 	errno = ret;
@@ -375,29 +604,21 @@ static int vrdma_destroy_qp(struct ibv_qp *ibqp)
 	ret = ibv_cmd_destroy_qp(ibqp);
 	if (ret)
 		return ret;
-	vrdma_unmap_ring(&qp->sq);
-	vrdma_unmap_ring(&qp->rq);
+	vrdma_free_ring(&qp->sq);
+	vrdma_free_ring(&qp->rq);
 	free(qp);
 	return 0;
 }
 
 /*
- * Publishes the ring's producer and rings the doorbell. On failure the
- * elements the kernel did not take are withdrawn (the producer goes back to
- * the kernel's consumer); returns the errno and, in *taken, how many of the
- * elements written since @start the kernel took (the failing one included
- * for EINVAL: the kernel skips an element it refuses).
+ * The doorbell: a uverbs @command (POST_SEND or POST_RECV) without work
+ * requests. Returns 0 or the errno.
  */
-static int vrdma_doorbell(struct ibv_qp *ibqp, struct vrdma_ring *ring,
-			  uint32_t command, uint32_t start, uint32_t *taken)
+static int vrdma_kick(struct ibv_qp *ibqp, uint32_t command)
 {
 	struct ibv_post_send cmd = {};
 	struct ib_uverbs_post_send_resp resp;
-	uint32_t consumer;
-	int ret = 0;
 
-	/* Elements before index: the kernel reads them after this store. */
-	__atomic_store_n(&ring->ctrl->producer, ring->producer, __ATOMIC_RELEASE);
 	/* POST_SEND and POST_RECV share this layout up to wqe_size. */
 	cmd.hdr.command = command;
 	cmd.hdr.in_words = sizeof(cmd) / 4;
@@ -406,15 +627,52 @@ static int vrdma_doorbell(struct ibv_qp *ibqp, struct vrdma_ring *ring,
 	cmd.qp_handle = ibqp->handle;
 	cmd.wqe_size = sizeof(struct ibv_send_wr);
 	if (write(ibqp->context->cmd_fd, &cmd, sizeof(cmd)) != sizeof(cmd))
-		ret = errno;
-	consumer = __atomic_load_n(&ring->ctrl->consumer, __ATOMIC_ACQUIRE);
+		return errno;
+	return 0;
+}
+
+/*
+ * Kernel rings: publishes the ring's producer and rings the doorbell. On
+ * failure the elements the kernel did not take are withdrawn (the producer
+ * goes back to the kernel's consumer); returns the errno and, in *taken, how
+ * many of the elements written since @start the kernel took (the failing
+ * one included for EINVAL: the kernel skips an element it refuses).
+ */
+static int vrdma_doorbell(struct ibv_qp *ibqp, struct vrdma_ring *ring,
+			  uint32_t command, uint32_t start, uint32_t *taken)
+{
+	uint32_t consumer;
+	int ret;
+
+	/* Elements before index: the kernel reads them after this store. */
+	vrdma_store(ring, &ring->rec->producer, ring->producer);
+	ret = vrdma_kick(ibqp, command);
+	consumer = vrdma_load(ring, &ring->rec->consumer);
 	*taken = consumer - start;
 	if (ret) {
 		ring->producer = consumer;
-		__atomic_store_n(&ring->ctrl->producer, consumer,
-				 __ATOMIC_RELEASE);
+		vrdma_store(ring, &ring->rec->producer, consumer);
 	}
 	return ret;
+}
+
+/*
+ * Ring mode: publishes the ring's producer to the device, which polls the
+ * ring while it has work. Before it stops it sets NOTIFY, then (after a
+ * full barrier) reads producer once more: with the store, a full barrier
+ * and the read of flags here, either it sees the new producer or this sees
+ * NOTIFY and rings the doorbell. The doorbell cannot fail work requests
+ * (the device checks them, and may be reading them already), so its result
+ * is not reported: a kick the device missed leaves NOTIFY set, and the next
+ * post rings again.
+ */
+static void vrdma_publish(struct ibv_qp *ibqp, struct vrdma_ring *ring,
+			  uint32_t command)
+{
+	vrdma_store(ring, &ring->rec->producer, ring->producer);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (vrdma_load(ring, &ring->rec->flags) & VIRTIO_RDMA_RING_F_NOTIFY)
+		vrdma_kick(ibqp, command);
 }
 
 /*
@@ -427,16 +685,13 @@ static uint32_t vrdma_bad_index(int err, uint32_t taken)
 	return err == EINVAL && taken ? taken - 1 : taken;
 }
 
-/* The slot @index of @ring. */
-static void *vrdma_slot(struct vrdma_ring *ring, uint32_t index)
-{
-	return ring->slots + (size_t)(index & (ring->depth - 1)) * ring->stride;
-}
-
+/*
+ * The consumer is the other side's (the device's in ring mode): a bogus one
+ * only makes the ring look full, and slots are indexed by our producer.
+ */
 static int vrdma_ring_full(struct vrdma_ring *ring)
 {
-	uint32_t consumer = __atomic_load_n(&ring->ctrl->consumer,
-					    __ATOMIC_ACQUIRE);
+	uint32_t consumer = vrdma_load(ring, &ring->rec->consumer);
 
 	return ring->producer - consumer >= ring->depth;
 }
@@ -551,10 +806,10 @@ static int vrdma_encode_recv(struct vrdma_qp *qp, struct ibv_recv_wr *wr,
 }
 
 /*
- * Ends a post: rings the doorbell for the elements written since @start.
- * @ret is the error that stopped writing (0 if none) and *pos the position
- * of the request it concerns; a failed doorbell replaces both. Returns the
- * post's errno.
+ * Ends a post: publishes the elements written since @start. @ret is the
+ * error that stopped writing (0 if none) and *pos the position of the
+ * request it concerns; a failed doorbell of kernel rings replaces both.
+ * Returns the post's errno.
  */
 static int vrdma_post_end(struct ibv_qp *ibqp, struct vrdma_ring *ring,
 			  uint32_t command, uint32_t start, int ret,
@@ -565,6 +820,10 @@ static int vrdma_post_end(struct ibv_qp *ibqp, struct vrdma_ring *ring,
 
 	if (ring->producer == start)
 		return ret;
+	if (ring->own) {
+		vrdma_publish(ibqp, ring, command);
+		return ret;
+	}
 	db = vrdma_doorbell(ibqp, ring, command, start, &taken);
 	if (!db)
 		return ret;
@@ -666,8 +925,7 @@ static int vrdma_destroy_ah(struct ibv_ah *ibah)
 
 static void vrdma_free_context(struct ibv_context *ibctx)
 {
-	struct vrdma_context *ctx =
-		container_of(ibctx, struct vrdma_context, ibv_ctx.context);
+	struct vrdma_context *ctx = to_vctx(ibctx);
 
 	verbs_uninit_context(&ctx->ibv_ctx);
 	free(ctx);
@@ -688,7 +946,7 @@ static const struct verbs_context_ops vrdma_user_qp_ops = {
 	.create_cq = vrdma_create_cq,
 	.destroy_cq = vrdma_destroy_cq,
 	.poll_cq = vrdma_poll_cq,
-	.req_notify_cq = ibv_cmd_req_notify_cq,
+	.req_notify_cq = vrdma_req_notify_cq,
 	.create_qp = vrdma_create_qp,
 	.query_qp = vrdma_query_qp,
 	.modify_qp = vrdma_modify_qp,
@@ -720,7 +978,8 @@ static struct verbs_context *vrdma_alloc_context(struct ibv_device *ibdev,
 	}
 	ctx->caps = resp.caps;
 	verbs_set_ops(&ctx->ibv_ctx, &vrdma_ctx_ops);
-	if (ctx->caps & VIRTIO_RDMA_CAP_USER_QP)
+	/* Rings in guest memory are user CQs and QPs too. */
+	if (ctx->caps & (VIRTIO_RDMA_CAP_USER_QP | VIRTIO_RDMA_CAP_RINGS))
 		verbs_set_ops(&ctx->ibv_ctx, &vrdma_user_qp_ops);
 	return &ctx->ibv_ctx;
 }

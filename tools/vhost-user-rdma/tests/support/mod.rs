@@ -144,6 +144,7 @@ impl Dev {
         let (tx, rx) = mpsc::channel();
         let path = socket.clone();
         let lim = adjust(limits(id as u8));
+        let nq = lim.num_queues();
         let thread = thread::spawn(move || {
             device::serve_with(&path, lim, |dev| {
                 let _ = tx.send(dev.clone());
@@ -180,7 +181,6 @@ impl Dev {
         )
         .expect("region info");
         fe.set_mem_table(&[region]).expect("mem table");
-        let nq = limits(0).num_queues();
         let mut vqs = Vec::new();
         for index in 0..nq {
             let vq = Vq {

@@ -1,0 +1,525 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Queues in guest memory (`VIRTIO_RDMA_F_RINGS`), driven over a real
+//! vhost-user socket: work rings the device polls and asks doorbells for,
+//! completion rings it writes, armed CQs' events, and what a process may
+//! not post.
+
+mod support;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::*;
+use vhost_user_rdma::abi::*;
+use vhost_user_rdma::ib::*;
+use vhost_user_rdma::limits::Rings;
+use vm_memory::{Bytes, GuestAddress};
+use zerocopy::little_endian::U32;
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
+
+/// Where the tests put ring page tables, then ring pages.
+const TABLES: u64 = 0x60_0000;
+const RING_PAGES: u64 = 0x61_0000;
+const PAGE: u64 = 4096;
+const CQE: u32 = core::mem::size_of::<VirtioRdmaRingCqe>() as u32;
+const POLL_US: u32 = 20_000;
+const SEQ: u64 = core::mem::offset_of!(VirtioRdmaRingCqe, seq) as u64;
+
+/// A device offering rings (2 completion-event queues, 20 ms of polling).
+fn start() -> Dev {
+    Dev::start_with(MEM_SIZE, |l| {
+        l.with_rings(Some(Rings::new(16, 8, 2, POLL_US).expect("rings")))
+            .expect("limits")
+    })
+}
+
+/// A ring in the test's guest memory.
+#[derive(Clone, Copy)]
+struct Ring {
+    /// Guest address of its record (its pages are contiguous).
+    base: u64,
+    depth: u32,
+    stride: u32,
+    /// Slots produced (work) or consumed (CQ) so far.
+    next: u32,
+}
+
+impl Ring {
+    fn slot(&self, n: u32) -> u64 {
+        self.base + 64 + u64::from(n % self.depth) * u64::from(self.stride)
+    }
+    fn field(&self, off: u64) -> GuestAddress {
+        GuestAddress(self.base + off)
+    }
+}
+
+/// Allocates ring number `i` of `depth` slots of `stride` bytes and its
+/// page table; its description.
+fn ring(d: &Dev, i: u64, depth: u32, stride: u32) -> (Ring, VirtioRdmaRing) {
+    let base = RING_PAGES + i * 16 * PAGE;
+    let bytes = 64 + u64::from(depth) * u64::from(stride);
+    let n = bytes.div_ceil(PAGE);
+    assert!(n <= 16);
+    d.fill(base, &vec![0u8; (n * PAGE) as usize]);
+    let table = TABLES + i * 0x100;
+    for p in 0..n {
+        d.fill(table + 8 * p, &(base + p * PAGE).to_le_bytes());
+    }
+    let desc = VirtioRdmaRing {
+        pages: table.into(),
+        npages: (n as u32).into(),
+        depth: depth.into(),
+        stride: stride.into(),
+        reserved: 0.into(),
+    };
+    let r = Ring {
+        base,
+        depth,
+        stride,
+        next: 0,
+    };
+    (r, desc)
+}
+
+/// A ring CQ of `depth` completions on completion-event queue `vq`.
+fn ring_cq(d: &mut Dev, i: u64, depth: u32, vq: u32) -> (u32, Ring) {
+    let (r, desc) = ring(d, i, depth, CQE);
+    let req = VirtioRdmaCmdCreateCqRing {
+        ring: desc,
+        comp_vq: vq.into(),
+        reserved: 0.into(),
+    };
+    let cqn = le32(&d.ok(VIRTIO_RDMA_CMD_CREATE_CQ_RING, req.as_bytes(), 8), 0);
+    (cqn, r)
+}
+
+/// CREATE_QP_RING with rings `i` and `i + 1`; (status, qpn, SQ, RQ).
+fn try_ring_qp(d: &mut Dev, pdn: u32, cq: u32, i: u64, flags: u32) -> (u8, u32, Ring, Ring) {
+    let (sq, sq_desc) = ring(d, i, 8, 256);
+    let (rq, rq_desc) = ring(d, i + 1, 8, 128);
+    let mut q = VirtioRdmaCmdCreateQp::new_zeroed();
+    q.pdn = pdn.into();
+    q.qp_type = IB_QPT_RC;
+    q.max_send_wr = 8.into();
+    q.max_send_sge = 4.into();
+    q.send_cqn = cq.into();
+    q.max_recv_wr = 8.into();
+    q.max_recv_sge = 4.into();
+    q.recv_cqn = cq.into();
+    q.max_inline_data = 64.into();
+    let req = VirtioRdmaCmdCreateQpRing {
+        qp: q,
+        sq: sq_desc,
+        rq: rq_desc,
+        flags: flags.into(),
+        reserved: 0.into(),
+    };
+    let (st, rsp) = d.cmd(VIRTIO_RDMA_CMD_CREATE_QP_RING, req.as_bytes(), 8);
+    let qpn = if st == VIRTIO_RDMA_S_OK {
+        le32(&rsp, 0)
+    } else {
+        0
+    };
+    (st, qpn, sq, rq)
+}
+
+fn ring_qp(d: &mut Dev, pdn: u32, cq: u32, i: u64, flags: u32) -> (u32, Ring, Ring) {
+    let (st, qpn, sq, rq) = try_ring_qp(d, pdn, cq, i, flags);
+    assert_eq!(st, VIRTIO_RDMA_S_OK, "CREATE_QP_RING");
+    (qpn, sq, rq)
+}
+
+/// Writes `elem` into the next slot of work ring `r` and publishes it,
+/// ringing the doorbell if the ring asks for it (as a driver does).
+fn produce(d: &Dev, r: &mut Ring, elem: &[u8]) {
+    publish(d, r, elem);
+    if flags(d, r) & VIRTIO_RDMA_RING_F_NOTIFY != 0 {
+        d.vqs[notify_q()].kick.write(1).expect("kick");
+    }
+}
+
+/// [`produce`] without the doorbell.
+fn publish(d: &Dev, r: &mut Ring, elem: &[u8]) {
+    assert!(elem.len() <= r.stride as usize);
+    d.fill(r.slot(r.next), elem);
+    r.next = r.next.wrapping_add(1);
+    d.mem
+        .store(r.next, r.field(0), std::sync::atomic::Ordering::SeqCst)
+        .expect("producer");
+}
+
+/// A receive element.
+fn recv_elem(wr_id: u64, sges: &[(u64, u32, u32)]) -> Vec<u8> {
+    let mut b = VirtioRdmaRqReq {
+        wr_id: wr_id.into(),
+        num_sge: (sges.len() as u32).into(),
+        reserved: 0.into(),
+    }
+    .as_bytes()
+    .to_vec();
+    b.extend(sge_bytes(sges));
+    b
+}
+
+/// The completions the device wrote into CQ ring `r` since the last call.
+fn take(d: &Dev, r: &mut Ring) -> Vec<VirtioRdmaCqReq> {
+    let mut out = Vec::new();
+    loop {
+        let slot = r.slot(r.next);
+        let seq: u32 = d.mem.read_obj(GuestAddress(slot + SEQ)).expect("seq");
+        if seq != r.next.wrapping_add(1) {
+            break;
+        }
+        let b = d.read(slot, CQE_LEN);
+        out.push(VirtioRdmaCqReq::read_from_bytes(&b).expect("cqe"));
+        r.next = r.next.wrapping_add(1);
+        d.mem.write_obj(r.next, r.field(4)).expect("consumer");
+    }
+    out
+}
+
+/// Waits for `n` completions in CQ ring `r`.
+fn wait(d: &Dev, r: &mut Ring, n: usize) -> Vec<VirtioRdmaCqReq> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = Vec::new();
+    while got.len() < n {
+        got.extend(take(d, r));
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} completions",
+            got.len()
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    got
+}
+
+fn flags(d: &Dev, r: &Ring) -> u32 {
+    d.mem
+        .load(r.field(8), std::sync::atomic::Ordering::SeqCst)
+        .expect("flags")
+}
+
+fn notify_q() -> usize {
+    virtio_rdma_notify_vq(MAX_CQ, MAX_QP) as usize
+}
+
+fn comp_q(n: u32) -> usize {
+    virtio_rdma_comp_vq(MAX_CQ, MAX_QP, n) as usize
+}
+
+/// Two ring QPs of one device connected to each other, one ring CQ.
+struct Pair {
+    d: Dev,
+    key: u32,
+    cqn: u32,
+    cq: Ring,
+    a: (u32, Ring, Ring),
+    b: (u32, Ring, Ring),
+}
+
+fn pair_with(flags: u32) -> Pair {
+    let mut d = start();
+    let pd = d.create_pd();
+    let key = d.dma_mr(pd, ALL);
+    let (cqn, cq) = ring_cq(&mut d, 0, 16, 1);
+    let a = ring_qp(&mut d, pd, cqn, 1, flags);
+    let b = ring_qp(&mut d, pd, cqn, 3, flags);
+    let gid = d.gid;
+    d.rc_up(a.0, gid, b.0, ALL, 0);
+    d.rc_up(b.0, gid, a.0, ALL, 0);
+    Pair {
+        d,
+        key,
+        cqn,
+        cq,
+        a,
+        b,
+    }
+}
+
+#[test]
+fn ring_qps_move_data_and_complete_into_the_ring() {
+    let mut p = pair_with(VIRTIO_RDMA_QP_RING_F_USER);
+    assert!(
+        p.a.0 >= MAX_QP && p.cqn >= MAX_CQ,
+        "ring numbers follow the virtqueue ones"
+    );
+    let (src, dst) = (DATA, DATA + 0x1000);
+    let msg = pattern(300, 7);
+    p.d.fill(src, &msg);
+    produce(&p.d, &mut p.b.2, &recv_elem(11, &[(dst, 512, p.key)]));
+    let send = wqe(
+        22,
+        IB_WR_SEND,
+        IB_SEND_SIGNALED,
+        0,
+        &[],
+        &[(src, 300, p.key)],
+    );
+    produce(&p.d, &mut p.a.1, &send);
+    let got = wait(&p.d, &mut p.cq, 2);
+    let by_id = |id: u64| {
+        got.iter()
+            .find(|c| c.wr_id.get() == id)
+            .expect("completion")
+    };
+    assert_eq!(by_id(22).status, IB_WC_SUCCESS);
+    assert_eq!(by_id(22).qp_num.get(), p.a.0);
+    assert_eq!(
+        (by_id(11).opcode, by_id(11).byte_len.get()),
+        (IB_WC_RECV, 300)
+    );
+    assert_eq!(p.d.read(dst, 300), msg);
+    // The device published how far it read.
+    let consumer: u32 = p.d.mem.read_obj(p.a.1.field(4)).expect("consumer");
+    assert_eq!(consumer, 1);
+
+    let w = wqe(
+        33,
+        IB_WR_RDMA_WRITE,
+        IB_SEND_SIGNALED,
+        0,
+        &rdma(dst + 0x800, p.key),
+        &[(src, 64, p.key)],
+    );
+    produce(&p.d, &mut p.a.1, &w);
+    let got = wait(&p.d, &mut p.cq, 1);
+    assert_eq!((got[0].wr_id.get(), got[0].status), (33, IB_WC_SUCCESS));
+    assert_eq!(p.d.read(dst + 0x800, 64), msg[..64]);
+    p.d.finish();
+}
+
+#[test]
+fn idle_rings_ask_for_a_doorbell_and_a_kick_serves_them() {
+    let mut p = pair_with(0);
+    // Idle past the polling window: every ring asks to be notified (and
+    // keeps asking: a spurious wake-up only starts another window).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut asked_since = None;
+    loop {
+        let asked = flags(&p.d, &p.a.1) & VIRTIO_RDMA_RING_F_NOTIFY != 0;
+        let since = *asked_since.get_or_insert(Instant::now());
+        if !asked {
+            asked_since = None;
+        } else if since.elapsed() > Duration::from_micros(3 * u64::from(POLL_US)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the device never asked for a doorbell"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+    assert_ne!(flags(&p.d, &p.b.2) & VIRTIO_RDMA_RING_F_NOTIFY, 0, "RQ too");
+    // A post without the doorbell waits: the device sleeps.
+    let w = wqe(
+        44,
+        IB_WR_RDMA_WRITE,
+        IB_SEND_SIGNALED,
+        0,
+        &rdma(DATA + 0x3000, p.key),
+        &[(DATA, 8, p.key)],
+    );
+    publish(&p.d, &mut p.a.1, &w);
+    thread::sleep(Duration::from_millis(100));
+    assert!(
+        take(&p.d, &mut p.cq).is_empty(),
+        "served without a doorbell"
+    );
+    // The doorbell: a kick of the notification queue, no buffer.
+    p.d.vqs[notify_q()].kick.write(1).expect("kick");
+    let got = wait(&p.d, &mut p.cq, 1);
+    assert_eq!((got[0].wr_id.get(), got[0].status), (44, IB_WC_SUCCESS));
+    assert_eq!(
+        flags(&p.d, &p.a.1) & VIRTIO_RDMA_RING_F_NOTIFY,
+        0,
+        "polling again"
+    );
+    p.d.finish();
+}
+
+#[test]
+fn an_armed_cq_raises_one_event_on_its_queue() {
+    let mut p = pair_with(0);
+    let q = comp_q(1);
+    p.d.post(q, &[0u8; 8], true);
+    p.d.post(q, &[0u8; 8], true);
+    let write = |id: u64| {
+        wqe(
+            id,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA + 0x3000, p.key),
+            &[(DATA, 8, p.key)],
+        )
+    };
+    // Not armed: a completion, no event.
+    produce(&p.d, &mut p.a.1, &write(1));
+    wait(&p.d, &mut p.cq, 1);
+    thread::sleep(Duration::from_millis(20));
+    assert!(p.d.take_used(q).is_empty(), "event without arming");
+    // Armed: one event naming the CQ, and the arm is spent.
+    p.d.mem
+        .write_obj(VIRTIO_RDMA_CQ_ARM_NEXT, p.cq.field(12))
+        .expect("arm");
+    produce(&p.d, &mut p.a.1, &write(2));
+    wait(&p.d, &mut p.cq, 1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let used = loop {
+        let u = p.d.take_used(q);
+        if !u.is_empty() {
+            break u;
+        }
+        assert!(Instant::now() < deadline, "no completion event");
+        thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(used.len(), 1);
+    assert_eq!(
+        used[0].1 as usize,
+        core::mem::size_of::<VirtioRdmaCompEvent>()
+    );
+    let ev = p.d.read(p.d.vqs[q].buf(used[0].0 as u16), 8);
+    assert_eq!(le32(&ev, 0), p.cqn);
+    let arm: u32 = p.d.mem.read_obj(p.cq.field(12)).expect("arm");
+    assert_eq!(arm, VIRTIO_RDMA_CQ_ARM_NONE);
+    produce(&p.d, &mut p.a.1, &write(3));
+    wait(&p.d, &mut p.cq, 1);
+    thread::sleep(Duration::from_millis(20));
+    assert!(p.d.take_used(q).is_empty(), "a spent arm fired again");
+    assert!(
+        p.d.take_used(comp_q(0)).is_empty(),
+        "event on another queue"
+    );
+    p.d.finish();
+}
+
+#[test]
+fn a_process_ring_runs_only_what_a_process_may_post() {
+    let mut p = pair_with(VIRTIO_RDMA_QP_RING_F_USER);
+    // LOCAL_INV of a fast-registration MR of its PD: the kernel's to post
+    // (a kernel QP's would succeed).
+    let req = VirtioRdmaCmdCreateMr {
+        pdn: 1.into(),
+        access_flags: 0.into(),
+        max_num_sg: 4.into(),
+        reserved: 0.into(),
+    };
+    let fr = le32(&p.d.ok(VIRTIO_RDMA_CMD_CREATE_MR, req.as_bytes(), 16), 4);
+    let inv = wqe(55, IB_WR_LOCAL_INV, IB_SEND_SIGNALED, fr, &[], &[]);
+    produce(&p.d, &mut p.a.1, &inv);
+    let got = wait(&p.d, &mut p.cq, 1);
+    assert_eq!(
+        (got[0].wr_id.get(), got[0].status),
+        (55, IB_WC_LOC_QP_OP_ERR)
+    );
+    assert_eq!(p.d.qp_state(p.a.0), IB_QPS_ERR);
+    // The MR still works for the other QP.
+    let w = wqe(
+        66,
+        IB_WR_RDMA_WRITE,
+        IB_SEND_SIGNALED,
+        0,
+        &rdma(DATA + 0x3000, p.key),
+        &[(DATA, 8, p.key)],
+    );
+    let mut b = p.b;
+    produce(&p.d, &mut b.1, &w);
+    let got = wait(&p.d, &mut p.cq, 1);
+    // Its peer is in error: a remote error, but not a protection fault.
+    assert_eq!(got[0].wr_id.get(), 66);
+    assert_ne!(got[0].status, IB_WC_LOC_PROT_ERR);
+    p.d.finish();
+}
+
+#[test]
+fn a_producer_beyond_the_ring_fails_only_its_qp() {
+    let mut p = pair_with(VIRTIO_RDMA_QP_RING_F_USER);
+    p.d.mem
+        .store(100u32, p.a.1.field(0), std::sync::atomic::Ordering::SeqCst)
+        .expect("producer");
+    let got = wait(&p.d, &mut p.cq, 1);
+    assert_eq!(got[0].status, IB_WC_LOC_QP_OP_ERR);
+    assert_eq!(got[0].qp_num.get(), p.a.0);
+    assert_eq!(p.d.qp_state(p.a.0), IB_QPS_ERR);
+    assert_eq!(p.d.qp_state(p.b.0), IB_QPS_RTS);
+    p.d.finish();
+}
+
+#[test]
+fn ring_descriptions_and_objects_are_checked() {
+    let mut d = start();
+    let pd = d.create_pd();
+    let vq_cq = d.create_cq(4);
+    let (cqn, _) = ring_cq(&mut d, 0, 16, 0);
+    // A ring QP needs ring CQs.
+    let (st, ..) = try_ring_qp(&mut d, pd, vq_cq, 1, 0);
+    assert_eq!(st, VIRTIO_RDMA_S_INVALID);
+    // Unknown flags.
+    let (st, ..) = try_ring_qp(&mut d, pd, cqn, 1, 2);
+    assert_eq!(st, VIRTIO_RDMA_S_INVALID);
+    // A virtqueue QP may not use a ring CQ.
+    let mut q = VirtioRdmaCmdCreateQp::new_zeroed();
+    q.pdn = U32::new(pd);
+    q.qp_type = IB_QPT_RC;
+    q.max_send_wr = 4.into();
+    q.send_cqn = cqn.into();
+    q.recv_cqn = cqn.into();
+    assert_eq!(
+        d.cmd(VIRTIO_RDMA_CMD_CREATE_QP, q.as_bytes(), 8).0,
+        VIRTIO_RDMA_S_INVALID
+    );
+    // A completion-event queue the device does not have.
+    let (_, desc) = ring(&d, 5, 16, CQE);
+    let req = VirtioRdmaCmdCreateCqRing {
+        ring: desc,
+        comp_vq: 2.into(),
+        reserved: 0.into(),
+    };
+    assert_eq!(
+        d.cmd(VIRTIO_RDMA_CMD_CREATE_CQ_RING, req.as_bytes(), 8).0,
+        VIRTIO_RDMA_S_INVALID
+    );
+    // A CQ ring whose slots are not completions.
+    let (_, desc) = ring(&d, 6, 16, 128);
+    let req = VirtioRdmaCmdCreateCqRing {
+        ring: desc,
+        comp_vq: 0.into(),
+        reserved: 0.into(),
+    };
+    assert_eq!(
+        d.cmd(VIRTIO_RDMA_CMD_CREATE_CQ_RING, req.as_bytes(), 8).0,
+        VIRTIO_RDMA_S_INVALID
+    );
+    d.finish();
+}
+
+#[test]
+fn ring_commands_need_the_feature() {
+    // Offered but not acked.
+    let mut d = Dev::start_without(
+        MEM_SIZE,
+        |l| {
+            l.with_rings(Some(Rings::new(16, 8, 2, POLL_US).expect("rings")))
+                .expect("limits")
+        },
+        1 << VIRTIO_RDMA_F_RINGS,
+    );
+    let (_, desc) = ring(&d, 0, 16, CQE);
+    let req = VirtioRdmaCmdCreateCqRing {
+        ring: desc,
+        comp_vq: 0.into(),
+        reserved: 0.into(),
+    };
+    assert_eq!(
+        d.cmd(VIRTIO_RDMA_CMD_CREATE_CQ_RING, req.as_bytes(), 8).0,
+        VIRTIO_RDMA_S_UNSUPPORTED
+    );
+    d.finish();
+    // Not offered.
+    let d = Dev::start();
+    let f = d.dev.ctrl().rings_acked();
+    assert!(!f);
+    d.finish();
+}
