@@ -1,0 +1,57 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Queues in guest memory (VIRTIO_RDMA_F_RINGS, the backend's --rings): user
+# QPs and CQs whose rings the provider allocates and the device reads and
+# writes. The device reports its ring QPs and CQs in max_qp/max_cq;
+# rdma-core's clients run over rings with their data checked (polling, and
+# ibv_rc_pingpong -e sleeping on completion events, i.e. arming in the CQ's
+# record and the device's completion-event queue); a busy ib_write_bw posts
+# with almost no system call (the doorbell only when the device stopped
+# polling) and a polling ib_write_lat takes almost no interrupt; the kernel
+# ULP path (rping through rdma_cm's kernel QP 1) keeps working beside them.
+# backend-args: --rings
+set -euo pipefail
+source "$(dirname "$0")/lib/common.sh"
+
+driver_up
+dev=virtio_rdma0 gid=$(v4_gid_index)
+
+step "the ring QPs and CQs are counted"
+max_qp=$(ibv_devinfo -v -d $dev | awk '$1 == "max_qp:" { print $2 }')
+max_cq=$(ibv_devinfo -v -d $dev | awk '$1 == "max_cq:" { print $2 }')
+echo "  max_qp $max_qp max_cq $max_cq"
+[ "$max_qp" -ge 16384 ] && [ "$max_cq" -ge 16384 ] || fail "max_qp $max_qp, max_cq $max_cq"
+
+pair "ibv_rc_pingpong (polling)" ibv_rc_pingpong -d $dev -g $gid -n 200 -c -p $port -- \
+	ibv_rc_pingpong -d $dev -g $gid -n 200 -c -p $port localhost
+pair "ibv_rc_pingpong -e (completion events)" ibv_rc_pingpong -d $dev -g $gid -n 200 -c -e -p $port -- \
+	ibv_rc_pingpong -d $dev -g $gid -n 200 -c -e -p $port localhost
+pair "ibv_ud_pingpong" ibv_ud_pingpong -d $dev -g $gid -n 100 -c -s 1024 -p $port -- \
+	ibv_ud_pingpong -d $dev -g $gid -n 100 -c -s 1024 -p $port localhost
+for t in ib_send_bw ib_read_bw ib_atomic_bw; do
+	opts="-d $dev -x $gid -F"
+	pair "$t" $t $opts -n 500 -p $port -- $t $opts -n 500 -p $port localhost
+done
+
+step "a busy ib_write_bw posts without a system call per message"
+n=20000
+opts="-d $dev -x $gid -F -s 64 -n $n"
+pair "ib_write_bw -s 64 -n $n under strace" ib_write_bw $opts -p $port -- \
+	strace -f -c -e trace=write -o /tmp/strace.log ib_write_bw $opts -p $port localhost
+writes=$(awk '$NF == "write" { print $4 }' /tmp/strace.log)
+echo "  write() calls of the client: ${writes:-0} for $n messages"
+[ "${writes:-0}" -lt $((n / 10)) ] || fail "${writes} write() calls for $n messages"
+
+step "a polling ib_write_lat takes no interrupt per completion"
+irqs() { awk '/virtio/ { for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) s += $i } END { print s + 0 }' /proc/interrupts; }
+before=$(irqs)
+n=2000
+PAIR_QUIET=1 pair "ib_write_lat" ib_write_lat -d $dev -x $gid -F -n $n -p $port -- \
+	ib_write_lat -d $dev -x $gid -F -n $n -p $port localhost
+grep -E "^ *[0-9]+ +[0-9]+" /tmp/client.log | tail -1 | sed 's/^/  /'
+delta=$(($(irqs) - before))
+echo "  virtio interrupts during $n round trips: $delta"
+[ "$delta" -lt $((n / 4)) ] || fail "$delta interrupts for $n round trips"
+
+pair "rping (rdma_cm; its MADs on the kernel's QP 1)" rping -s -a $MY_IP -p $port -C 50 -- \
+	rping -c -a $MY_IP -p $port -C 50 -v
