@@ -915,6 +915,9 @@ impl Virtqueue {
 
     /// Notifies the device of new buffers, the second half of
     /// [`VirtqueueGuard::kick_prepare`]; needs no lock. Returns `false` if the queue is broken.
+    ///
+    /// A device may also define a queue it only watches for notifications (a doorbell), to which
+    /// no buffer is ever added: notifying it is a kick and nothing more.
     pub fn notify(&self) -> bool {
         // SAFETY: By the type invariant `vq` is valid; `virtqueue_notify` needs no
         // serialisation.
@@ -1102,6 +1105,11 @@ mod tests {
     /// Set when `get` was asked for bytes past `CONFIG` (where virtio-pci has its `BUG_ON`).
     static OVERRUN: AtomicBool = AtomicBool::new(false);
 
+    /// The stand-in transport's `get`: copies `len` bytes of `CONFIG` from `offset` to `buf`.
+    ///
+    /// # Safety
+    ///
+    /// `buf` must be valid for writes of `len` bytes (the virtio core's contract for `get`).
     unsafe extern "C" fn get(
         _vdev: *mut bindings::virtio_device,
         offset: c_uint,
@@ -1116,10 +1124,20 @@ mod tests {
         }
     }
 
+    /// The stand-in transport's `get_config_size`.
+    ///
+    /// # Safety
+    ///
+    /// None beyond the op's signature: the device is not used.
     unsafe extern "C" fn size(_vdev: *mut bindings::virtio_device) -> usize {
         CONFIG.len()
     }
 
+    /// The `get_config_size` of a transport without config space.
+    ///
+    /// # Safety
+    ///
+    /// None beyond the op's signature: the device is not used.
     unsafe extern "C" fn no_size(_vdev: *mut bindings::virtio_device) -> usize {
         0
     }

@@ -66,6 +66,11 @@ pub(crate) struct Config {
     pub(crate) atomic_cap: u8,
     pub(crate) mac: [u8; 6],
     pub(crate) reserved: [u8; 6],
+    /// With [`F_RINGS`] only (read as zero without it).
+    pub(crate) max_ring_qp: U32,
+    pub(crate) max_ring_cq: U32,
+    pub(crate) num_comp_vqs: U32,
+    pub(crate) reserved1: U32,
 }
 
 same_layout!(
@@ -105,8 +110,20 @@ same_layout!(
         atomic_cap,
         mac,
         reserved,
+        max_ring_qp,
+        max_ring_cq,
+        num_comp_vqs,
+        reserved1,
     ]
 );
+
+/// Where the config fields of [`F_RINGS`] start: the bytes before are every device's.
+pub(crate) const CONFIG_RINGS_OFFSET: usize = core::mem::offset_of!(Config, max_ring_qp);
+/// How many bytes of config the fields of [`F_RINGS`] take.
+pub(crate) const CONFIG_RINGS_LEN: usize = core::mem::size_of::<Config>() - CONFIG_RINGS_OFFSET;
+
+/// `VIRTIO_RDMA_F_RINGS`: queues in guest memory.
+pub(crate) const F_RINGS: u32 = bindings::VIRTIO_RDMA_F_RINGS;
 
 /// Size of the device's config space (`VIRTIO_RDMA_CONFIG_SPACE_SIZE`).
 pub(crate) const CONFIG_SPACE_SIZE: usize = bindings::VIRTIO_RDMA_CONFIG_SPACE_SIZE as usize;
@@ -144,6 +161,10 @@ pub(crate) mod cmd {
     pub(crate) const DEL_GID: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEL_GID;
     pub(crate) const QUERY_COUNTERS: u32 =
         bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_COUNTERS;
+    pub(crate) const CREATE_CQ_RING: u32 =
+        bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_CQ_RING;
+    pub(crate) const CREATE_QP_RING: u32 =
+        bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_QP_RING;
 }
 
 /// `enum virtio_rdma_status`.
@@ -842,6 +863,113 @@ same_layout!(
     [mrn, key, access, npages, iova, length, pages]
 );
 
+/// `VIRTIO_RDMA_PAGE_SIZE`: the page size of the page tables the device reads.
+pub(crate) const PAGE_SIZE: u32 = bindings::VIRTIO_RDMA_PAGE_SIZE;
+
+/// `VIRTIO_RDMA_RING_SLOTS`: where a ring's slots start, after its record.
+pub(crate) const RING_SLOTS: u32 = bindings::VIRTIO_RDMA_RING_SLOTS;
+
+/// `VIRTIO_RDMA_RING_F_NOTIFY`: the device asks for a kick after the next producer store.
+pub(crate) const RING_F_NOTIFY: u32 = bindings::VIRTIO_RDMA_RING_F_NOTIFY;
+
+/// `enum virtio_rdma_cq_arm`.
+pub(crate) mod cq_arm {
+    use kernel::bindings;
+
+    pub(crate) const NONE: u32 = bindings::virtio_rdma_cq_arm_VIRTIO_RDMA_CQ_ARM_NONE;
+    pub(crate) const NEXT: u32 = bindings::virtio_rdma_cq_arm_VIRTIO_RDMA_CQ_ARM_NEXT;
+    pub(crate) const SOLICITED: u32 = bindings::virtio_rdma_cq_arm_VIRTIO_RDMA_CQ_ARM_SOLICITED;
+}
+
+/// `struct virtio_rdma_ring`: a queue in guest memory, by its page table.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct Ring {
+    pub(crate) pages: U64,
+    pub(crate) npages: U32,
+    pub(crate) depth: U32,
+    pub(crate) stride: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    Ring,
+    bindings::virtio_rdma_ring,
+    [pages, npages, depth, stride, reserved]
+);
+
+/// `struct virtio_rdma_ring_record`: the first bytes of a ring.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RingRecord {
+    pub(crate) producer: U32,
+    pub(crate) consumer: U32,
+    pub(crate) flags: U32,
+    pub(crate) arm: U32,
+    pub(crate) reserved: [U32; 12],
+}
+same_layout!(
+    RingRecord,
+    bindings::virtio_rdma_ring_record,
+    [producer, consumer, flags, arm, reserved]
+);
+const _: () = assert!(core::mem::size_of::<RingRecord>() <= RING_SLOTS as usize);
+
+/// `struct virtio_rdma_ring_cqe`: a slot of a completion ring.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RingCqe {
+    pub(crate) cqe: CqReq,
+    pub(crate) seq: U32,
+    pub(crate) reserved: [U32; 3],
+}
+same_layout!(
+    RingCqe,
+    bindings::virtio_rdma_ring_cqe,
+    [cqe, seq, reserved]
+);
+
+/// `struct virtio_rdma_cmd_create_cq_ring`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdCreateCqRing {
+    pub(crate) ring: Ring,
+    pub(crate) comp_vq: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdCreateCqRing,
+    bindings::virtio_rdma_cmd_create_cq_ring,
+    [ring, comp_vq, reserved]
+);
+
+/// `VIRTIO_RDMA_QP_RING_F_USER`: the rings of a QP belong to a process.
+pub(crate) const QP_RING_F_USER: u32 = bindings::VIRTIO_RDMA_QP_RING_F_USER;
+
+/// `struct virtio_rdma_cmd_create_qp_ring`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdCreateQpRing {
+    pub(crate) qp: CmdCreateQp,
+    pub(crate) sq: Ring,
+    pub(crate) rq: Ring,
+    pub(crate) flags: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdCreateQpRing,
+    bindings::virtio_rdma_cmd_create_qp_ring,
+    [qp, sq, rq, flags, reserved]
+);
+
+/// `struct virtio_rdma_comp_event`: an armed CQ with rings has completions.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CompEvent {
+    pub(crate) cqn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(CompEvent, bindings::virtio_rdma_comp_event, [cqn, reserved]);
+
 /// `struct virtio_rdma_event`: one asynchronous event, written by the device into an event
 /// buffer.
 #[repr(C)]
@@ -880,6 +1008,9 @@ pub(crate) const UVERBS_ABI_VERSION: u32 = bindings::VIRTIO_RDMA_UVERBS_ABI_VERS
 
 /// `VIRTIO_RDMA_CAP_USER_QP`: user CQs, QPs and AHs are offered.
 pub(crate) const CAP_USER_QP: u64 = bindings::VIRTIO_RDMA_CAP_USER_QP as u64;
+
+/// `VIRTIO_RDMA_CAP_RINGS`: user CQs and QPs have queues in the process's memory.
+pub(crate) const CAP_RINGS: u64 = bindings::VIRTIO_RDMA_CAP_RINGS as u64;
 
 /// `struct virtio_rdma_alloc_ucontext_resp`: the driver's answer to a process opening the
 /// device.
@@ -957,3 +1088,34 @@ pub(crate) struct CreateAhResp {
     pub(crate) av: Av,
 }
 same_layout!(CreateAhResp, bindings::virtio_rdma_create_ah_resp, [av]);
+
+/// `struct virtio_rdma_create_cq_cmd`: the ring of a user CQ (with [`CAP_RINGS`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CreateCqCmd {
+    pub(crate) addr: u64,
+    pub(crate) depth: u32,
+    pub(crate) reserved: u32,
+}
+same_layout!(
+    CreateCqCmd,
+    bindings::virtio_rdma_create_cq_cmd,
+    [addr, depth, reserved]
+);
+
+/// `struct virtio_rdma_create_qp_cmd`: the rings of a user QP (with [`CAP_RINGS`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CreateQpCmd {
+    pub(crate) sq_addr: u64,
+    pub(crate) rq_addr: u64,
+    pub(crate) sq_depth: u32,
+    pub(crate) sq_stride: u32,
+    pub(crate) rq_depth: u32,
+    pub(crate) rq_stride: u32,
+}
+same_layout!(
+    CreateQpCmd,
+    bindings::virtio_rdma_create_qp_cmd,
+    [sq_addr, rq_addr, sq_depth, sq_stride, rq_depth, rq_stride]
+);

@@ -12,6 +12,11 @@
 //! moves each completion, checked, into the ring and the buffer back to the device; the
 //! process polls the ring without a system call. A completion that finds the ring full is lost
 //! and reported as a CQ overrun.
+//!
+//! With queues in guest memory (`VIRTIO_RDMA_F_RINGS`) a user CQ has instead a ring in its
+//! process's memory, which the device writes into itself (`rings.rs`): no virtqueue, nothing
+//! for the kernel to poll or arm (the process arms it in the ring); its completion events come
+//! on a completion-event queue (`events.rs`).
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
@@ -28,6 +33,7 @@ use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
     abi, health,
+    rings::{self, CqRings},
     uring::CqRing,
     verbs::RdmaDev,
     wr_table::{BadToken, Posted, Queue},
@@ -51,6 +57,9 @@ pub(crate) struct Cq {
     warned: AtomicU32,
     /// The ring of a user CQ (`None` for a kernel CQ).
     ring: Option<CqRing>,
+    /// The ring in guest memory of a user CQ with `VIRTIO_RDMA_F_RINGS` (which has no
+    /// virtqueue: `vq` means nothing then).
+    pub(crate) guest: Option<CqRings>,
 }
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
@@ -59,6 +68,11 @@ impl Cq {
     /// Adds what `rdma res show cq -dd` prints of the driver's view: the CQ's virtqueue, the
     /// CQE buffers lent to the device, whether the consumer armed it, and whose ring it has.
     pub(crate) fn fill_res(&self, attrs: &mut ResAttrs<'_>) -> Result {
+        if let Some(guest) = &self.guest {
+            attrs.put_u32(c"comp_vq", guest.comp_vq)?;
+            attrs.put_u32(c"depth", guest.ring.depth())?;
+            return attrs.put_str(c"rings", c"guest");
+        }
         attrs.put_u32(c"vq", self.vq)?;
         attrs.put_u32(c"depth", self.depth)?;
         attrs.put_u32(c"armed", self.armed.load(Ordering::Relaxed).into())?;
@@ -71,17 +85,21 @@ impl Cq {
     }
 }
 
-/// The virtqueue of a CQ.
-fn queue<'d>(dev: &'d Device<'_>, vq: u32) -> Result<&'d Virtqueue> {
-    dev.ctrl.queues().get(vq as usize).ok_or(EPROTO)
+/// The virtqueue of a CQ; [`EOPNOTSUPP`] for a CQ with a ring in guest memory, which has none.
+fn queue<'d>(dev: &'d Device<'_>, cq: &Cq) -> Result<&'d Virtqueue> {
+    if cq.guest.is_some() {
+        return Err(EOPNOTSUPP);
+    }
+    dev.ctrl.queues().get(cq.vq as usize).ok_or(EPROTO)
 }
 
 /// Creates a CQ: the device's CQ, then its queue filled with `cqe` buffers; for a process
-/// (`user`), also the ring it polls.
+/// (`user`), also the ring it polls, or with `VIRTIO_RDMA_F_RINGS` a CQ with the ring the
+/// process gives (`rings.rs`).
 pub(crate) fn create(
     dev: &Device<'_>,
     attr: &CqInitAttr,
-    user: Option<(&Ucontext<RdmaDev<'_>>, &mut Udata<'_>)>,
+    mut user: Option<(&Ucontext<RdmaDev<'_>>, &mut Udata<'_>)>,
 ) -> Result<NewCq<Cq>> {
     let max_cqe = dev.config.raw.max_cqe.get();
     if attr.cqe == 0 || attr.cqe > max_cqe {
@@ -89,6 +107,22 @@ pub(crate) fn create(
     }
     if attr.flags != 0 {
         return Err(EOPNOTSUPP);
+    }
+    if let (Some((_, udata)), Some(_)) = (&mut user, dev.config.layout.rings()) {
+        let (cqn, guest) = rings::create_cq(dev, attr, udata)?;
+        return Ok(NewCq {
+            depth: guest.ring.depth(),
+            index: cqn,
+            data: Cq {
+                cqn,
+                vq: 0,
+                depth: guest.ring.depth(),
+                armed: AtomicBool::new(false),
+                warned: AtomicU32::new(0),
+                ring: None,
+                guest: Some(guest),
+            },
+        });
     }
     // Allocate first: nothing may sleep once the queue is locked.
     let mut bufs = KVec::with_capacity(attr.cqe as usize, GFP_KERNEL)?;
@@ -119,6 +153,7 @@ pub(crate) fn create(
         armed: AtomicBool::new(false),
         warned: AtomicU32::new(0),
         ring,
+        guest: None,
     };
     let Some(vq) = dev.config.layout.cq(cqn) else {
         dev_err!(
@@ -163,7 +198,7 @@ pub(crate) fn create(
 /// Lends `bufs` to the CQ's queue, with callbacks off until the CQ is armed (on for good for a
 /// user CQ, whose ring they fill).
 fn fill(dev: &Device<'_>, cq: &mut Cq, bufs: KVec<KBox<CqeBuf>>) -> Result {
-    let queue = queue(dev, cq.vq)?;
+    let queue = queue(dev, cq)?;
     let mut q = queue.lock::<CqeBuf>()?;
     if cq.ring.is_some() {
         q.enable_cb();
@@ -190,22 +225,34 @@ fn fill(dev: &Device<'_>, cq: &mut Cq, bufs: KVec<KBox<CqeBuf>>) -> Result {
     Ok(())
 }
 
-/// Tells the device to destroy CQ `cqn`.
-fn destroy_on_device(dev: &Device<'_>, cqn: u32) {
+/// Tells the device to destroy CQ `cqn`; returns whether the device confirmed that it has no
+/// such CQ any more (it destroyed it, or never had it).
+pub(crate) fn destroy_on_device(dev: &Device<'_>, cqn: u32) -> bool {
     let cmd = abi::CmdDestroyCq {
         cqn: cqn.into(),
         reserved: 0.into(),
     };
-    if let Err(e) = dev.ctrl.exec::<_, ()>(abi::cmd::DESTROY_CQ, &cmd) {
-        dev_err!(dev.as_ref(), "DESTROY_CQ {}: {:?}\n", cqn, e);
+    match dev.ctrl.exec::<_, ()>(abi::cmd::DESTROY_CQ, &cmd) {
+        Ok(()) | Err(ENOENT) => true,
+        Err(e) => {
+            dev_err!(dev.as_ref(), "DESTROY_CQ {}: {:?}\n", cqn, e);
+            false
+        }
     }
 }
 
 /// Destroys a CQ: the device gives back every buffer of its queue (unused ones with length 0),
-/// which are freed.
+/// which are freed. The ring of a CQ with one goes back to its process once the device
+/// confirmed; otherwise it stays pinned (`rings.rs`).
 pub(crate) fn destroy(dev: &Device<'_>, cq: &Cq) {
-    destroy_on_device(dev, cq.cqn);
-    let Ok(queue) = queue(dev, cq.vq) else {
+    let confirmed = destroy_on_device(dev, cq.cqn);
+    if let Some(guest) = &cq.guest {
+        if confirmed {
+            guest.ring.release();
+        }
+        return;
+    }
+    let Ok(queue) = queue(dev, cq) else {
         return;
     };
     let Ok(mut q) = queue.lock::<CqeBuf>() else {
@@ -439,7 +486,8 @@ fn wc<'q, 'a>(qp: &'q rdma::Qp<RdmaDev<'a>>, cqe: &CqeBuf) -> Wc<'q, RdmaDev<'a>
 pub(crate) fn poll<'a>(cq: &rdma::Cq<RdmaDev<'a>>, sink: &mut WcSink<'_, RdmaDev<'a>>) -> Result {
     let dev = cq.device();
     let qps = &dev.ctrl.queues().handler().get_ref().qps;
-    let queue = queue(dev, cq.vq)?;
+    // A CQ with a ring in guest memory is its process's to poll.
+    let queue = queue(dev, cq)?;
     let mut q = queue.lock::<CqeBuf>()?;
     let failed = dev.health.failed();
     let mut lent = false;
@@ -519,7 +567,7 @@ fn flushed(qp: &rdma::Qp<RdmaDev<'_>>, posted: &Posted) -> CqeBuf {
 /// whether any was.
 fn flush_to_ring(cq: &rdma::Cq<RdmaDev<'_>>, ring: &CqRing) -> bool {
     let dev = cq.device();
-    let Ok(queue) = queue(dev, cq.vq) else {
+    let Ok(queue) = queue(dev, cq) else {
         return false;
     };
     // The queue's lock serialises the ring's producer (`to_ring`).
@@ -564,8 +612,12 @@ pub(crate) fn kick(cqs: &CqRegistry<RdmaDev<'_>>, cqn: u32) {
 
 /// The device just failed: has the consumer of every armed kernel CQ poll (which flushes the
 /// requests outstanding on its QPs), and flushes those of user QPs into their CQs' rings.
+/// CQs with rings in guest memory are left alone: the driver has no record of their requests.
 pub(crate) fn kick_all(cqs: &CqRegistry<RdmaDev<'_>>) {
     cqs.each(|cq| {
+        if cq.guest.is_some() {
+            return;
+        }
         let pending = match &cq.ring {
             None => true,
             Some(ring) => flush_to_ring(cq, ring),
@@ -632,9 +684,10 @@ fn warn_once(
 
 /// Arms the CQ: its queue calls back on the next completion. Solicited-only arming notifies on
 /// any completion too (a spurious wake-up, which consumers tolerate), so that arming never
-/// needs the control queue.
+/// needs the control queue. A CQ with a ring in guest memory is armed in its ring by its
+/// process ([`EOPNOTSUPP`] here).
 pub(crate) fn req_notify(cq: &rdma::Cq<RdmaDev<'_>>, flags: CqNotify) -> Result<bool> {
-    let queue = queue(cq.device(), cq.vq)?;
+    let queue = queue(cq.device(), cq)?;
     let mut q = queue.lock::<CqeBuf>()?;
     cq.armed.store(true, Ordering::Release);
     if cq.ring.is_some() {

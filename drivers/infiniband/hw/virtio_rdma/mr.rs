@@ -15,7 +15,7 @@ use kernel::{
 use crate::{abi, verbs::RdmaDev};
 
 /// The page size of MR page tables (`VIRTIO_RDMA_PAGE_SIZE`).
-const PAGE_SIZE: u32 = 1 << 12;
+const PAGE_SIZE: u32 = abi::PAGE_SIZE;
 
 /// Pages a user MR's page table may have: the table is one kmalloc allocation (4 MiB).
 const MAX_TABLE_PAGES: u64 = (4 << 20) / 8;
@@ -174,6 +174,29 @@ pub(crate) fn get_dma(dev: &Device<'_>, pdn: u32, access: u32) -> Result<NewMr<M
     accept(dev, "GET_DMA_MR", &rsp)
 }
 
+/// The page table of `umem` (whose IOVA is set for `PAGE_SIZE` pages): a table of the DMA
+/// address of each page, in order, made visible to the device; and its number of pages. What
+/// REG_USER_MR and the rings of user CQs and QPs (`rings.rs`) hand the device.
+pub(crate) fn page_table(dev: &Device<'_>, umem: &Umem) -> Result<(DmaTable, u32)> {
+    let page = PAGE_SIZE as usize;
+    let npages = umem.num_dma_blocks(page);
+    if npages as u64 > MAX_TABLE_PAGES {
+        return Err(EINVAL);
+    }
+    let mut table = DmaTable::new(dev, npages)?;
+    let mut n = 0;
+    umem.for_each_dma_block(page, |addr| {
+        table.set(n, addr)?;
+        n += 1;
+        Ok(())
+    })?;
+    if n != npages {
+        return Err(EINVAL);
+    }
+    table.sync_for_device();
+    Ok((table, u32::try_from(npages).map_err(|_| EINVAL)?))
+}
+
 /// Registers user memory `[start, start + length)` of the calling process as an MR of PD
 /// `pdn` at `iova`: pins it and hands the device a page table of its DMA addresses, which the
 /// device copies during the command.
@@ -192,30 +215,15 @@ pub(crate) fn reg_user(
     // opposed to invalid.
     let unsupported =
         bindings::ib_access_flags_IB_ACCESS_ON_DEMAND | bindings::ib_access_flags_IB_ACCESS_MW_BIND;
-    if access & unsupported as u32 != 0 {
+    if access & unsupported != 0 {
         return Err(EOPNOTSUPP);
     }
     // Optional flags (relaxed ordering, which perftest asks for) are hints a device without
     // them ignores, as the core allows: the device protocol does not define them.
-    let access = access & !(bindings::ib_access_flags_IB_ACCESS_OPTIONAL as u32);
+    let access = access & !bindings::ib_access_flags_IB_ACCESS_OPTIONAL;
     let mut umem = Umem::get(dev, start, length, access)?;
-    let page = PAGE_SIZE as usize;
-    umem.set_iova(page, iova)?;
-    let npages = umem.num_dma_blocks(page);
-    if npages as u64 > MAX_TABLE_PAGES {
-        return Err(EINVAL);
-    }
-    let mut table = DmaTable::new(dev, npages)?;
-    let mut n = 0;
-    umem.for_each_dma_block(page, |addr| {
-        table.set(n, addr)?;
-        n += 1;
-        Ok(())
-    })?;
-    if n != npages {
-        return Err(EINVAL);
-    }
-    table.sync_for_device();
+    umem.set_iova(PAGE_SIZE as usize, iova)?;
+    let (table, npages) = page_table(dev, &umem)?;
     let rsp: abi::RspCreateMr = dev.ctrl.exec(
         abi::cmd::REG_USER_MR,
         &abi::CmdRegUserMr {
@@ -224,7 +232,7 @@ pub(crate) fn reg_user(
             length: length.into(),
             iova: iova.into(),
             pages: table.dma_addr().into(),
-            npages: u32::try_from(npages).map_err(|_| EINVAL)?.into(),
+            npages: npages.into(),
             reserved: 0.into(),
         },
     )?;

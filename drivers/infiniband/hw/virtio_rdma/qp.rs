@@ -14,6 +14,10 @@
 //!
 //! Either way the element's `wr_id` is replaced by a token of the work queue's table
 //! (`wr_table.rs`) before the device sees it; completions get the `wr_id` back from the table.
+//!
+//! With queues in guest memory (`VIRTIO_RDMA_F_RINGS`) a user QP has neither virtqueues nor
+//! buffers nor tables: the device reads its process's rings itself (`rings.rs`), and its
+//! doorbell only kicks the notification queue.
 
 use kernel::{
     bindings, new_spinlock_irq,
@@ -26,6 +30,7 @@ use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
     abi, ah, cq, mr,
+    rings::{self, QpRings},
     uring::Uring,
     verbs::RdmaDev,
     wqe::{self, RqBuf, SendDesc, SqBuf, WorkElement},
@@ -36,24 +41,39 @@ type Device<'a> = rdma::Device<RdmaDev<'a>>;
 type Qp<'a> = rdma::Qp<RdmaDev<'a>>;
 
 /// The QP number of the GSI QP (QP1).
-const GSI_QPN: u32 = 1;
+pub(crate) const GSI_QPN: u32 = 1;
 
 /// The driver's part of a QP.
 pub(crate) struct DevQp {
     qpn: u32,
     qp_type: u32,
-    sq_vq: u32,
-    rq_vq: u32,
     cap: QpCap,
     /// CQ numbers of the send and receive CQs.
     send_cqn: u32,
     recv_cqn: u32,
+    /// Every send request is signaled.
+    sq_sig_all: bool,
+    /// Where the QP's work requests go.
+    queues: Queues,
+}
+
+/// Where a QP's work requests go.
+enum Queues {
+    /// Virtqueues, to which the driver lends elements: a kernel QP's, or a user QP's without
+    /// `VIRTIO_RDMA_F_RINGS`.
+    Virtqueues(VqQueues),
+    /// Rings in the process's memory, which the device reads itself (`rings.rs`).
+    Guest(QpRings),
+}
+
+/// The virtqueues of a QP, their element buffers and the requests outstanding on them.
+struct VqQueues {
+    sq_vq: u32,
+    rq_vq: u32,
     /// Send element buffers not lent to the device; the lock also serialises posting.
     sq: Pin<KBox<SpinLockIrq<KVec<KBox<SqBuf>>>>>,
     /// Receive element buffers not lent to the device.
     rq: Pin<KBox<SpinLockIrq<KVec<KBox<RqBuf>>>>>,
-    /// Every send request is signaled.
-    sq_sig_all: bool,
     /// The outstanding send and receive requests.
     sq_wrs: Pin<KBox<SpinLockIrq<WrTable>>>,
     rq_wrs: Pin<KBox<SpinLockIrq<WrTable>>>,
@@ -67,6 +87,15 @@ struct UserRings {
     rq: Uring<RqBuf>,
 }
 
+impl VqQueues {
+    fn wrs(&self, queue: Queue) -> &SpinLockIrq<WrTable> {
+        match queue {
+            Queue::Send => &self.sq_wrs,
+            Queue::Recv => &self.rq_wrs,
+        }
+    }
+}
+
 impl DevQp {
     /// The number of the CQ that receives this QP's completions of kind `send`.
     pub(crate) fn cqn(&self, send: bool) -> u32 {
@@ -77,38 +106,55 @@ impl DevQp {
         }
     }
 
+    /// The virtqueues of the QP, if it has them.
+    fn vqs(&self) -> Option<&VqQueues> {
+        match &self.queues {
+            Queues::Virtqueues(vqs) => Some(vqs),
+            Queues::Guest(_) => None,
+        }
+    }
+
+    /// The table of the requests outstanding on the send or the receive queue; `None` for a QP
+    /// with rings in guest memory, of whose requests the driver knows nothing.
+    fn wrs(&self, queue: Queue) -> Option<&SpinLockIrq<WrTable>> {
+        self.vqs().map(|vqs| vqs.wrs(queue))
+    }
+
     /// Takes the oldest request off the send or the receive queue, to flush it.
     pub(crate) fn take_oldest(&self, queue: Queue) -> Option<Posted> {
-        self.wrs(queue).lock().take_oldest()
+        self.wrs(queue)?.lock().take_oldest()
     }
 
     /// Whether a request is outstanding on the send or the receive queue.
     pub(crate) fn has_outstanding(&self, queue: Queue) -> bool {
-        !self.wrs(queue).lock().is_empty()
+        self.wrs(queue).is_some_and(|wrs| !wrs.lock().is_empty())
     }
 
     /// Adds what `rdma res show qp -dd` prints of the driver's view: the QP's virtqueues, its
     /// CQs, the requests outstanding on each queue, and whose rings it has.
     pub(crate) fn fill_res(&self, attrs: &mut ResAttrs<'_>) -> Result {
-        attrs.put_u32(c"sq_vq", self.sq_vq)?;
-        attrs.put_u32(c"rq_vq", self.rq_vq)?;
+        let vqs = match &self.queues {
+            Queues::Virtqueues(vqs) => vqs,
+            Queues::Guest(rings) => {
+                attrs.put_u32(c"send_cqn", self.send_cqn)?;
+                attrs.put_u32(c"recv_cqn", self.recv_cqn)?;
+                attrs.put_u32(c"sq_depth", rings.sq.depth())?;
+                attrs.put_u32(c"rq_depth", rings.rq.depth())?;
+                return attrs.put_str(c"rings", c"guest");
+            }
+        };
+        attrs.put_u32(c"sq_vq", vqs.sq_vq)?;
+        attrs.put_u32(c"rq_vq", vqs.rq_vq)?;
         attrs.put_u32(c"send_cqn", self.send_cqn)?;
         attrs.put_u32(c"recv_cqn", self.recv_cqn)?;
-        attrs.put_u32(c"sq_outstanding", self.sq_wrs.lock().outstanding())?;
-        attrs.put_u32(c"rq_outstanding", self.rq_wrs.lock().outstanding())?;
-        let rings = if self.user.is_some() {
+        attrs.put_u32(c"sq_outstanding", vqs.sq_wrs.lock().outstanding())?;
+        attrs.put_u32(c"rq_outstanding", vqs.rq_wrs.lock().outstanding())?;
+        let rings = if vqs.user.is_some() {
             c"user"
         } else {
             c"kernel"
         };
         attrs.put_str(c"rings", rings)
-    }
-
-    fn wrs(&self, queue: Queue) -> &SpinLockIrq<WrTable> {
-        match queue {
-            Queue::Send => &self.sq_wrs,
-            Queue::Recv => &self.rq_wrs,
-        }
     }
 
     /// Takes the request `token` names off the send or the receive queue, for its completion.
@@ -117,7 +163,10 @@ impl DevQp {
         queue: Queue,
         token: u64,
     ) -> core::result::Result<Posted, BadToken> {
-        self.wrs(queue).lock().complete(token)
+        self.wrs(queue)
+            .ok_or(BadToken::NotOutstanding)?
+            .lock()
+            .complete(token)
     }
 }
 
@@ -187,7 +236,33 @@ fn buffers<B: FromZeros>(n: u32) -> Result<KVec<KBox<B>>> {
     Ok(v)
 }
 
-/// Creates a QP; with `udata`, a user QP with its rings.
+/// CREATE_QP's request (the first part of CREATE_QP_RING's): a QP of `pd` for `attr` with
+/// capabilities `cap`, reporting to `send_cq` and `recv_cq`.
+pub(crate) fn create_cmd(
+    pd: &rdma::Pd<RdmaDev<'_>>,
+    attr: &QpInitAttr,
+    cap: &QpCap,
+    send_cq: &rdma::Cq<RdmaDev<'_>>,
+    recv_cq: &rdma::Cq<RdmaDev<'_>>,
+) -> abi::CmdCreateQp {
+    abi::CmdCreateQp {
+        pdn: pd.pdn.into(),
+        qp_type: attr.qp_type as u8,
+        sq_sig_all: u8::from(attr.sq_sig_all),
+        reserved0: 0.into(),
+        max_send_wr: cap.max_send_wr.into(),
+        max_send_sge: cap.max_send_sge.into(),
+        send_cqn: send_cq.index().into(),
+        max_recv_wr: cap.max_recv_wr.into(),
+        max_recv_sge: cap.max_recv_sge.into(),
+        recv_cqn: recv_cq.index().into(),
+        max_inline_data: cap.max_inline_data.into(),
+        reserved1: 0.into(),
+    }
+}
+
+/// Creates a QP; with `udata`, a user QP with its rings: rings it maps, or with
+/// `VIRTIO_RDMA_F_RINGS` rings in its own memory (`rings.rs`).
 pub(crate) fn create(
     pd: &rdma::Pd<RdmaDev<'_>>,
     attr: &QpInitAttr,
@@ -197,12 +272,34 @@ pub(crate) fn create(
 ) -> Result<NewQp<DevQp>> {
     let dev = pd.device();
     let cap = check_init(attr, &limits(dev))?;
+    let gsi = attr.qp_type == bindings::ib_qp_type_IB_QPT_GSI;
+    // The GSI QP is the kernel's.
+    if gsi && udata.is_some() {
+        return Err(EINVAL);
+    }
+    let qp = |qpn, queues| NewQp {
+        qpn,
+        cap,
+        data: DevQp {
+            qpn,
+            qp_type: attr.qp_type,
+            cap,
+            send_cqn: send_cq.index(),
+            recv_cqn: recv_cq.index(),
+            sq_sig_all: attr.sq_sig_all,
+            queues,
+        },
+    };
+    if let (Some(udata), Some(_)) = (udata.as_deref_mut(), dev.config.layout.rings()) {
+        let (qpn, rings) = rings::create_qp(pd, attr, &cap, (send_cq, recv_cq), udata)?;
+        return Ok(qp(qpn, Queues::Guest(rings)));
+    }
+    // The device completes the requests of a QP with virtqueues into CQs with virtqueues.
+    if send_cq.guest.is_some() || recv_cq.guest.is_some() {
+        return Err(EINVAL);
+    }
     let user = match udata.as_deref_mut() {
         Some(udata) => {
-            // The GSI QP is the kernel's.
-            if attr.qp_type == bindings::ib_qp_type_IB_QPT_GSI {
-                return Err(EINVAL);
-            }
             // No request data is defined.
             udata.read_request(&mut [])?;
             let uctx = pd.ucontext().ok_or(EINVAL)?;
@@ -225,20 +322,7 @@ pub(crate) fn create(
     let rq_wrs = wr_table(cap.max_recv_wr, Queue::Recv)?;
     let rsp: abi::RspCreateQp = dev.ctrl.exec(
         abi::cmd::CREATE_QP,
-        &abi::CmdCreateQp {
-            pdn: pd.pdn.into(),
-            qp_type: attr.qp_type as u8,
-            sq_sig_all: u8::from(attr.sq_sig_all),
-            reserved0: 0.into(),
-            max_send_wr: cap.max_send_wr.into(),
-            max_send_sge: cap.max_send_sge.into(),
-            send_cqn: send_cq.index().into(),
-            max_recv_wr: cap.max_recv_wr.into(),
-            max_recv_sge: cap.max_recv_sge.into(),
-            recv_cqn: recv_cq.index().into(),
-            max_inline_data: cap.max_inline_data.into(),
-            reserved1: 0.into(),
-        },
+        &create_cmd(pd, attr, &cap, send_cq, recv_cq),
     )?;
     let qpn = rsp.qpn.get();
     let layout = &dev.config.layout;
@@ -258,7 +342,6 @@ pub(crate) fn create(
         );
         return Err(EPROTO);
     }
-    let gsi = attr.qp_type == bindings::ib_qp_type_IB_QPT_GSI;
     if gsi != (qpn == GSI_QPN) {
         dev_err!(
             dev.as_ref(),
@@ -281,34 +364,33 @@ pub(crate) fn create(
             return Err(e);
         }
     }
-    Ok(NewQp {
+    Ok(qp(
         qpn,
-        cap,
-        data: DevQp {
-            qpn,
-            qp_type: attr.qp_type,
+        Queues::Virtqueues(VqQueues {
             sq_vq,
             rq_vq,
-            cap,
-            send_cqn: send_cq.index(),
-            recv_cqn: recv_cq.index(),
             sq,
             rq,
-            sq_sig_all: attr.sq_sig_all,
             sq_wrs,
             rq_wrs,
             user,
-        },
-    })
+        }),
+    ))
 }
 
-fn destroy_on_device(dev: &Device<'_>, qpn: u32) {
+/// Tells the device to destroy QP `qpn`; returns whether the device confirmed that it has no
+/// such QP any more (it destroyed it, or never had it).
+pub(crate) fn destroy_on_device(dev: &Device<'_>, qpn: u32) -> bool {
     let cmd = abi::CmdDestroyQp {
         qpn: qpn.into(),
         reserved: 0.into(),
     };
-    if let Err(e) = dev.ctrl.exec::<_, ()>(abi::cmd::DESTROY_QP, &cmd) {
-        dev_err!(dev.as_ref(), "DESTROY_QP {}: {:?}\n", qpn, e);
+    match dev.ctrl.exec::<_, ()>(abi::cmd::DESTROY_QP, &cmd) {
+        Ok(()) | Err(ENOENT) => true,
+        Err(e) => {
+            dev_err!(dev.as_ref(), "DESTROY_QP {}: {:?}\n", qpn, e);
+            false
+        }
     }
 }
 
@@ -334,19 +416,30 @@ fn reclaim<B: DmaBuf>(vq: &Virtqueue, free: &mut KVec<KBox<B>>) -> Result<usize>
     Ok(n)
 }
 
-/// Destroys a QP: the device gives back every element of its queues, which are freed.
+/// Destroys a QP: the device gives back every element of its queues, which are freed. The
+/// rings of a QP with rings in guest memory go back to its process once the device confirmed;
+/// otherwise they stay pinned (`rings.rs`).
 pub(crate) fn destroy(qp: &Qp<'_>) {
     let dev = qp.device();
-    destroy_on_device(dev, qp.qpn);
-    for (index, lent) in [(qp.sq_vq, true), (qp.rq_vq, false)] {
+    let confirmed = destroy_on_device(dev, qp.qpn);
+    let vqs = match &qp.queues {
+        Queues::Virtqueues(vqs) => vqs,
+        Queues::Guest(rings) => {
+            if confirmed {
+                rings.release();
+            }
+            return;
+        }
+    };
+    for (index, lent) in [(vqs.sq_vq, true), (vqs.rq_vq, false)] {
         let Ok(vq) = queue(dev, index) else {
             continue;
         };
         let back = if lent {
-            let mut free = qp.sq.lock();
+            let mut free = vqs.sq.lock();
             reclaim(vq, &mut free).map(|_| free.len() as u32)
         } else {
-            let mut free = qp.rq.lock();
+            let mut free = vqs.rq.lock();
             reclaim(vq, &mut free).map(|_| free.len() as u32)
         };
         let total = if lent {
@@ -458,9 +551,9 @@ pub(crate) fn modify(qp: &Qp<'_>, attr: &QpAttr, mask: u32) -> Result {
             },
         )?;
     }
-    if state == Some(bindings::ib_qp_state_IB_QPS_RESET) {
-        qp.sq_wrs.lock().reset();
-        qp.rq_wrs.lock().reset();
+    if let (Some(bindings::ib_qp_state_IB_QPS_RESET), Some(vqs)) = (state, qp.vqs()) {
+        vqs.sq_wrs.lock().reset();
+        vqs.rq_wrs.lock().reset();
     }
     Ok(())
 }
@@ -519,6 +612,8 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
         bindings::ib_qp_type_IB_QPT_UD | bindings::ib_qp_type_IB_QPT_GSI
     );
     let dev = qp.device();
+    // Kernel QPs have virtqueues.
+    let vqs = qp.vqs().ok_or(EINVAL)?;
     if dev.health.failed() {
         let sig_all = qp.sq_sig_all;
         return post_failed(
@@ -533,8 +628,8 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
             }),
         );
     }
-    let vq = queue(dev, qp.sq_vq)?;
-    let mut free = qp.sq.lock();
+    let vq = queue(dev, vqs.sq_vq)?;
+    let mut free = vqs.sq.lock();
     reclaim(vq, &mut free)?;
     let mut q = vq.lock::<SqBuf>()?;
     let mut result = Ok(());
@@ -585,7 +680,7 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
                 .and_then(|sges| wqe::encode_send(&mut buf, &desc, sges, qp.cap.max_send_sge))
         };
         let len =
-            match len.and_then(|len| record(&qp.sq_wrs, &mut *buf, qp.sq_sig_all).map(|()| len)) {
+            match len.and_then(|len| record(&vqs.sq_wrs, &mut *buf, qp.sq_sig_all).map(|()| len)) {
                 Ok(len) => len,
                 Err(e) => {
                     give_back(&mut free, buf);
@@ -594,7 +689,7 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
                 }
             };
         if let Err((e, buf)) = q.add(buf, len, 0) {
-            qp.sq_wrs.lock().unpost();
+            vqs.sq_wrs.lock().unpost();
             give_back(&mut free, buf);
             result = Err(e);
             break;
@@ -613,6 +708,8 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
 /// Posts receive requests.
 pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
     let dev = qp.device();
+    // Kernel QPs have virtqueues.
+    let vqs = qp.vqs().ok_or(EINVAL)?;
     if dev.health.failed() {
         return post_failed(
             qp,
@@ -625,8 +722,8 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
             }),
         );
     }
-    let vq = queue(dev, qp.rq_vq)?;
-    let mut free = qp.rq.lock();
+    let vq = queue(dev, vqs.rq_vq)?;
+    let mut free = vqs.rq.lock();
     reclaim(vq, &mut free)?;
     let mut q = vq.lock::<RqBuf>()?;
     let mut result = Ok(());
@@ -639,7 +736,7 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
         let len = wr
             .sges()
             .and_then(|sges| wqe::encode_recv(&mut buf, wr.wr_id(), sges, qp.cap.max_recv_sge))
-            .and_then(|len| record(&qp.rq_wrs, &mut *buf, false).map(|()| len));
+            .and_then(|len| record(&vqs.rq_wrs, &mut *buf, false).map(|()| len));
         let len = match len {
             Ok(len) => len,
             Err(e) => {
@@ -649,7 +746,7 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
             }
         };
         if let Err((e, buf)) = q.add(buf, len, 0) {
-            qp.rq_wrs.lock().unpost();
+            vqs.rq_wrs.lock().unpost();
             give_back(&mut free, buf);
             result = Err(e);
             break;
@@ -671,7 +768,7 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
 fn post_failed(qp: &Qp<'_>, queue: Queue, requests: impl Iterator<Item = Posted>) -> Result {
     let mut result = Ok(());
     {
-        let mut wrs = qp.wrs(queue).lock();
+        let mut wrs = qp.wrs(queue).ok_or(EINVAL)?.lock();
         for posted in requests {
             if wrs.post(posted).is_none() {
                 result = Err(ENOMEM);
@@ -685,24 +782,37 @@ fn post_failed(qp: &Qp<'_>, queue: Queue, requests: impl Iterator<Item = Posted>
 }
 
 /// The doorbell of a user QP: lends the device the elements its process added to the ring of
-/// `wq` since the last doorbell. [`EIO`] once the device failed.
+/// `wq` since the last doorbell; for a QP with rings in guest memory, which the device reads
+/// itself, only kicks the notification queue (the device asked for it in the ring's record).
+/// [`EIO`] once the device failed.
 pub(crate) fn ring_doorbell(qp: &Qp<'_>, wq: WorkQueue) -> Result {
-    let rings = qp.user.as_ref().ok_or(EINVAL)?;
     let dev = qp.device();
     dev.health.check()?;
+    let vqs = match &qp.queues {
+        Queues::Virtqueues(vqs) => vqs,
+        Queues::Guest(_) => {
+            let index = dev.config.layout.notify().ok_or(EINVAL)?;
+            return if queue(dev, index)?.notify() {
+                Ok(())
+            } else {
+                Err(EIO)
+            };
+        }
+    };
+    let rings = vqs.user.as_ref().ok_or(EINVAL)?;
     match wq {
         WorkQueue::Send => {
             let ud = qp.qp_type == bindings::ib_qp_type_IB_QPT_UD;
-            let mut free = qp.sq.lock();
-            let wrs = (&*qp.sq_wrs, qp.sq_sig_all);
-            lend_from_ring(queue(dev, qp.sq_vq)?, &mut free, &rings.sq, wrs, |elem| {
+            let mut free = vqs.sq.lock();
+            let wrs = (&*vqs.sq_wrs, qp.sq_sig_all);
+            lend_from_ring(queue(dev, vqs.sq_vq)?, &mut free, &rings.sq, wrs, |elem| {
                 wqe::check_user_send(elem, &qp.cap, ud)
             })
         }
         WorkQueue::Recv => {
-            let mut free = qp.rq.lock();
-            let wrs = (&*qp.rq_wrs, false);
-            lend_from_ring(queue(dev, qp.rq_vq)?, &mut free, &rings.rq, wrs, |elem| {
+            let mut free = vqs.rq.lock();
+            let wrs = (&*vqs.rq_wrs, false);
+            lend_from_ring(queue(dev, vqs.rq_vq)?, &mut free, &rings.rq, wrs, |elem| {
                 wqe::check_user_recv(elem, &qp.cap)
             })
         }

@@ -3,7 +3,8 @@
 //! The notifications of the device's virtqueues (hard-IRQ context): control commands coming
 //! back wake their caller (`ctrl.rs`); completions arriving on a CQ's queue notify the CQ's
 //! consumer if it armed the CQ (`cq.rs`); asynchronous events reach the consumer of the CQ or
-//! QP they name (`events.rs`). Send and receive queues do not notify.
+//! QP they name (`events.rs`); with rings, completion events reach the consumer of the CQ they
+//! name (`events.rs`). Send and receive queues, and the notification queue, do not notify.
 
 use kernel::{
     prelude::*,
@@ -26,10 +27,11 @@ pub(crate) struct Handler<'a> {
     /// The control command in flight.
     #[pin]
     pub(crate) ctrl: CtrlDone,
-    /// The device's CQs, by CQ number.
+    /// The device's CQs, by CQ number (those with rings too).
     #[pin]
     pub(crate) cqs: CqRegistry<RdmaDev<'a>>,
-    /// The device's QPs, by QP number (to find the QP a completion or an event names).
+    /// The device's QPs, by QP number (to find the QP a completion or an event names; those
+    /// with rings too).
     #[pin]
     pub(crate) qps: QpRegistry<RdmaDev<'a>>,
 }
@@ -40,8 +42,8 @@ impl Handler<'_> {
         try_pin_init!(Self {
             layout,
             ctrl <- CtrlDone::new(),
-            cqs <- CqRegistry::new(layout.max_cq()),
-            qps <- QpRegistry::new(layout.max_qp()),
+            cqs <- CqRegistry::new(layout.total_cq()),
+            qps <- QpRegistry::new(layout.total_qp()),
         })
     }
 }
@@ -52,8 +54,9 @@ impl VqHandler for Handler<'_> {
             Some(QueueKind::Ctrl) => self.ctrl.used(vq),
             Some(QueueKind::Cq(cqn)) => cq::completion_event(&self.cqs, &self.qps, cqn, vq),
             Some(QueueKind::Event) => events::callback(&self.cqs, &self.qps, vq),
-            // Send and receive queues are set up without a callback.
-            Some(QueueKind::Sq(_) | QueueKind::Rq(_)) | None => {}
+            Some(QueueKind::Comp(_)) => events::comp_callback(&self.layout, &self.cqs, vq),
+            // Send and receive queues and the notification queue are set up without a callback.
+            Some(QueueKind::Sq(_) | QueueKind::Rq(_) | QueueKind::Notify) | None => {}
         }
     }
 }

@@ -4,8 +4,10 @@
 //!
 //! The device ABI is `include/uapi/linux/virtio_rdma.h`. At probe the driver reads and checks
 //! the device's config space (`config.rs`), creates its virtqueues (the control queue, one per
-//! CQ, an SQ/RQ pair per QP, the event queue), sets DRIVER_OK, fills the event queue
-//! (`events.rs`) and registers the RDMA device `virtio_rdma%d`:
+//! CQ, an SQ/RQ pair per QP, the event queue; with `VIRTIO_RDMA_F_RINGS`, queues in guest
+//! memory for user CQs and QPs (`rings.rs`), the notification queue and the completion-event
+//! queues), sets DRIVER_OK, fills the event and completion-event queues (`events.rs`) and
+//! registers the RDMA device `virtio_rdma%d`:
 //! one RoCEv2 port, bound to the Ethernet interface whose MAC the config names. Its verbs
 //! (`verbs.rs`) are control commands (`ctrl.rs`).
 //!
@@ -33,6 +35,7 @@ mod mr;
 mod port;
 mod qp;
 mod queues;
+mod rings;
 mod ucontext;
 mod uring;
 mod verbs;
@@ -55,7 +58,9 @@ struct VirtioRdma<'a> {
 }
 
 /// How each virtqueue is set up: its name (the core keeps a pointer to it), its buffers, and
-/// whether the device's used buffers call back (control and completion queues do).
+/// whether the device's used buffers call back (control, completion, event and
+/// completion-event queues do). The notification queue is only kicked: it never carries a
+/// buffer, so its buffer type is the empty one.
 fn queue_info(kind: QueueKind) -> VqInfo {
     match kind {
         QueueKind::Ctrl => VqInfo::new::<ctrl::CtrlBuf>(c"ctrl", true),
@@ -63,6 +68,8 @@ fn queue_info(kind: QueueKind) -> VqInfo {
         QueueKind::Sq(_) => VqInfo::new::<wqe::SqBuf>(c"sq", false),
         QueueKind::Rq(_) => VqInfo::new::<wqe::RqBuf>(c"rq", false),
         QueueKind::Event => VqInfo::new::<events::EventBuf>(c"event", true),
+        QueueKind::Notify => VqInfo::new::<()>(c"notify", false),
+        QueueKind::Comp(_) => VqInfo::new::<events::CompEventBuf>(c"comp", true),
     }
 }
 
@@ -82,18 +89,26 @@ impl<'a> VirtioRdma<'a> {
             .inspect_err(|e| {
                 dev_err!(
                     dev,
-                    "cannot set up {} virtqueues (2 + max_cq {} + 2 * max_qp {}): {:?}\n",
+                    "cannot set up {} virtqueues (2 + max_cq {} + 2 * max_qp {}, + 1 + num_comp_vqs {} with rings): {:?}\n",
                     nvqs,
                     config.raw.max_cq.get(),
                     config.raw.max_qp.get(),
+                    config.raw.num_comp_vqs.get(),
                     e
                 );
             })?;
         let ctrl = Ctrl::new(dev, vqs)?;
         dev.device_ready();
         let events = ctrl.queues().get(layout.event() as usize).ok_or(EINVAL)?;
-        events::fill(events)
+        events::fill::<events::EventBuf>(events)
             .inspect_err(|e| dev_err!(dev, "cannot fill the event queue: {:?}\n", e))?;
+        let num_comp_vqs = layout.rings().map_or(0, |r| r.num_comp_vqs);
+        for n in 0..num_comp_vqs {
+            let comp = layout.comp(n).and_then(|i| ctrl.queues().get(i as usize));
+            events::fill::<events::CompEventBuf>(comp.ok_or(EINVAL)?).inspect_err(|e| {
+                dev_err!(dev, "cannot fill completion-event queue {}: {:?}\n", n, e)
+            })?;
+        }
 
         let c = &config.raw;
         dev_info!(
@@ -107,13 +122,23 @@ impl<'a> VirtioRdma<'a> {
             c.max_mr.get(),
             c.max_pd.get()
         );
+        if let Some(r) = layout.rings() {
+            dev_info!(
+                dev,
+                "queues in guest memory: max_ring_qp {} max_ring_cq {} num_comp_vqs {}\n",
+                r.max_ring_qp,
+                r.max_ring_cq,
+                r.num_comp_vqs
+            );
+        }
 
         let mac = c.mac;
         let info = DeviceInfo {
             name: c"virtio_rdma%d",
             node_type: NodeType::Ca,
             phys_port_cnt: 1,
-            num_comp_vectors: 1,
+            // A user CQ with a ring names its completion-event queue by its vector.
+            num_comp_vectors: num_comp_vqs.max(1),
             node_guid: port::node_guid(mac),
             roce_mac: Some(mac),
         };
@@ -150,6 +175,8 @@ impl virtio::Driver for VirtioRdmaDriver {
     type Data<'bound> = VirtioRdma<'bound>;
 
     const ID_TABLE: virtio::IdTable = &VIRTIO_TABLE;
+
+    const FEATURES: &'static [u32] = &[abi::F_RINGS];
 
     fn probe<'bound>(
         dev: &'bound virtio::Device<Core<'_>>,

@@ -1,0 +1,510 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queues in guest memory (`VIRTIO_RDMA_F_RINGS`) for user CQs and QPs.
+//!
+//! With the feature, a process allocates the rings of its CQs and QPs in its own memory and
+//! names them when it creates them (`struct virtio_rdma_create_cq_cmd`,
+//! `struct virtio_rdma_create_qp_cmd`). The driver checks their geometry, pins them writable
+//! (the device writes completions and indices into them), hands the device their page table
+//! (`mr::page_table`) with CREATE_CQ_RING / CREATE_QP_RING, and keeps both until the device has
+//! confirmed that it destroyed the queue: a ring the device may still use stays pinned for good
+//! ([`GuestRing`]). From then on the device reads work requests from the rings and writes
+//! completions into them; the kernel neither polls such a CQ nor posts to such a QP. A doorbell
+//! only kicks the notification queue (`qp.rs`), and the completion events of armed CQs come on
+//! the completion-event queues (`events.rs`).
+//!
+//! Kernel CQs and QPs keep their virtqueues, and a QP with rings reports only to CQs with rings.
+
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use kernel::{
+    bindings,
+    prelude::*,
+    rdma::{self, CqInitAttr, DmaTable, QpCap, QpInitAttr, Udata, Umem},
+};
+use zerocopy::{FromZeros, IntoBytes};
+
+use crate::{abi, cq, mr, qp, verbs::RdmaDev};
+
+type Device<'a> = rdma::Device<RdmaDev<'a>>;
+
+const PAGE_SIZE: u32 = abi::PAGE_SIZE;
+const SQ_REQ_LEN: u32 = core::mem::size_of::<abi::SqReq>() as u32;
+const RQ_REQ_LEN: u32 = core::mem::size_of::<abi::RqReq>() as u32;
+const SGE_LEN: u32 = core::mem::size_of::<abi::Sge>() as u32;
+/// The stride of a completion ring: one `struct virtio_rdma_ring_cqe` a slot.
+const CQE_STRIDE: u32 = core::mem::size_of::<abi::RingCqe>() as u32;
+
+/// Most bytes a work ring's slot may take: a page, far more than any element the driver's
+/// limits allow (`wqe::MAX_SGE` entries or `wqe::MAX_INLINE` bytes after the header).
+const MAX_STRIDE: u32 = PAGE_SIZE;
+
+/// The bytes of a ring of `depth` slots of `stride` bytes: the record, then the slots.
+pub(crate) fn ring_len(depth: u32, stride: u32) -> u64 {
+    u64::from(abi::RING_SLOTS) + u64::from(depth) * u64::from(stride)
+}
+
+/// Checks a ring's address: the device reads a ring page by page from the first byte of the
+/// first, so it starts on a page.
+pub(crate) fn check_addr(addr: u64) -> Result {
+    if addr % u64::from(PAGE_SIZE) != 0 {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// Checks a ring's depth: a power of two, at least `min` (what the queue must hold), at most
+/// the device's limit `max` rounded up to a power of two.
+pub(crate) fn check_depth(depth: u32, min: u32, max: u32) -> Result {
+    let limit = max.checked_next_power_of_two().unwrap_or(1 << 31);
+    if !depth.is_power_of_two() || depth < min || depth > limit {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// The smallest slot of a send ring: the header, then the most SGEs or inline data `cap`
+/// allows.
+pub(crate) fn sq_stride_min(cap: &QpCap) -> u32 {
+    let data = cap
+        .max_send_sge
+        .saturating_mul(SGE_LEN)
+        .max(cap.max_inline_data);
+    SQ_REQ_LEN.saturating_add(data)
+}
+
+/// The smallest slot of a receive ring: the header, then the most SGEs `cap` allows.
+pub(crate) fn rq_stride_min(cap: &QpCap) -> u32 {
+    RQ_REQ_LEN.saturating_add(cap.max_recv_sge.saturating_mul(SGE_LEN))
+}
+
+/// Checks a work ring's stride: 8-aligned (the elements' fields are naturally aligned), at
+/// least `min`, at most [`MAX_STRIDE`].
+pub(crate) fn check_stride(stride: u32, min: u32) -> Result {
+    if stride % 8 != 0 || stride < min || stride > MAX_STRIDE {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// Checks the ring a process gives a CQ of at least `cqe` completions, on a device of at most
+/// `max_cqe`.
+pub(crate) fn check_cq_cmd(cmd: &abi::CreateCqCmd, cqe: u32, max_cqe: u32) -> Result {
+    if cmd.reserved != 0 {
+        return Err(EINVAL);
+    }
+    check_addr(cmd.addr)?;
+    check_depth(cmd.depth, cqe, max_cqe)
+}
+
+/// Checks the rings a process gives a QP of capabilities `cap` (checked already), on a device
+/// of at most `max_qp_wr` requests a queue.
+pub(crate) fn check_qp_cmd(cmd: &abi::CreateQpCmd, cap: &QpCap, max_qp_wr: u32) -> Result {
+    check_addr(cmd.sq_addr)?;
+    check_addr(cmd.rq_addr)?;
+    check_depth(cmd.sq_depth, cap.max_send_wr, max_qp_wr)?;
+    check_depth(cmd.rq_depth, cap.max_recv_wr, max_qp_wr)?;
+    check_stride(cmd.sq_stride, sq_stride_min(cap))?;
+    check_stride(cmd.rq_stride, rq_stride_min(cap))
+}
+
+/// Whether a command that failed with `err` may still have been carried out: it timed out, or
+/// the device's answer was malformed. Otherwise the device refused it, or it was never sent.
+pub(crate) fn may_be_done(err: Error) -> bool {
+    err == ETIMEDOUT || err == EPROTO
+}
+
+/// A ring in a process's memory, pinned, with the page table through which the device uses it.
+///
+/// Once lent to the device ([`GuestRing::lend`]) it stays pinned, and its table allocated,
+/// until [`GuestRing::release`] says that the device does not use it any more; dropped before
+/// that, both are kept for good (as a deregistration that fails keeps an MR's pages, `mr.rs`).
+pub(crate) struct GuestRing {
+    /// The pinned pages and their table; taken only to be kept for good.
+    mem: Option<(Umem, DmaTable)>,
+    /// The ring as the device knows it.
+    wire: abi::Ring,
+    /// The device may use the ring.
+    lent: AtomicBool,
+}
+
+impl GuestRing {
+    /// Pins the ring of `depth` slots of `stride` bytes at `addr` (checked already) of the
+    /// calling process, writable, and builds its page table. May sleep.
+    fn pin(dev: &Device<'_>, addr: u64, depth: u32, stride: u32) -> Result<Self> {
+        // Writable: the device writes completions and indices into it.
+        let access = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
+        let mut umem = Umem::get(dev, addr, ring_len(depth, stride), access)?;
+        umem.set_iova(PAGE_SIZE as usize, addr)?;
+        let (table, npages) = mr::page_table(dev, &umem)?;
+        let wire = abi::Ring {
+            pages: table.dma_addr().into(),
+            npages: npages.into(),
+            depth: depth.into(),
+            stride: stride.into(),
+            reserved: 0.into(),
+        };
+        Ok(Self {
+            mem: Some((umem, table)),
+            wire,
+            lent: AtomicBool::new(false),
+        })
+    }
+
+    /// The ring as the device knows it; the device may use it from now on.
+    fn lend(&self) -> abi::Ring {
+        self.lent.store(true, Ordering::Relaxed);
+        self.wire
+    }
+
+    /// The device does not use the ring (any more): its memory may go back to the process.
+    pub(crate) fn release(&self) {
+        self.lent.store(false, Ordering::Relaxed);
+    }
+
+    /// After a command that would have had the device use the ring failed with `err`.
+    fn refused(&self, err: Error) {
+        if !may_be_done(err) {
+            self.release();
+        }
+    }
+
+    /// The number of slots.
+    pub(crate) fn depth(&self) -> u32 {
+        self.wire.depth.get()
+    }
+}
+
+impl Drop for GuestRing {
+    fn drop(&mut self) {
+        if *self.lent.get_mut() {
+            // The device may still write into the pages or read the table: both stay.
+            if let Some(mem) = self.mem.take() {
+                core::mem::forget(mem);
+            }
+        }
+    }
+}
+
+/// The ring of a CQ with a ring, and the completion-event queue its events come on.
+pub(crate) struct CqRings {
+    pub(crate) ring: GuestRing,
+    /// The completion-event queue (`0..num_comp_vqs`).
+    pub(crate) comp_vq: u32,
+}
+
+/// Creates the device's CQ with the ring the process names in `udata`: a CQ of at least
+/// `attr.cqe` completions (checked already). Returns its number, reserved in the CQ registry,
+/// and its ring.
+pub(crate) fn create_cq(
+    dev: &Device<'_>,
+    attr: &CqInitAttr,
+    udata: &mut Udata<'_>,
+) -> Result<(u32, CqRings)> {
+    let rings = dev.config.layout.rings().ok_or(EOPNOTSUPP)?;
+    let mut cmd = abi::CreateCqCmd::new_zeroed();
+    udata.read_request(cmd.as_mut_bytes())?;
+    check_cq_cmd(&cmd, attr.cqe, dev.config.raw.max_cqe.get())?;
+    let ring = GuestRing::pin(dev, cmd.addr, cmd.depth, CQE_STRIDE)?;
+    // The core checks the vector against the device's (`num_comp_vqs`, at least 1); the
+    // remainder only makes sure, without a panic path.
+    let comp_vq = attr
+        .comp_vector
+        .checked_rem(rings.num_comp_vqs)
+        .ok_or(EINVAL)?;
+    let rsp: abi::RspCreateCq = dev
+        .ctrl
+        .exec(
+            abi::cmd::CREATE_CQ_RING,
+            &abi::CmdCreateCqRing {
+                ring: ring.lend(),
+                comp_vq: comp_vq.into(),
+                reserved: 0.into(),
+            },
+        )
+        .inspect_err(|&e| ring.refused(e))?;
+    let cqn = rsp.cqn.get();
+    if !dev.config.layout.is_ring_cq(cqn) {
+        dev_err!(
+            dev.as_ref(),
+            "CREATE_CQ_RING returned CQ {}, not one of {}..{}\n",
+            cqn,
+            dev.config.layout.max_cq(),
+            dev.config.layout.total_cq()
+        );
+        if cq::destroy_on_device(dev, cqn) {
+            ring.release();
+        }
+        return Err(EPROTO);
+    }
+    // As for any CQ: a number the device hands out twice must not lead to the live CQ that has
+    // it. The device then uses the ring under a number the driver cannot destroy: it stays.
+    let cqs = &dev.ctrl.queues().handler().get_ref().cqs;
+    if cqs.reserve(cqn).is_err() {
+        dev_err!(
+            dev.as_ref(),
+            "CREATE_CQ_RING returned CQ {}, which is in use\n",
+            cqn
+        );
+        return Err(EPROTO);
+    }
+    // The answer describes no ring of the driver's (the process has its own).
+    if let Err(e) = udata.write_response(abi::CreateCqResp::new_zeroed().as_bytes()) {
+        if cq::destroy_on_device(dev, cqn) {
+            ring.release();
+        }
+        cqs.release(cqn);
+        return Err(e);
+    }
+    Ok((cqn, CqRings { ring, comp_vq }))
+}
+
+/// The rings of a QP with rings.
+pub(crate) struct QpRings {
+    pub(crate) sq: GuestRing,
+    pub(crate) rq: GuestRing,
+}
+
+impl QpRings {
+    /// The device does not use the rings (any more).
+    pub(crate) fn release(&self) {
+        self.sq.release();
+        self.rq.release();
+    }
+}
+
+/// Creates the device's QP of `pd` with the rings the process names in `udata`, for `attr`
+/// with capabilities `cap` (both checked already), reporting to CQs with rings `send_cq` and
+/// `recv_cq`. Returns its number, reserved in the QP registry, and its rings.
+pub(crate) fn create_qp(
+    pd: &rdma::Pd<RdmaDev<'_>>,
+    attr: &QpInitAttr,
+    cap: &QpCap,
+    (send_cq, recv_cq): (&rdma::Cq<RdmaDev<'_>>, &rdma::Cq<RdmaDev<'_>>),
+    udata: &mut Udata<'_>,
+) -> Result<(u32, QpRings)> {
+    let dev = pd.device();
+    let layout = &dev.config.layout;
+    if layout.rings().is_none() {
+        return Err(EOPNOTSUPP);
+    }
+    // The device writes the completions of a QP with rings into its CQs' rings.
+    if send_cq.guest.is_none() || recv_cq.guest.is_none() {
+        return Err(EINVAL);
+    }
+    let mut cmd = abi::CreateQpCmd::new_zeroed();
+    udata.read_request(cmd.as_mut_bytes())?;
+    check_qp_cmd(&cmd, cap, dev.config.raw.max_qp_wr.get())?;
+    let rings = QpRings {
+        sq: GuestRing::pin(dev, cmd.sq_addr, cmd.sq_depth, cmd.sq_stride)?,
+        rq: GuestRing::pin(dev, cmd.rq_addr, cmd.rq_depth, cmd.rq_stride)?,
+    };
+    let rsp: abi::RspCreateQp = dev
+        .ctrl
+        .exec(
+            abi::cmd::CREATE_QP_RING,
+            &abi::CmdCreateQpRing {
+                qp: qp::create_cmd(pd, attr, cap, send_cq, recv_cq),
+                sq: rings.sq.lend(),
+                rq: rings.rq.lend(),
+                flags: abi::QP_RING_F_USER.into(),
+                reserved: 0.into(),
+            },
+        )
+        .inspect_err(|&e| {
+            rings.sq.refused(e);
+            rings.rq.refused(e);
+        })?;
+    let qpn = rsp.qpn.get();
+    if !layout.is_ring_qp(qpn) || qpn == qp::GSI_QPN {
+        dev_err!(
+            dev.as_ref(),
+            "CREATE_QP_RING returned QP {}, not one of {}..{}\n",
+            qpn,
+            layout.max_qp(),
+            layout.total_qp()
+        );
+        if qp::destroy_on_device(dev, qpn) {
+            rings.release();
+        }
+        return Err(EPROTO);
+    }
+    // See `create_cq`.
+    let qps = &dev.ctrl.queues().handler().get_ref().qps;
+    if qps.reserve(qpn).is_err() {
+        dev_err!(
+            dev.as_ref(),
+            "CREATE_QP_RING returned QP {}, which is in use\n",
+            qpn
+        );
+        return Err(EPROTO);
+    }
+    // The answer is zero: the process has its own rings.
+    if let Err(e) = udata.write_response(abi::CreateQpResp::new_zeroed().as_bytes()) {
+        if qp::destroy_on_device(dev, qpn) {
+            rings.release();
+        }
+        qps.release(qpn);
+        return Err(e);
+    }
+    Ok((qpn, rings))
+}
+
+#[kunit_tests(virtio_rdma_rings)]
+mod tests {
+    use super::*;
+
+    fn cap(send_sge: u32, recv_sge: u32, inline: u32) -> QpCap {
+        QpCap {
+            max_send_wr: 100,
+            max_recv_wr: 1,
+            max_send_sge: send_sge,
+            max_recv_sge: recv_sge,
+            max_inline_data: inline,
+        }
+    }
+
+    fn qp_cmd() -> abi::CreateQpCmd {
+        abi::CreateQpCmd {
+            sq_addr: 0x7f00_0000_0000,
+            rq_addr: 0x7f00_0001_0000,
+            sq_depth: 128,
+            sq_stride: 128,
+            rq_depth: 1,
+            rq_stride: 32,
+        }
+    }
+
+    #[test]
+    fn ring_length_is_record_then_slots() {
+        assert_eq!(ring_len(1, 64), 128);
+        assert_eq!(ring_len(64, 64), 64 + 4096);
+        // No overflow at the extremes.
+        assert_eq!(
+            ring_len(u32::MAX, u32::MAX),
+            64 + u64::from(u32::MAX) * u64::from(u32::MAX)
+        );
+        // A CQ slot is `struct virtio_rdma_ring_cqe`.
+        assert_eq!(CQE_STRIDE, 64);
+    }
+
+    #[test]
+    fn depth_is_a_power_of_two_within_bounds() {
+        assert_eq!(check_depth(1, 1, 1), Ok(()));
+        assert_eq!(check_depth(128, 100, 1024), Ok(()));
+        // The device's limit rounded up.
+        assert_eq!(check_depth(1024, 1000, 1000), Ok(()));
+        assert_eq!(check_depth(2048, 1000, 1000), Err(EINVAL));
+        // Not a power of two, or zero.
+        assert_eq!(check_depth(0, 0, 1024), Err(EINVAL));
+        assert_eq!(check_depth(100, 100, 1024), Err(EINVAL));
+        // Smaller than the queue.
+        assert_eq!(check_depth(64, 100, 1024), Err(EINVAL));
+        // A limit past the largest power of two.
+        assert_eq!(check_depth(1 << 31, 1, u32::MAX), Ok(()));
+    }
+
+    #[test]
+    fn addresses_are_page_aligned() {
+        assert_eq!(check_addr(0x1000), Ok(()));
+        assert_eq!(check_addr(0x7fff_ffff_f000), Ok(()));
+        assert_eq!(check_addr(0x1008), Err(EINVAL));
+        assert_eq!(check_addr(0x800), Err(EINVAL));
+        assert_eq!(check_addr(u64::MAX), Err(EINVAL));
+    }
+
+    #[test]
+    fn strides_hold_the_largest_element() {
+        // 64-byte header, then 16 bytes an SGE or the inline data, whichever is larger.
+        assert_eq!(sq_stride_min(&cap(1, 1, 0)), 80);
+        assert_eq!(sq_stride_min(&cap(4, 1, 256)), 320);
+        assert_eq!(sq_stride_min(&cap(16, 1, 64)), 320);
+        // 16-byte header, then the SGEs.
+        assert_eq!(rq_stride_min(&cap(1, 1, 0)), 32);
+        assert_eq!(rq_stride_min(&cap(1, 16, 0)), 272);
+        // No overflow on absurd capabilities.
+        assert_eq!(sq_stride_min(&cap(u32::MAX, 1, 0)), u32::MAX);
+        assert_eq!(check_stride(80, 80), Ok(()));
+        assert_eq!(check_stride(4096, 80), Ok(()));
+        assert_eq!(check_stride(72, 80), Err(EINVAL));
+        assert_eq!(check_stride(84, 80), Err(EINVAL));
+        assert_eq!(check_stride(4104, 80), Err(EINVAL));
+        assert_eq!(check_stride(8, 0), Ok(()));
+        assert_eq!(check_stride(u32::MAX, 0), Err(EINVAL));
+    }
+
+    #[test]
+    fn cq_rings_are_checked() {
+        let good = abi::CreateCqCmd {
+            addr: 0x7f00_0000_0000,
+            depth: 256,
+            reserved: 0,
+        };
+        assert_eq!(check_cq_cmd(&good, 200, 1024), Ok(()));
+        assert_eq!(check_cq_cmd(&good, 257, 1024), Err(EINVAL));
+        assert_eq!(check_cq_cmd(&good, 200, 128), Err(EINVAL));
+        let unaligned = abi::CreateCqCmd {
+            addr: good.addr + 64,
+            ..good
+        };
+        assert_eq!(check_cq_cmd(&unaligned, 200, 1024), Err(EINVAL));
+        let reserved = abi::CreateCqCmd {
+            reserved: 1,
+            ..good
+        };
+        assert_eq!(check_cq_cmd(&reserved, 200, 1024), Err(EINVAL));
+    }
+
+    #[test]
+    fn qp_rings_are_checked() {
+        let c = cap(4, 1, 64);
+        assert_eq!(check_qp_cmd(&qp_cmd(), &c, 1024), Ok(()));
+        for bad in [
+            abi::CreateQpCmd {
+                sq_depth: 64,
+                ..qp_cmd()
+            },
+            abi::CreateQpCmd {
+                rq_depth: 0,
+                ..qp_cmd()
+            },
+            abi::CreateQpCmd {
+                sq_depth: 2048,
+                ..qp_cmd()
+            },
+            abi::CreateQpCmd {
+                sq_stride: 120,
+                ..qp_cmd()
+            },
+            abi::CreateQpCmd {
+                rq_stride: 28,
+                ..qp_cmd()
+            },
+            abi::CreateQpCmd {
+                rq_stride: 8192,
+                ..qp_cmd()
+            },
+            abi::CreateQpCmd {
+                sq_addr: 0x7f00_0000_0100,
+                ..qp_cmd()
+            },
+            abi::CreateQpCmd {
+                rq_addr: 0x7f00_0001_0008,
+                ..qp_cmd()
+            },
+        ] {
+            assert_eq!(check_qp_cmd(&bad, &c, 1024), Err(EINVAL));
+        }
+        // More inline data needs a larger send slot.
+        assert_eq!(check_qp_cmd(&qp_cmd(), &cap(4, 1, 128), 1024), Err(EINVAL));
+    }
+
+    #[test]
+    fn only_timeouts_and_garbled_answers_may_have_been_done() {
+        assert!(may_be_done(ETIMEDOUT));
+        assert!(may_be_done(EPROTO));
+        for refused in [EINVAL, ENOMEM, EOPNOTSUPP, EFAULT, EBUSY, ENOENT, EIO] {
+            assert!(!may_be_done(refused));
+        }
+    }
+}
