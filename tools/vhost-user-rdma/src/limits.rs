@@ -319,9 +319,9 @@ impl Pinned {
     }
 }
 
-/// Most ring QPs (and, separately, ring CQs) a device may offer: the driver's
-/// limit minus the virtqueue ones it always has room for.
-pub const MAX_RING_OBJECTS: u32 = 16384 - 256;
+/// Most ring QPs (and, separately, ring CQs) a device may offer (what the
+/// driver accepts, `VIRTIO_RDMA_MAX_QP_LIMIT`).
+pub const MAX_RING_OBJECTS: u32 = abi::VIRTIO_RDMA_MAX_QP_LIMIT;
 /// Most completion-event queues (one interrupt vector each).
 pub const MAX_COMP_VQS: u32 = 16;
 
