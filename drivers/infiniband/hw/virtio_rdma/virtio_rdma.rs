@@ -87,15 +87,28 @@ impl<'a> VirtioRdma<'a> {
         let vqs = dev
             .find_vqs(&infos, queues::Handler::new(layout))
             .inspect_err(|e| {
-                dev_err!(
-                    dev,
-                    "cannot set up {} virtqueues (2 + max_cq {} + 2 * max_qp {}, + 1 + num_comp_vqs {} with rings): {:?}\n",
-                    nvqs,
-                    config.raw.max_cq.get(),
-                    config.raw.max_qp.get(),
-                    config.raw.num_comp_vqs.get(),
-                    e
-                );
+                let (max_cq, max_qp) = (config.raw.max_cq.get(), config.raw.max_qp.get());
+                // The ring queues only when they were negotiated (zero otherwise).
+                match config.raw.num_comp_vqs.get() {
+                    0 => dev_err!(
+                        dev,
+                        "cannot set up {} virtqueues (2 + max_cq {} + 2 * max_qp {}): {:?}\n",
+                        nvqs,
+                        max_cq,
+                        max_qp,
+                        e
+                    ),
+                    comp => dev_err!(
+                        dev,
+                        "cannot set up {} virtqueues (2 + max_cq {} + 2 * max_qp {} + 1 + \
+                         num_comp_vqs {}): {:?}\n",
+                        nvqs,
+                        max_cq,
+                        max_qp,
+                        comp,
+                        e
+                    ),
+                }
             })?;
         let ctrl = Ctrl::new(dev, vqs)?;
         dev.device_ready();
