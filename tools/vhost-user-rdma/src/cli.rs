@@ -123,8 +123,11 @@ pub struct Cli {
     pub comp_vqs: u32,
 
     /// With --rings: how long the device keeps polling rings that have gone
-    /// idle before it asks to be notified, in microseconds.
-    #[arg(long, value_name = "US", default_value_t = 100, requires = "rings")]
+    /// idle before it asks to be notified, in microseconds. 0: at once (it
+    /// still polls while each pass finds work). Spinning pays only with a
+    /// host core to spare: on a host whose cores run the guests, it takes
+    /// their time.
+    #[arg(long, value_name = "US", default_value_t = 0, requires = "rings")]
     pub poll_us: u32,
 
     /// Print the number of virtqueues for these limits and exit.
