@@ -11,7 +11,8 @@
 # with few system calls (the doorbell only when the device stopped
 # polling) and a polling ib_write_lat takes almost no interrupt of
 # virtio_rdma0's; rping (rdma_cm, its MADs on the kernel's QP 1) keeps
-# working beside them.
+# working beside them; 4096 ring QPs and CQs are made and destroyed in one
+# process, and ib_write_bw -q 256 carries traffic on 256 QPs at once.
 # backend-args: --rings --poll-us 200
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -74,6 +75,12 @@ delta=$(paste /tmp/irq.before /tmp/irq.after |
 		if (a > b) printf "    %s: %d\n", $n, a - b > "/dev/stderr"; s += a - b } END { print s + 0 }')
 echo "  interrupts of $vdev during $n round trips: $delta"
 [ "$delta" -lt $((n / 4)) ] || fail "$delta interrupts for $n round trips"
+
+step "4096 ring QPs and CQs in one process, created and destroyed"
+python3 tools/testing/e2e/lib/rings_scale.py 4096 || fail "4096 QPs and CQs"
+opts="-d $dev -x $gid -F -q 256 -t 4 -s 4096 -n 200"
+pair "ib_write_bw -q 256 (256 RC QPs carrying traffic at once)" ib_write_bw $opts -p $port -- \
+	ib_write_bw $opts -p $port localhost
 
 pair "rping (rdma_cm; its MADs on the kernel's QP 1)" rping -s -a $MY_IP -p $port -C 50 -- \
 	rping -c -a $MY_IP -p $port -C 50 -v
