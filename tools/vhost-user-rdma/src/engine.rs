@@ -117,30 +117,38 @@ impl Wq<'_> {
     }
 }
 
+/// Which work queue of a QP.
+#[derive(Clone, Copy)]
+enum Side {
+    Send,
+    Recv,
+}
+
+/// The `side` work queue of QP `qpn`: its virtqueue, else its ring.
+fn wq_of(ctrl: &Ctrl, qpn: u32, side: Side) -> Option<Wq<'_>> {
+    let vring = match side {
+        Side::Send => ctrl.sq_vring(qpn),
+        Side::Recv => ctrl.rq_vring(qpn),
+    };
+    if let Some(v) = vring {
+        return Some(Wq::Vring(v));
+    }
+    let st = ctrl.lock();
+    let rings = st.qp(qpn)?.rings.as_ref()?;
+    Some(Wq::Ring(match side {
+        Side::Send => rings.sq.clone(),
+        Side::Recv => rings.rq.clone(),
+    }))
+}
+
 /// The SQ of QP `qpn`.
 fn sq_of(ctrl: &Ctrl, qpn: u32) -> Option<Wq<'_>> {
-    match ctrl.sq_vring(qpn) {
-        Some(v) => Some(Wq::Vring(v)),
-        None => ctrl
-            .lock()
-            .qp(qpn)?
-            .rings
-            .as_ref()
-            .map(|r| Wq::Ring(r.sq.clone())),
-    }
+    wq_of(ctrl, qpn, Side::Send)
 }
 
 /// The RQ of QP `qpn`.
 fn rq_of(ctrl: &Ctrl, qpn: u32) -> Option<Wq<'_>> {
-    match ctrl.rq_vring(qpn) {
-        Some(v) => Some(Wq::Vring(v)),
-        None => ctrl
-            .lock()
-            .qp(qpn)?
-            .rings
-            .as_ref()
-            .map(|r| Wq::Ring(r.rq.clone())),
-    }
+    wq_of(ctrl, qpn, Side::Recv)
 }
 
 /// SQ elements one pass executes before the device's other queues get

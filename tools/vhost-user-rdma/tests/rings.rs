@@ -148,6 +148,18 @@ fn publish(d: &Dev, r: &mut Ring, elem: &[u8]) {
         .expect("producer");
 }
 
+/// A signaled 8-byte RDMA WRITE within the DMA MR `key`.
+fn small_write(wr_id: u64, key: u32) -> Vec<u8> {
+    wqe(
+        wr_id,
+        IB_WR_RDMA_WRITE,
+        IB_SEND_SIGNALED,
+        0,
+        &rdma(DATA + 0x3000, key),
+        &[(DATA, 8, key)],
+    )
+}
+
 /// A receive element.
 fn recv_elem(wr_id: u64, sges: &[(u64, u32, u32)]) -> Vec<u8> {
     let mut b = VirtioRdmaRqReq {
@@ -313,14 +325,7 @@ fn idle_rings_ask_for_a_doorbell_and_a_kick_serves_them() {
     }
     assert_ne!(flags(&p.d, &p.b.2) & VIRTIO_RDMA_RING_F_NOTIFY, 0, "RQ too");
     // A post without the doorbell waits: the device sleeps.
-    let w = wqe(
-        44,
-        IB_WR_RDMA_WRITE,
-        IB_SEND_SIGNALED,
-        0,
-        &rdma(DATA + 0x3000, p.key),
-        &[(DATA, 8, p.key)],
-    );
+    let w = small_write(44, p.key);
     publish(&p.d, &mut p.a.1, &w);
     thread::sleep(Duration::from_millis(100));
     assert!(
@@ -345,16 +350,7 @@ fn an_armed_cq_raises_one_event_on_its_queue() {
     let q = comp_q(1);
     p.d.post(q, &[0u8; 8], true);
     p.d.post(q, &[0u8; 8], true);
-    let write = |id: u64| {
-        wqe(
-            id,
-            IB_WR_RDMA_WRITE,
-            IB_SEND_SIGNALED,
-            0,
-            &rdma(DATA + 0x3000, p.key),
-            &[(DATA, 8, p.key)],
-        )
-    };
+    let write = |id: u64| small_write(id, p.key);
     // Not armed: a completion, no event.
     produce(&p.d, &mut p.a.1, &write(1));
     wait(&p.d, &mut p.cq, 1);
@@ -416,14 +412,7 @@ fn a_process_ring_runs_only_what_a_process_may_post() {
     );
     assert_eq!(p.d.qp_state(p.a.0), IB_QPS_ERR);
     // The MR still works for the other QP.
-    let w = wqe(
-        66,
-        IB_WR_RDMA_WRITE,
-        IB_SEND_SIGNALED,
-        0,
-        &rdma(DATA + 0x3000, p.key),
-        &[(DATA, 8, p.key)],
-    );
+    let w = small_write(66, p.key);
     let mut b = p.b;
     produce(&p.d, &mut b.1, &w);
     let got = wait(&p.d, &mut p.cq, 1);
