@@ -28,6 +28,7 @@ mod qp;
 mod registry;
 mod restrack;
 mod roce;
+mod shared_mem;
 mod ucontext;
 mod umem;
 
@@ -45,6 +46,7 @@ pub use qp::{
     SendWr, SendWrs, Sge, WorkQueue,
 };
 pub use restrack::ResAttrs;
+pub use shared_mem::SharedMem;
 pub use ucontext::{Ucontext, Udata};
 pub use umem::Umem;
 

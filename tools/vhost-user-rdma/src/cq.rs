@@ -107,10 +107,18 @@ fn post_ring(
     solicited: bool,
 ) -> Result<(), CqError> {
     let guard = ctrl.mem().memory();
-    ring.push(&guard, cqe).map_err(|e| match e {
-        PushError::Full => CqError::Overrun(cqn),
-        PushError::Fault => CqError::Ring(cqn, "its ring cannot be written".into()),
-    })?;
+    // A slot has a fixed size: a hostile device's lie about a length is
+    // told as the genuine completion here.
+    let push = |c: &VirtioRdmaCqReq, _used_len: u32| {
+        ring.push(&guard, c).map_err(|e| match e {
+            PushError::Full => CqError::Overrun(cqn),
+            PushError::Fault => CqError::Ring(cqn, "its ring cannot be written".into()),
+        })
+    };
+    match ctrl.hostile() {
+        None => push(cqe, hostile::CQE_LEN)?,
+        Some(h) => h.post_completion(ctrl.stats(), cqn, cqe, push)?,
+    }
     if let Some(c) = Counter::for_status(cqe.status) {
         ctrl.stats().inc(c);
     }

@@ -40,8 +40,9 @@ use zerocopy::{FromBytes, IntoBytes};
 
 use crate::abi::{
     VirtioRdmaCqReq, VirtioRdmaCtrlHdr, VirtioRdmaEvent, VirtioRdmaRspCreateCq,
-    VirtioRdmaRspCreateQp, VIRTIO_RDMA_CMD_CREATE_CQ, VIRTIO_RDMA_CMD_CREATE_QP,
-    VIRTIO_RDMA_EVENT_CQ_ERR, VIRTIO_RDMA_EVENT_QP_FATAL,
+    VirtioRdmaRspCreateQp, VIRTIO_RDMA_CMD_CREATE_CQ, VIRTIO_RDMA_CMD_CREATE_CQ_RING,
+    VIRTIO_RDMA_CMD_CREATE_QP, VIRTIO_RDMA_CMD_CREATE_QP_RING, VIRTIO_RDMA_EVENT_CQ_ERR,
+    VIRTIO_RDMA_EVENT_QP_FATAL,
 };
 use crate::ctrl::{CmdResult, Ctrl};
 use crate::event;
@@ -314,8 +315,12 @@ impl Hostile {
         let cmd = VirtioRdmaCtrlHdr::read_from_prefix(request).map(|(h, _)| h.cmd.get());
         if let (Ok(cmd), Ok(body)) = (cmd, result.as_mut()) {
             match cmd {
-                VIRTIO_RDMA_CMD_CREATE_CQ => self.created_cq(ctrl, body),
-                VIRTIO_RDMA_CMD_CREATE_QP => self.created_qp(ctrl, body),
+                VIRTIO_RDMA_CMD_CREATE_CQ | VIRTIO_RDMA_CMD_CREATE_CQ_RING => {
+                    self.created_cq(ctrl, body)
+                }
+                VIRTIO_RDMA_CMD_CREATE_QP | VIRTIO_RDMA_CMD_CREATE_QP_RING => {
+                    self.created_qp(ctrl, body)
+                }
                 _ => {}
             }
         }

@@ -400,13 +400,11 @@ impl Ctrl {
             let why = format_args!("CQ {send_cqn} or {recv_cqn} does not exist");
             return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NOT_FOUND));
         };
-        // A ring QP completes into rings: no kernel on its data path.
-        let ring = rings.is_some();
-        if scq.ring.is_some() != ring || rcq.ring.is_some() != ring {
-            let why = format_args!(
-                "CQ {send_cqn} or {recv_cqn} is not a {} CQ",
-                if ring { "ring" } else { "virtqueue" }
-            );
+        // A ring QP completes into rings: no kernel on its data path. A
+        // virtqueue QP may complete into either (the GSI QP keeps its
+        // virtqueues and reports to the kernel's ring CQs).
+        if rings.is_some() && (scq.ring.is_none() || rcq.ring.is_none()) {
+            let why = format_args!("CQ {send_cqn} or {recv_cqn} is not a ring CQ");
             return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
         }
         let bad_caps = caps.max_send_wr == 0

@@ -14,7 +14,6 @@ use vhost_user_rdma::abi::*;
 use vhost_user_rdma::ib::*;
 use vhost_user_rdma::limits::Rings;
 use vm_memory::{Bytes, GuestAddress};
-use zerocopy::little_endian::U32;
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 /// Where the tests put ring page tables, then ring pages.
@@ -448,17 +447,6 @@ fn ring_descriptions_and_objects_are_checked() {
     // Unknown flags.
     let (st, ..) = try_ring_qp(&mut d, pd, cqn, 1, 2);
     assert_eq!(st, VIRTIO_RDMA_S_INVALID);
-    // A virtqueue QP may not use a ring CQ.
-    let mut q = VirtioRdmaCmdCreateQp::new_zeroed();
-    q.pdn = U32::new(pd);
-    q.qp_type = IB_QPT_RC;
-    q.max_send_wr = 4.into();
-    q.send_cqn = cqn.into();
-    q.recv_cqn = cqn.into();
-    assert_eq!(
-        d.cmd(VIRTIO_RDMA_CMD_CREATE_QP, q.as_bytes(), 8).0,
-        VIRTIO_RDMA_S_INVALID
-    );
     // A completion-event queue the device does not have.
     let (_, desc) = ring(&d, 5, 16, CQE);
     let req = VirtioRdmaCmdCreateCqRing {
@@ -510,5 +498,34 @@ fn ring_commands_need_the_feature() {
     let d = Dev::start();
     let f = d.dev.ctrl().rings_acked();
     assert!(!f);
+    d.finish();
+}
+
+#[test]
+fn virtqueue_qps_may_complete_into_ring_cqs() {
+    // The GSI QP keeps its virtqueues and reports to the kernel's ring CQs.
+    let mut d = start();
+    let pd = d.create_pd();
+    let key = d.dma_mr(pd, ALL);
+    let (cqn, mut cq) = ring_cq(&mut d, 0, 16, 0);
+    let a = d.create_qp(pd, IB_QPT_RC, cqn, false);
+    let b = d.create_qp(pd, IB_QPT_RC, cqn, false);
+    assert!(a < MAX_QP && b < MAX_QP, "virtqueue QPs");
+    let gid = d.gid;
+    d.rc_up(a, gid, b, ALL, 0);
+    d.rc_up(b, gid, a, ALL, 0);
+    let (src, dst) = (DATA, DATA + 0x1000);
+    let msg = pattern(100, 3);
+    d.fill(src, &msg);
+    d.recv(b, 5, &[(dst, 128, key)]);
+    let send = wqe(6, IB_WR_SEND, IB_SEND_SIGNALED, 0, &[], &[(src, 100, key)]);
+    d.send(a, &send);
+    let got = wait(&d, &mut cq, 2);
+    let ids: Vec<(u64, u32)> = got
+        .iter()
+        .map(|c| (c.wr_id.get(), c.qp_num.get()))
+        .collect();
+    assert!(ids.contains(&(6, a)) && ids.contains(&(5, b)), "{ids:?}");
+    assert_eq!(d.read(dst, 100), msg);
     d.finish();
 }

@@ -168,6 +168,18 @@ impl QueueLayout {
         self.max_qp + self.rings.map_or(0, |r| r.max_ring_qp)
     }
 
+    /// How many CQs consumers may have: with rings every CQ has one, so the CQs with rings.
+    pub(crate) fn usable_cq(&self) -> u32 {
+        self.rings.map_or(self.max_cq, |r| r.max_ring_cq)
+    }
+
+    /// How many QPs consumers may have: with rings every QP but the GSI QP has them, so the
+    /// QPs with rings and the GSI QP.
+    pub(crate) fn usable_qp(&self) -> u32 {
+        self.rings
+            .map_or(self.max_qp, |r| r.max_ring_qp.saturating_add(1))
+    }
+
     /// Whether `cqn` is the number of a CQ with a ring.
     pub(crate) fn is_ring_cq(&self, cqn: u32) -> bool {
         (self.max_cq..self.total_cq()).contains(&cqn)
@@ -536,6 +548,8 @@ mod tests {
             assert_eq!(cfg.layout.num_queues(), 66);
             assert_eq!(cfg.raw.max_ring_qp.get(), 0);
             assert_eq!(cfg.layout.total_qp(), 16);
+            assert_eq!(cfg.layout.usable_qp(), 16);
+            assert_eq!(cfg.layout.usable_cq(), 32);
         }
         // Negotiated: checked.
         assert_eq!(
@@ -556,6 +570,9 @@ mod tests {
             assert_eq!(cfg.layout.num_queues(), 69);
             assert_eq!(cfg.layout.total_cq(), 48);
             assert_eq!(cfg.layout.total_qp(), 24);
+            // Every CQ and QP but the GSI QP has rings.
+            assert_eq!(cfg.layout.usable_cq(), 16);
+            assert_eq!(cfg.layout.usable_qp(), 9);
         }
     }
 

@@ -13,10 +13,12 @@
 //! process polls the ring without a system call. A completion that finds the ring full is lost
 //! and reported as a CQ overrun.
 //!
-//! With queues in guest memory (`VIRTIO_RDMA_F_RINGS`) a user CQ has instead a ring in its
-//! process's memory, which the device writes into itself (`rings.rs`): no virtqueue, nothing
-//! for the kernel to poll or arm (the process arms it in the ring); its completion events come
-//! on a completion-event queue (`events.rs`).
+//! With queues in guest memory (`VIRTIO_RDMA_F_RINGS`) every CQ has instead a ring, which the
+//! device writes into itself (`rings.rs`), and no virtqueue. A user CQ's ring is in its
+//! process's memory: nothing for the kernel to poll or arm. A kernel CQ's ring is the
+//! driver's: polling takes completions from it, checked as those of a virtqueue, and arming is
+//! a store into it (`kernel_rings.rs`). Completion events come on a completion-event queue
+//! (`events.rs`).
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
@@ -27,12 +29,14 @@ use kernel::{
         self, CqInitAttr, CqNotify, CqRegistry, NewCq, QpRegistry, ResAttrs, Ucontext, Udata, Wc,
         WcSink,
     },
+    sync::SpinLockIrq,
     virtio::{Virtqueue, VirtqueueGuard},
 };
 use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
     abi, health,
+    kernel_rings::CompRing,
     rings::{self, CqRings},
     uring::CqRing,
     verbs::RdmaDev,
@@ -57,8 +61,8 @@ pub(crate) struct Cq {
     warned: AtomicU32,
     /// The ring of a user CQ (`None` for a kernel CQ).
     ring: Option<CqRing>,
-    /// The ring in guest memory of a user CQ with `VIRTIO_RDMA_F_RINGS` (which has no
-    /// virtqueue: `vq` means nothing then).
+    /// The ring in guest memory of a CQ with `VIRTIO_RDMA_F_RINGS` (which has no virtqueue:
+    /// `vq` means nothing then).
     pub(crate) guest: Option<CqRings>,
 }
 
@@ -70,8 +74,14 @@ impl Cq {
     pub(crate) fn fill_res(&self, attrs: &mut ResAttrs<'_>) -> Result {
         if let Some(guest) = &self.guest {
             attrs.put_u32(c"comp_vq", guest.comp_vq)?;
-            attrs.put_u32(c"depth", guest.ring.depth())?;
-            return attrs.put_str(c"rings", c"guest");
+            attrs.put_u32(c"depth", guest.depth())?;
+            let rings = if guest.kernel().is_some() {
+                attrs.put_u32(c"armed", self.armed.load(Ordering::Relaxed).into())?;
+                c"guest-kernel"
+            } else {
+                c"guest"
+            };
+            return attrs.put_str(c"rings", rings);
         }
         attrs.put_u32(c"vq", self.vq)?;
         attrs.put_u32(c"depth", self.depth)?;
@@ -94,12 +104,12 @@ fn queue<'d>(dev: &'d Device<'_>, cq: &Cq) -> Result<&'d Virtqueue> {
 }
 
 /// Creates a CQ: the device's CQ, then its queue filled with `cqe` buffers; for a process
-/// (`user`), also the ring it polls, or with `VIRTIO_RDMA_F_RINGS` a CQ with the ring the
-/// process gives (`rings.rs`).
+/// (`user`), also the ring it polls. With `VIRTIO_RDMA_F_RINGS`, a CQ with a ring instead: the
+/// one the process gives, or the driver's (`rings.rs`).
 pub(crate) fn create(
     dev: &Device<'_>,
     attr: &CqInitAttr,
-    mut user: Option<(&Ucontext<RdmaDev<'_>>, &mut Udata<'_>)>,
+    user: Option<(&Ucontext<RdmaDev<'_>>, &mut Udata<'_>)>,
 ) -> Result<NewCq<Cq>> {
     let max_cqe = dev.config.raw.max_cqe.get();
     if attr.cqe == 0 || attr.cqe > max_cqe {
@@ -108,15 +118,16 @@ pub(crate) fn create(
     if attr.flags != 0 {
         return Err(EOPNOTSUPP);
     }
-    if let (Some((_, udata)), Some(_)) = (&mut user, dev.config.layout.rings()) {
+    if dev.config.layout.rings().is_some() {
+        let udata = user.map(|(_, udata)| udata);
         let (cqn, guest) = rings::create_cq(dev, attr, udata)?;
         return Ok(NewCq {
-            depth: guest.ring.depth(),
+            depth: guest.depth(),
             index: cqn,
             data: Cq {
                 cqn,
                 vq: 0,
-                depth: guest.ring.depth(),
+                depth: guest.depth(),
                 armed: AtomicBool::new(false),
                 warned: AtomicU32::new(0),
                 ring: None,
@@ -248,7 +259,7 @@ pub(crate) fn destroy(dev: &Device<'_>, cq: &Cq) {
     let confirmed = destroy_on_device(dev, cq.cqn);
     if let Some(guest) = &cq.guest {
         if confirmed {
-            guest.ring.release();
+            guest.release();
         }
         return;
     }
@@ -481,12 +492,17 @@ fn wc<'q, 'a>(qp: &'q rdma::Qp<RdmaDev<'a>>, cqe: &CqeBuf) -> Wc<'q, RdmaDev<'a>
     }
 }
 
-/// Reaps completions into `sink`, lending each buffer back to the device; once the device
-/// failed, the requests outstanding on the CQ's QPs instead, flushed.
+/// Reaps completions into `sink`, lending each buffer back to the device (or, from a kernel
+/// CQ's ring, giving its slots back); once the device failed, the requests outstanding on the
+/// CQ's QPs instead, flushed.
 pub(crate) fn poll<'a>(cq: &rdma::Cq<RdmaDev<'a>>, sink: &mut WcSink<'_, RdmaDev<'a>>) -> Result {
     let dev = cq.device();
     let qps = &dev.ctrl.queues().handler().get_ref().qps;
-    // A CQ with a ring in guest memory is its process's to poll.
+    if let Some(guest) = &cq.guest {
+        // A user CQ's ring is its process's to poll.
+        let comp = guest.kernel().ok_or(EOPNOTSUPP)?;
+        return poll_ring(cq, comp, qps, sink);
+    }
     let queue = queue(dev, cq)?;
     let mut q = queue.lock::<CqeBuf>()?;
     let failed = dev.health.failed();
@@ -513,6 +529,52 @@ pub(crate) fn poll<'a>(cq: &rdma::Cq<RdmaDev<'a>>, sink: &mut WcSink<'_, RdmaDev
     drop(q);
     if notify {
         queue.notify();
+    }
+    if error
+        && health::fail(
+            dev,
+            format_args!("CQ {}: a completion of no outstanding request", cq.cqn),
+        )
+    {
+        kick_all(&dev.ctrl.queues().handler().get_ref().cqs);
+    }
+    if dev.health.failed() {
+        flush(cq, qps, sink);
+    }
+    Ok(())
+}
+
+/// [`poll`] of a kernel CQ with a ring.
+fn poll_ring<'a>(
+    cq: &rdma::Cq<RdmaDev<'a>>,
+    comp: &SpinLockIrq<CompRing>,
+    qps: &QpRegistry<RdmaDev<'a>>,
+    sink: &mut WcSink<'_, RdmaDev<'a>>,
+) -> Result {
+    let dev = cq.device();
+    let failed = dev.health.failed();
+    let mut error = false;
+    {
+        let mut ring = comp.lock();
+        while !sink.is_full() {
+            let Some(cqe) = ring.peek() else {
+                break;
+            };
+            ring.take();
+            // Nothing a failed device reports is believed.
+            if failed {
+                continue;
+            }
+            // `sink` is not full: the push succeeds.
+            let checked = with_checked(cq, qps, &cqe, CQE_LEN as u32, |qp, cqe| {
+                let _ = sink.push(&wc(qp, cqe));
+            });
+            if checked.is_err() {
+                error = true;
+                break;
+            }
+        }
+        ring.give_back();
     }
     if error
         && health::fail(
@@ -612,10 +674,11 @@ pub(crate) fn kick(cqs: &CqRegistry<RdmaDev<'_>>, cqn: u32) {
 
 /// The device just failed: has the consumer of every armed kernel CQ poll (which flushes the
 /// requests outstanding on its QPs), and flushes those of user QPs into their CQs' rings.
-/// CQs with rings in guest memory are left alone: the driver has no record of their requests.
+/// User CQs with rings in guest memory are left alone: the driver has no record of their
+/// requests.
 pub(crate) fn kick_all(cqs: &CqRegistry<RdmaDev<'_>>) {
     cqs.each(|cq| {
-        if cq.guest.is_some() {
+        if cq.guest.as_ref().is_some_and(|g| g.kernel().is_none()) {
             return;
         }
         let pending = match &cq.ring {
@@ -684,9 +747,15 @@ fn warn_once(
 
 /// Arms the CQ: its queue calls back on the next completion. Solicited-only arming notifies on
 /// any completion too (a spurious wake-up, which consumers tolerate), so that arming never
-/// needs the control queue. A CQ with a ring in guest memory is armed in its ring by its
-/// process ([`EOPNOTSUPP`] here).
+/// needs the control queue. A kernel CQ with a ring is armed in its ring, solicited-only as
+/// asked; a user CQ with a ring is armed in its ring by its process ([`EOPNOTSUPP`] here).
 pub(crate) fn req_notify(cq: &rdma::Cq<RdmaDev<'_>>, flags: CqNotify) -> Result<bool> {
+    if let Some(guest) = &cq.guest {
+        let comp = guest.kernel().ok_or(EOPNOTSUPP)?;
+        cq.armed.store(true, Ordering::Release);
+        let pending = comp.lock().arm(flags.solicited_only());
+        return Ok(flags.report_missed_events() && (pending || failed_pending(cq)));
+    }
     let queue = queue(cq.device(), cq)?;
     let mut q = queue.lock::<CqeBuf>()?;
     cq.armed.store(true, Ordering::Release);
@@ -697,11 +766,16 @@ pub(crate) fn req_notify(cq: &rdma::Cq<RdmaDev<'_>>, flags: CqNotify) -> Result<
     let pending = !q.enable_cb();
     drop(q);
     if cq.device().health.failed() {
-        // Its requests complete out of the tables: tell the consumer to poll while any is left.
-        let qps = &cq.device().ctrl.queues().handler().get_ref().qps;
-        return Ok(flags.report_missed_events() && flushable(cq, qps));
+        return Ok(flags.report_missed_events() && failed_pending(cq));
     }
     Ok(pending && flags.report_missed_events())
+}
+
+/// Whether the device failed and a QP that reports to kernel CQ `cq` has a request left: its
+/// requests complete out of the tables, so the consumer must poll while any is left.
+fn failed_pending(cq: &rdma::Cq<RdmaDev<'_>>) -> bool {
+    let dev = cq.device();
+    dev.health.failed() && flushable(cq, &dev.ctrl.queues().handler().get_ref().qps)
 }
 
 /// The callback of a CQ's queue (hard-IRQ context): moves completions into a user CQ's ring,

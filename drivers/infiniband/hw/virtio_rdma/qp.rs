@@ -15,22 +15,30 @@
 //! Either way the element's `wr_id` is replaced by a token of the work queue's table
 //! (`wr_table.rs`) before the device sees it; completions get the `wr_id` back from the table.
 //!
-//! With queues in guest memory (`VIRTIO_RDMA_F_RINGS`) a user QP has neither virtqueues nor
-//! buffers nor tables: the device reads its process's rings itself (`rings.rs`), and its
-//! doorbell only kicks the notification queue.
+//! With queues in guest memory (`VIRTIO_RDMA_F_RINGS`) every QP but the GSI QP has rings
+//! instead of virtqueues (`rings.rs`). A user QP has neither buffers nor tables: the device
+//! reads its process's rings itself, and its doorbell only kicks the notification queue. A
+//! kernel QP's rings are the driver's: posting encodes each request as for a virtqueue, copies
+//! it into the next slot and publishes the batch (`kernel_rings.rs`), kicking the notification
+//! queue only when the device asked for it; its tables work as with virtqueues.
 
 use kernel::{
     bindings, new_spinlock_irq,
     prelude::*,
-    rdma::{self, NewQp, QpAttr, QpCap, QpInitAttr, RecvWrs, ResAttrs, SendWrs, Udata, WorkQueue},
+    rdma::{
+        self, NewQp, QpAttr, QpCap, QpInitAttr, RecvWrs, ResAttrs, SendWr, SendWrs, Udata,
+        WorkQueue,
+    },
     sync::SpinLockIrq,
     virtio::{DmaBuf, Virtqueue},
 };
 use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
-    abi, ah, cq, mr,
-    rings::{self, QpRings},
+    abi, ah, cq,
+    kernel_rings::WorkRing,
+    mr,
+    rings::{self, NewRings, QpRings},
     uring::Uring,
     verbs::RdmaDev,
     wqe::{self, RqBuf, SendDesc, SqBuf, WorkElement},
@@ -64,6 +72,19 @@ enum Queues {
     Virtqueues(VqQueues),
     /// Rings in the process's memory, which the device reads itself (`rings.rs`).
     Guest(QpRings),
+    /// Rings of a kernel QP in the driver's memory, which the device reads.
+    Kernel(KernelQueues),
+}
+
+/// The rings of a kernel QP and the requests outstanding on them.
+struct KernelQueues {
+    /// The send ring; the lock also serialises posting.
+    sq: Pin<KBox<SpinLockIrq<WorkRing<SqBuf>>>>,
+    /// The receive ring; the lock also serialises posting.
+    rq: Pin<KBox<SpinLockIrq<WorkRing<RqBuf>>>>,
+    /// The outstanding send and receive requests.
+    sq_wrs: Pin<KBox<SpinLockIrq<WrTable>>>,
+    rq_wrs: Pin<KBox<SpinLockIrq<WrTable>>>,
 }
 
 /// The virtqueues of a QP, their element buffers and the requests outstanding on them.
@@ -106,18 +127,15 @@ impl DevQp {
         }
     }
 
-    /// The virtqueues of the QP, if it has them.
-    fn vqs(&self) -> Option<&VqQueues> {
-        match &self.queues {
-            Queues::Virtqueues(vqs) => Some(vqs),
-            Queues::Guest(_) => None,
-        }
-    }
-
-    /// The table of the requests outstanding on the send or the receive queue; `None` for a QP
-    /// with rings in guest memory, of whose requests the driver knows nothing.
+    /// The table of the requests outstanding on the send or the receive queue; `None` for a
+    /// user QP with rings in guest memory, of whose requests the driver knows nothing.
     fn wrs(&self, queue: Queue) -> Option<&SpinLockIrq<WrTable>> {
-        self.vqs().map(|vqs| vqs.wrs(queue))
+        match (&self.queues, queue) {
+            (Queues::Virtqueues(vqs), _) => Some(vqs.wrs(queue)),
+            (Queues::Kernel(k), Queue::Send) => Some(&k.sq_wrs),
+            (Queues::Kernel(k), Queue::Recv) => Some(&k.rq_wrs),
+            (Queues::Guest(_), _) => None,
+        }
     }
 
     /// Takes the oldest request off the send or the receive queue, to flush it.
@@ -141,6 +159,15 @@ impl DevQp {
                 attrs.put_u32(c"sq_depth", rings.sq.depth())?;
                 attrs.put_u32(c"rq_depth", rings.rq.depth())?;
                 return attrs.put_str(c"rings", c"guest");
+            }
+            Queues::Kernel(k) => {
+                attrs.put_u32(c"send_cqn", self.send_cqn)?;
+                attrs.put_u32(c"recv_cqn", self.recv_cqn)?;
+                attrs.put_u32(c"sq_depth", k.sq.lock().ring().depth())?;
+                attrs.put_u32(c"rq_depth", k.rq.lock().ring().depth())?;
+                attrs.put_u32(c"sq_outstanding", k.sq_wrs.lock().outstanding())?;
+                attrs.put_u32(c"rq_outstanding", k.rq_wrs.lock().outstanding())?;
+                return attrs.put_str(c"rings", c"guest-kernel");
             }
         };
         attrs.put_u32(c"sq_vq", vqs.sq_vq)?;
@@ -290,12 +317,19 @@ pub(crate) fn create(
             queues,
         },
     };
-    if let (Some(udata), Some(_)) = (udata.as_deref_mut(), dev.config.layout.rings()) {
-        let (qpn, rings) = rings::create_qp(pd, attr, &cap, (send_cq, recv_cq), udata)?;
-        return Ok(qp(qpn, Queues::Guest(rings)));
+    if dev.config.layout.rings().is_some() && !gsi {
+        let cqs = (send_cq, recv_cq);
+        if let Some(udata) = udata {
+            let (qpn, rings) = rings::create_qp(pd, attr, &cap, cqs, NewRings::User(udata))?;
+            return Ok(qp(qpn, Queues::Guest(rings.ok_or(EINVAL)?)));
+        }
+        let k = kernel_queues(dev, &cap)?;
+        let (qpn, _) = rings::create_qp(pd, attr, &cap, cqs, NewRings::Kernel(&k.sq, &k.rq))?;
+        return Ok(qp(qpn, Queues::Kernel(k)));
     }
-    // The device completes the requests of a QP with virtqueues into CQs with virtqueues.
-    if send_cq.guest.is_some() || recv_cq.guest.is_some() {
+    // The device completes the requests of a user QP with virtqueues into CQs with
+    // virtqueues; the GSI QP's may go to kernel CQs with rings.
+    if udata.is_some() && (send_cq.guest.is_some() || recv_cq.guest.is_some()) {
         return Err(EINVAL);
     }
     let user = match udata.as_deref_mut() {
@@ -378,6 +412,19 @@ pub(crate) fn create(
     ))
 }
 
+/// Allocates the rings and tables of a kernel QP of capabilities `cap`.
+fn kernel_queues(dev: &Device<'_>, cap: &QpCap) -> Result<KernelQueues> {
+    let rings = rings::alloc_qp_rings(dev, cap)?;
+    let sq = WorkRing::new(rings.sq, KBox::new(SqBuf::new_zeroed(), GFP_KERNEL)?);
+    let rq = WorkRing::new(rings.rq, KBox::new(RqBuf::new_zeroed(), GFP_KERNEL)?);
+    Ok(KernelQueues {
+        sq: KBox::pin_init(new_spinlock_irq!(sq, "virtio_rdma_sq_ring"), GFP_KERNEL)?,
+        rq: KBox::pin_init(new_spinlock_irq!(rq, "virtio_rdma_rq_ring"), GFP_KERNEL)?,
+        sq_wrs: wr_table(cap.max_send_wr, Queue::Send)?,
+        rq_wrs: wr_table(cap.max_recv_wr, Queue::Recv)?,
+    })
+}
+
 /// Tells the device to destroy QP `qpn`; returns whether the device confirmed that it has no
 /// such QP any more (it destroyed it, or never had it).
 pub(crate) fn destroy_on_device(dev: &Device<'_>, qpn: u32) -> bool {
@@ -427,6 +474,13 @@ pub(crate) fn destroy(qp: &Qp<'_>) {
         Queues::Guest(rings) => {
             if confirmed {
                 rings.release();
+            }
+            return;
+        }
+        Queues::Kernel(k) => {
+            if confirmed {
+                k.sq.lock().ring().release();
+                k.rq.lock().ring().release();
             }
             return;
         }
@@ -551,9 +605,12 @@ pub(crate) fn modify(qp: &Qp<'_>, attr: &QpAttr, mask: u32) -> Result {
             },
         )?;
     }
-    if let (Some(bindings::ib_qp_state_IB_QPS_RESET), Some(vqs)) = (state, qp.vqs()) {
-        vqs.sq_wrs.lock().reset();
-        vqs.rq_wrs.lock().reset();
+    if state == Some(bindings::ib_qp_state_IB_QPS_RESET) {
+        for queue in [Queue::Send, Queue::Recv] {
+            if let Some(wrs) = qp.wrs(queue) {
+                wrs.lock().reset();
+            }
+        }
     }
     Ok(())
 }
@@ -605,15 +662,44 @@ pub(crate) fn query(
     Ok(())
 }
 
-/// Posts send requests.
-pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> Result {
+/// Encodes send request `wr` of `qp` into `buf`; returns the element's length.
+fn encode_send_wr<'a>(qp: &Qp<'a>, wr: &SendWr<'_, RdmaDev<'a>>, buf: &mut SqBuf) -> Result<usize> {
     let ud_qp = matches!(
         qp.qp_type,
         bindings::ib_qp_type_IB_QPT_UD | bindings::ib_qp_type_IB_QPT_GSI
     );
+    let ud = if ud_qp {
+        let (ah, remote_qpn, remote_qkey) = wr.ud().ok_or(EINVAL)?;
+        Some((remote_qpn, remote_qkey, ah.av))
+    } else {
+        None
+    };
+    let reg = match wr.reg() {
+        Some((mr, key, access)) => Some(mr::reg_element(mr, key, access)?),
+        None => None,
+    };
+    let desc = SendDesc {
+        wr_id: wr.wr_id(),
+        opcode: wr.opcode(),
+        send_flags: wr.send_flags(),
+        ex: wr.ex(),
+        op: wr.op(),
+        ud,
+        reg,
+    };
+    if wr.send_flags() & bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0 {
+        wqe::encode_send_inline(buf, &desc, qp.cap.max_inline_data, |room| {
+            wr.copy_inline(room)
+        })
+    } else {
+        wr.sges()
+            .and_then(|sges| wqe::encode_send(buf, &desc, sges, qp.cap.max_send_sge))
+    }
+}
+
+/// Posts send requests.
+pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> Result {
     let dev = qp.device();
-    // Kernel QPs have virtqueues.
-    let vqs = qp.vqs().ok_or(EINVAL)?;
     if dev.health.failed() {
         let sig_all = qp.sq_sig_all;
         return post_failed(
@@ -628,6 +714,27 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
             }),
         );
     }
+    let vqs = match &qp.queues {
+        Queues::Virtqueues(vqs) => vqs,
+        Queues::Kernel(k) => {
+            let mut ring = k.sq.lock();
+            let mut result = Ok(());
+            for wr in wrs {
+                let len = encode_send_wr(qp, &wr, &mut ring.scratch).and_then(|len| {
+                    record(&k.sq_wrs, &mut *ring.scratch, qp.sq_sig_all).map(|()| len)
+                });
+                if let Err(e) =
+                    len.and_then(|len| ring.push(len).inspect_err(|_| k.sq_wrs.lock().unpost()))
+                {
+                    result = Err(e);
+                    break;
+                }
+            }
+            return publish(dev, ring.publish()).and(result);
+        }
+        // A process posts to its own rings.
+        Queues::Guest(_) => return Err(EINVAL),
+    };
     let vq = queue(dev, vqs.sq_vq)?;
     let mut free = vqs.sq.lock();
     reclaim(vq, &mut free)?;
@@ -639,55 +746,16 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
             result = Err(ENOMEM);
             break;
         };
-        let ud = if ud_qp {
-            match wr.ud() {
-                Some((ah, remote_qpn, remote_qkey)) => Some((remote_qpn, remote_qkey, ah.av)),
-                None => {
-                    give_back(&mut free, buf);
-                    result = Err(EINVAL);
-                    break;
-                }
+        let len = encode_send_wr(qp, &wr, &mut buf)
+            .and_then(|len| record(&vqs.sq_wrs, &mut *buf, qp.sq_sig_all).map(|()| len));
+        let len = match len {
+            Ok(len) => len,
+            Err(e) => {
+                give_back(&mut free, buf);
+                result = Err(e);
+                break;
             }
-        } else {
-            None
         };
-        let reg = match wr.reg() {
-            Some((mr, key, access)) => match mr::reg_element(mr, key, access) {
-                Ok(reg) => Some(reg),
-                Err(e) => {
-                    give_back(&mut free, buf);
-                    result = Err(e);
-                    break;
-                }
-            },
-            None => None,
-        };
-        let desc = SendDesc {
-            wr_id: wr.wr_id(),
-            opcode: wr.opcode(),
-            send_flags: wr.send_flags(),
-            ex: wr.ex(),
-            op: wr.op(),
-            ud,
-            reg,
-        };
-        let len = if wr.send_flags() & bindings::ib_send_flags_IB_SEND_INLINE as u32 != 0 {
-            wqe::encode_send_inline(&mut buf, &desc, qp.cap.max_inline_data, |room| {
-                wr.copy_inline(room)
-            })
-        } else {
-            wr.sges()
-                .and_then(|sges| wqe::encode_send(&mut buf, &desc, sges, qp.cap.max_send_sge))
-        };
-        let len =
-            match len.and_then(|len| record(&vqs.sq_wrs, &mut *buf, qp.sq_sig_all).map(|()| len)) {
-                Ok(len) => len,
-                Err(e) => {
-                    give_back(&mut free, buf);
-                    result = Err(e);
-                    break;
-                }
-            };
         if let Err((e, buf)) = q.add(buf, len, 0) {
             vqs.sq_wrs.lock().unpost();
             give_back(&mut free, buf);
@@ -705,11 +773,28 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
     result
 }
 
+/// After a kernel QP's work ring published its new elements: kicks the notification queue if
+/// the device asked for it (`notify`). [`EIO`] if the kick fails (the device is gone).
+fn publish(dev: &Device<'_>, notify: bool) -> Result {
+    if notify {
+        kick_notify(dev)?;
+    }
+    Ok(())
+}
+
+/// Kicks the notification queue: the device looks at every work ring that has work.
+fn kick_notify(dev: &Device<'_>) -> Result {
+    let index = dev.config.layout.notify().ok_or(EINVAL)?;
+    if queue(dev, index)?.notify() {
+        Ok(())
+    } else {
+        Err(EIO)
+    }
+}
+
 /// Posts receive requests.
 pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
     let dev = qp.device();
-    // Kernel QPs have virtqueues.
-    let vqs = qp.vqs().ok_or(EINVAL)?;
     if dev.health.failed() {
         return post_failed(
             qp,
@@ -722,6 +807,30 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
             }),
         );
     }
+    let vqs = match &qp.queues {
+        Queues::Virtqueues(vqs) => vqs,
+        Queues::Kernel(k) => {
+            let mut ring = k.rq.lock();
+            let mut result = Ok(());
+            for wr in wrs {
+                let len = wr
+                    .sges()
+                    .and_then(|sges| {
+                        wqe::encode_recv(&mut ring.scratch, wr.wr_id(), sges, qp.cap.max_recv_sge)
+                    })
+                    .and_then(|len| record(&k.rq_wrs, &mut *ring.scratch, false).map(|()| len));
+                if let Err(e) =
+                    len.and_then(|len| ring.push(len).inspect_err(|_| k.rq_wrs.lock().unpost()))
+                {
+                    result = Err(e);
+                    break;
+                }
+            }
+            return publish(dev, ring.publish()).and(result);
+        }
+        // A process posts to its own rings.
+        Queues::Guest(_) => return Err(EINVAL),
+    };
     let vq = queue(dev, vqs.rq_vq)?;
     let mut free = vqs.rq.lock();
     reclaim(vq, &mut free)?;
@@ -790,14 +899,9 @@ pub(crate) fn ring_doorbell(qp: &Qp<'_>, wq: WorkQueue) -> Result {
     dev.health.check()?;
     let vqs = match &qp.queues {
         Queues::Virtqueues(vqs) => vqs,
-        Queues::Guest(_) => {
-            let index = dev.config.layout.notify().ok_or(EINVAL)?;
-            return if queue(dev, index)?.notify() {
-                Ok(())
-            } else {
-                Err(EIO)
-            };
-        }
+        Queues::Guest(_) => return kick_notify(dev),
+        // Kernel QPs have no doorbell system call.
+        Queues::Kernel(_) => return Err(EINVAL),
     };
     let rings = vqs.user.as_ref().ok_or(EINVAL)?;
     match wq {

@@ -1,30 +1,39 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Queues in guest memory (`VIRTIO_RDMA_F_RINGS`) for user CQs and QPs.
+//! Queues in guest memory (`VIRTIO_RDMA_F_RINGS`): the rings of CQs and QPs.
 //!
-//! With the feature, a process allocates the rings of its CQs and QPs in its own memory and
-//! names them when it creates them (`struct virtio_rdma_create_cq_cmd`,
-//! `struct virtio_rdma_create_qp_cmd`). The driver checks their geometry, pins them writable
-//! (the device writes completions and indices into them), hands the device their page table
-//! (`mr::page_table`) with CREATE_CQ_RING / CREATE_QP_RING, and keeps both until the device has
-//! confirmed that it destroyed the queue: a ring the device may still use stays pinned for good
+//! With the feature, every CQ and QP but the GSI QP has rings in guest memory. A process
+//! allocates the rings of its CQs and QPs in its own memory and names them when it creates
+//! them (`struct virtio_rdma_create_cq_cmd`, `struct virtio_rdma_create_qp_cmd`); the driver
+//! checks their geometry and pins them writable (the device writes completions and indices
+//! into them). The rings of kernel CQs and QPs are DMA-coherent memory the driver allocates
+//! and uses itself (`kernel_rings.rs`). Either way the driver hands the device their page
+//! table with CREATE_CQ_RING / CREATE_QP_RING and keeps both until the device has confirmed
+//! that it destroyed the queue: a ring the device may still use stays allocated for good
 //! ([`GuestRing`]). From then on the device reads work requests from the rings and writes
-//! completions into them; the kernel neither polls such a CQ nor posts to such a QP. A doorbell
-//! only kicks the notification queue (`qp.rs`), and the completion events of armed CQs come on
-//! the completion-event queues (`events.rs`).
+//! completions into them. A process's doorbell only kicks the notification queue (`qp.rs`),
+//! and the completion events of armed CQs come on the completion-event queues (`events.rs`).
 //!
-//! Kernel CQs and QPs keep their virtqueues, and a QP with rings reports only to CQs with rings.
+//! A QP with rings reports only to CQs with rings; the GSI QP, which keeps its virtqueues,
+//! reports to kernel CQs with rings too.
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::{
-    bindings,
+    bindings, new_spinlock_irq,
     prelude::*,
-    rdma::{self, CqInitAttr, DmaTable, QpCap, QpInitAttr, Udata, Umem},
+    rdma::{self, CqInitAttr, DmaTable, QpCap, QpInitAttr, SharedMem, Udata, Umem},
+    sync::SpinLockIrq,
 };
 use zerocopy::{FromZeros, IntoBytes};
 
-use crate::{abi, cq, mr, qp, verbs::RdmaDev};
+use crate::{
+    abi, cq,
+    kernel_rings::{CompRing, WorkRing},
+    mr, qp,
+    verbs::RdmaDev,
+    wqe::{RqBuf, SqBuf},
+};
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
 
@@ -114,14 +123,24 @@ pub(crate) fn may_be_done(err: Error) -> bool {
     err == ETIMEDOUT || err == EPROTO
 }
 
-/// A ring in a process's memory, pinned, with the page table through which the device uses it.
+/// What holds a ring's bytes.
+enum Backing {
+    /// A process's pages, pinned while held.
+    User { _pages: Umem },
+    /// The kernel's own memory, shared with the device (`kernel_rings.rs`).
+    Kernel(SharedMem),
+}
+
+/// A ring in guest memory: a process's, pinned, or the kernel's own; with the page table
+/// through which the device uses it.
 ///
-/// Once lent to the device ([`GuestRing::lend`]) it stays pinned, and its table allocated,
-/// until [`GuestRing::release`] says that the device does not use it any more; dropped before
-/// that, both are kept for good (as a deregistration that fails keeps an MR's pages, `mr.rs`).
+/// Once lent to the device ([`GuestRing::lend`]) it stays allocated (pinned), and its table
+/// too, until [`GuestRing::release`] says that the device does not use it any more; dropped
+/// before that, both are kept for good (as a deregistration that fails keeps an MR's pages,
+/// `mr.rs`).
 pub(crate) struct GuestRing {
-    /// The pinned pages and their table; taken only to be kept for good.
-    mem: Option<(Umem, DmaTable)>,
+    /// The memory and its table; taken only to be kept for good.
+    mem: Option<(Backing, DmaTable)>,
     /// The ring as the device knows it.
     wire: abi::Ring,
     /// The device may use the ring.
@@ -137,6 +156,39 @@ impl GuestRing {
         let mut umem = Umem::get(dev, addr, ring_len(depth, stride), access)?;
         umem.set_iova(PAGE_SIZE as usize, addr)?;
         let (table, npages) = mr::page_table(dev, &umem)?;
+        Ok(Self::new(
+            Backing::User { _pages: umem },
+            table,
+            npages,
+            depth,
+            stride,
+        ))
+    }
+
+    /// Allocates a kernel ring of `depth` slots (a power of two) of `stride` bytes, zeroed,
+    /// and builds its page table. May sleep.
+    pub(crate) fn alloc(dev: &Device<'_>, depth: u32, stride: u32) -> Result<Self> {
+        let len = usize::try_from(ring_len(depth, stride)).map_err(|_| EINVAL)?;
+        let npages = len.div_ceil(PAGE_SIZE as usize);
+        let mem = SharedMem::new(dev, npages * PAGE_SIZE as usize)?;
+        let mut table = DmaTable::new(dev, npages)?;
+        let mut page = mem.dma_addr();
+        for i in 0..npages {
+            table.set(i, page)?;
+            page += u64::from(PAGE_SIZE);
+        }
+        table.sync_for_device();
+        let npages = u32::try_from(npages).map_err(|_| EINVAL)?;
+        Ok(Self::new(
+            Backing::Kernel(mem),
+            table,
+            npages,
+            depth,
+            stride,
+        ))
+    }
+
+    fn new(mem: Backing, table: DmaTable, npages: u32, depth: u32, stride: u32) -> Self {
         let wire = abi::Ring {
             pages: table.dma_addr().into(),
             npages: npages.into(),
@@ -144,11 +196,11 @@ impl GuestRing {
             stride: stride.into(),
             reserved: 0.into(),
         };
-        Ok(Self {
-            mem: Some((umem, table)),
+        Self {
+            mem: Some((mem, table)),
             wire,
             lent: AtomicBool::new(false),
-        })
+        }
     }
 
     /// The ring as the device knows it; the device may use it from now on.
@@ -173,6 +225,27 @@ impl GuestRing {
     pub(crate) fn depth(&self) -> u32 {
         self.wire.depth.get()
     }
+
+    /// The bytes of a slot.
+    pub(crate) fn stride(&self) -> u32 {
+        self.wire.stride.get()
+    }
+
+    /// The memory of a kernel ring.
+    pub(crate) fn shared(&self) -> Option<&SharedMem> {
+        match &self.mem {
+            Some((Backing::Kernel(m), _)) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The memory of a kernel ring, to write.
+    pub(crate) fn shared_mut(&mut self) -> Option<&mut SharedMem> {
+        match &mut self.mem {
+            Some((Backing::Kernel(m), _)) => Some(m),
+            _ => None,
+        }
+    }
 }
 
 impl Drop for GuestRing {
@@ -186,43 +259,92 @@ impl Drop for GuestRing {
     }
 }
 
+/// Where the ring of a CQ with a ring is.
+pub(crate) enum CqRing {
+    /// A process's ring, which it polls and arms itself.
+    User(GuestRing),
+    /// A kernel CQ's ring, which the driver polls and arms (`cq.rs`).
+    Kernel(Pin<KBox<SpinLockIrq<CompRing>>>),
+}
+
 /// The ring of a CQ with a ring, and the completion-event queue its events come on.
 pub(crate) struct CqRings {
-    pub(crate) ring: GuestRing,
+    pub(crate) ring: CqRing,
     /// The completion-event queue (`0..num_comp_vqs`).
     pub(crate) comp_vq: u32,
 }
 
-/// Creates the device's CQ with the ring the process names in `udata`: a CQ of at least
-/// `attr.cqe` completions (checked already). Returns its number, reserved in the CQ registry,
-/// and its ring.
+impl CqRings {
+    /// Runs `f` on the ring (under its lock for a kernel CQ).
+    fn with_ring<R>(&self, f: impl FnOnce(&GuestRing) -> R) -> R {
+        match &self.ring {
+            CqRing::User(ring) => f(ring),
+            CqRing::Kernel(comp) => f(comp.lock().ring()),
+        }
+    }
+
+    /// The number of slots.
+    pub(crate) fn depth(&self) -> u32 {
+        self.with_ring(GuestRing::depth)
+    }
+
+    /// The device does not use the ring (any more).
+    pub(crate) fn release(&self) {
+        self.with_ring(GuestRing::release)
+    }
+
+    /// The ring of a kernel CQ.
+    pub(crate) fn kernel(&self) -> Option<&SpinLockIrq<CompRing>> {
+        match &self.ring {
+            CqRing::User(_) => None,
+            CqRing::Kernel(comp) => Some(comp),
+        }
+    }
+}
+
+/// Creates the device's CQ with a ring, of at least `attr.cqe` completions (checked already):
+/// for a process (`udata`), the ring it names in its request; for the kernel, a ring the
+/// driver allocates. Returns its number, reserved in the CQ registry, and its ring.
 pub(crate) fn create_cq(
     dev: &Device<'_>,
     attr: &CqInitAttr,
-    udata: &mut Udata<'_>,
+    mut udata: Option<&mut Udata<'_>>,
 ) -> Result<(u32, CqRings)> {
     let rings = dev.config.layout.rings().ok_or(EOPNOTSUPP)?;
-    let mut cmd = abi::CreateCqCmd::new_zeroed();
-    udata.read_request(cmd.as_mut_bytes())?;
-    check_cq_cmd(&cmd, attr.cqe, dev.config.raw.max_cqe.get())?;
-    let ring = GuestRing::pin(dev, cmd.addr, cmd.depth, CQE_STRIDE)?;
     // The core checks the vector against the device's (`num_comp_vqs`, at least 1); the
     // remainder only makes sure, without a panic path.
     let comp_vq = attr
         .comp_vector
         .checked_rem(rings.num_comp_vqs)
         .ok_or(EINVAL)?;
+    let ring = match udata.as_deref_mut() {
+        Some(udata) => {
+            let mut cmd = abi::CreateCqCmd::new_zeroed();
+            udata.read_request(cmd.as_mut_bytes())?;
+            check_cq_cmd(&cmd, attr.cqe, dev.config.raw.max_cqe.get())?;
+            CqRing::User(GuestRing::pin(dev, cmd.addr, cmd.depth, CQE_STRIDE)?)
+        }
+        None => {
+            let depth = attr.cqe.checked_next_power_of_two().ok_or(EINVAL)?;
+            let ring = GuestRing::alloc(dev, depth, CQE_STRIDE)?;
+            CqRing::Kernel(KBox::pin_init(
+                new_spinlock_irq!(CompRing::new(ring), "virtio_rdma_cq_ring"),
+                GFP_KERNEL,
+            )?)
+        }
+    };
+    let cq = CqRings { ring, comp_vq };
     let rsp: abi::RspCreateCq = dev
         .ctrl
         .exec(
             abi::cmd::CREATE_CQ_RING,
             &abi::CmdCreateCqRing {
-                ring: ring.lend(),
+                ring: cq.with_ring(GuestRing::lend),
                 comp_vq: comp_vq.into(),
                 reserved: 0.into(),
             },
         )
-        .inspect_err(|&e| ring.refused(e))?;
+        .inspect_err(|&e| cq.with_ring(|r| r.refused(e)))?;
     let cqn = rsp.cqn.get();
     if !dev.config.layout.is_ring_cq(cqn) {
         dev_err!(
@@ -233,7 +355,7 @@ pub(crate) fn create_cq(
             dev.config.layout.total_cq()
         );
         if cq::destroy_on_device(dev, cqn) {
-            ring.release();
+            cq.release();
         }
         return Err(EPROTO);
     }
@@ -249,14 +371,16 @@ pub(crate) fn create_cq(
         return Err(EPROTO);
     }
     // The answer describes no ring of the driver's (the process has its own).
-    if let Err(e) = udata.write_response(abi::CreateCqResp::new_zeroed().as_bytes()) {
-        if cq::destroy_on_device(dev, cqn) {
-            ring.release();
+    if let Some(udata) = udata {
+        if let Err(e) = udata.write_response(abi::CreateCqResp::new_zeroed().as_bytes()) {
+            if cq::destroy_on_device(dev, cqn) {
+                cq.release();
+            }
+            cqs.release(cqn);
+            return Err(e);
         }
-        cqs.release(cqn);
-        return Err(e);
     }
-    Ok((cqn, CqRings { ring, comp_vq }))
+    Ok((cqn, cq))
 }
 
 /// The rings of a QP with rings.
@@ -273,16 +397,69 @@ impl QpRings {
     }
 }
 
-/// Creates the device's QP of `pd` with the rings the process names in `udata`, for `attr`
-/// with capabilities `cap` (both checked already), reporting to CQs with rings `send_cq` and
-/// `recv_cq`. Returns its number, reserved in the QP registry, and its rings.
+/// Allocates the rings of a kernel QP of capabilities `cap` (checked already): each as deep as
+/// its queue rounded up to a power of two, with slots of the largest element `cap` allows
+/// (rounded up to 8 bytes, a slot's alignment).
+pub(crate) fn alloc_qp_rings(dev: &Device<'_>, cap: &QpCap) -> Result<QpRings> {
+    let depth = |n: u32| n.max(1).checked_next_power_of_two().ok_or(EINVAL);
+    let stride = |n: u32| n.checked_next_multiple_of(8).ok_or(EINVAL);
+    Ok(QpRings {
+        sq: GuestRing::alloc(dev, depth(cap.max_send_wr)?, stride(sq_stride_min(cap))?)?,
+        rq: GuestRing::alloc(dev, depth(cap.max_recv_wr)?, stride(rq_stride_min(cap))?)?,
+    })
+}
+
+/// The rings of a new QP.
+pub(crate) enum NewRings<'a, 'u> {
+    /// A process's, which it names in its request (`udata`).
+    User(&'a mut Udata<'u>),
+    /// A kernel QP's, allocated already ([`GuestRing::alloc`]), under its work queues' locks.
+    Kernel(
+        &'a SpinLockIrq<WorkRing<SqBuf>>,
+        &'a SpinLockIrq<WorkRing<RqBuf>>,
+    ),
+}
+
+/// The rings of a QP being created, as [`create_qp`] holds them.
+enum Held<'a> {
+    User(QpRings),
+    Kernel(
+        &'a SpinLockIrq<WorkRing<SqBuf>>,
+        &'a SpinLockIrq<WorkRing<RqBuf>>,
+    ),
+}
+
+impl Held<'_> {
+    /// Runs `f` on the send ring, then the receive ring.
+    fn each(&self, mut f: impl FnMut(&GuestRing)) {
+        match self {
+            Self::User(r) => {
+                f(&r.sq);
+                f(&r.rq);
+            }
+            Self::Kernel(sq, rq) => {
+                f(sq.lock().ring());
+                f(rq.lock().ring());
+            }
+        }
+    }
+
+    /// The device does not use the rings (any more).
+    fn release(&self) {
+        self.each(GuestRing::release);
+    }
+}
+
+/// Creates the device's QP of `pd` with rings, for `attr` with capabilities `cap` (both
+/// checked already), reporting to CQs with rings `send_cq` and `recv_cq`. Returns its number,
+/// reserved in the QP registry, and a process's rings (the kernel's stay where they are).
 pub(crate) fn create_qp(
     pd: &rdma::Pd<RdmaDev<'_>>,
     attr: &QpInitAttr,
     cap: &QpCap,
     (send_cq, recv_cq): (&rdma::Cq<RdmaDev<'_>>, &rdma::Cq<RdmaDev<'_>>),
-    udata: &mut Udata<'_>,
-) -> Result<(u32, QpRings)> {
+    new: NewRings<'_, '_>,
+) -> Result<(u32, Option<QpRings>)> {
     let dev = pd.device();
     let layout = &dev.config.layout;
     if layout.rings().is_none() {
@@ -292,29 +469,38 @@ pub(crate) fn create_qp(
     if send_cq.guest.is_none() || recv_cq.guest.is_none() {
         return Err(EINVAL);
     }
-    let mut cmd = abi::CreateQpCmd::new_zeroed();
-    udata.read_request(cmd.as_mut_bytes())?;
-    check_qp_cmd(&cmd, cap, dev.config.raw.max_qp_wr.get())?;
-    let rings = QpRings {
-        sq: GuestRing::pin(dev, cmd.sq_addr, cmd.sq_depth, cmd.sq_stride)?,
-        rq: GuestRing::pin(dev, cmd.rq_addr, cmd.rq_depth, cmd.rq_stride)?,
+    let (held, udata, flags) = match new {
+        NewRings::User(udata) => {
+            let mut cmd = abi::CreateQpCmd::new_zeroed();
+            udata.read_request(cmd.as_mut_bytes())?;
+            check_qp_cmd(&cmd, cap, dev.config.raw.max_qp_wr.get())?;
+            let rings = QpRings {
+                sq: GuestRing::pin(dev, cmd.sq_addr, cmd.sq_depth, cmd.sq_stride)?,
+                rq: GuestRing::pin(dev, cmd.rq_addr, cmd.rq_depth, cmd.rq_stride)?,
+            };
+            (Held::User(rings), Some(udata), abi::QP_RING_F_USER)
+        }
+        NewRings::Kernel(sq, rq) => (Held::Kernel(sq, rq), None, 0),
     };
+    let mut wires = [abi::Ring::new_zeroed(); 2];
+    let mut i = 0;
+    held.each(|r| {
+        wires[i] = r.lend();
+        i += 1;
+    });
     let rsp: abi::RspCreateQp = dev
         .ctrl
         .exec(
             abi::cmd::CREATE_QP_RING,
             &abi::CmdCreateQpRing {
                 qp: qp::create_cmd(pd, attr, cap, send_cq, recv_cq),
-                sq: rings.sq.lend(),
-                rq: rings.rq.lend(),
-                flags: abi::QP_RING_F_USER.into(),
+                sq: wires[0],
+                rq: wires[1],
+                flags: flags.into(),
                 reserved: 0.into(),
             },
         )
-        .inspect_err(|&e| {
-            rings.sq.refused(e);
-            rings.rq.refused(e);
-        })?;
+        .inspect_err(|&e| held.each(|r| r.refused(e)))?;
     let qpn = rsp.qpn.get();
     if !layout.is_ring_qp(qpn) || qpn == qp::GSI_QPN {
         dev_err!(
@@ -325,7 +511,7 @@ pub(crate) fn create_qp(
             layout.total_qp()
         );
         if qp::destroy_on_device(dev, qpn) {
-            rings.release();
+            held.release();
         }
         return Err(EPROTO);
     }
@@ -340,14 +526,19 @@ pub(crate) fn create_qp(
         return Err(EPROTO);
     }
     // The answer is zero: the process has its own rings.
-    if let Err(e) = udata.write_response(abi::CreateQpResp::new_zeroed().as_bytes()) {
-        if qp::destroy_on_device(dev, qpn) {
-            rings.release();
+    if let Some(udata) = udata {
+        if let Err(e) = udata.write_response(abi::CreateQpResp::new_zeroed().as_bytes()) {
+            if qp::destroy_on_device(dev, qpn) {
+                held.release();
+            }
+            qps.release(qpn);
+            return Err(e);
         }
-        qps.release(qpn);
-        return Err(e);
     }
-    Ok((qpn, rings))
+    match held {
+        Held::User(rings) => Ok((qpn, Some(rings))),
+        Held::Kernel(..) => Ok((qpn, None)),
+    }
 }
 
 #[kunit_tests(virtio_rdma_rings)]

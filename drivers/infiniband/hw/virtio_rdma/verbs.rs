@@ -133,8 +133,8 @@ impl rdma::Driver for RdmaDev<'_> {
         attr.vendor_id = c.vendor_id.get();
         attr.vendor_part_id = c.vendor_part_id.get();
         attr.hw_ver = c.hw_ver.get();
-        // QPs and CQs with rings in guest memory (user ones only) count too.
-        attr.max_qp = dev.config.layout.total_qp();
+        // With rings in guest memory, only QPs and CQs with rings (and the GSI QP).
+        attr.max_qp = dev.config.layout.usable_qp();
         attr.max_qp_wr = c.max_qp_wr.get();
         // Only the capabilities the driver implements too; the device may offer more.
         attr.device_cap_flags = c.device_cap_flags.get() & DEVICE_CAP_FLAGS;
@@ -143,7 +143,7 @@ impl rdma::Driver for RdmaDev<'_> {
         attr.max_send_sge = qp_limits.max_send_sge;
         attr.max_recv_sge = qp_limits.max_recv_sge;
         attr.max_sge_rd = c.max_sge_rd.get().min(wqe::MAX_SGE);
-        attr.max_cq = dev.config.layout.total_cq();
+        attr.max_cq = dev.config.layout.usable_cq();
         attr.max_cqe = c.max_cqe.get();
         attr.max_mr = c.max_mr.get();
         attr.max_pd = c.max_pd.get();

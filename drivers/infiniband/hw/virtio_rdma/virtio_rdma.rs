@@ -31,6 +31,7 @@ mod cq;
 mod ctrl;
 mod events;
 mod health;
+mod kernel_rings;
 mod mr;
 mod port;
 mod qp;
