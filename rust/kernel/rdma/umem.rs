@@ -5,7 +5,11 @@
 //! C header: [`include/rdma/ib_umem.h`](srctree/include/rdma/ib_umem.h).
 
 use super::{device::DmaRefs, Device, Driver};
-use crate::{bindings, error::from_err_ptr, prelude::*};
+use crate::{
+    bindings,
+    error::{from_err_ptr, to_result},
+    prelude::*,
+};
 use core::{mem::MaybeUninit, ptr::NonNull};
 
 /// User memory of the calling process, pinned and mapped for a device's DMA.
@@ -73,6 +77,56 @@ impl Umem {
     pub fn num_dma_blocks(&self, pgsz: usize) -> usize {
         // SAFETY: By the type invariant `raw` is a live umem.
         unsafe { bindings::ib_umem_num_dma_blocks(self.as_raw(), pgsz as c_ulong) }
+    }
+
+    /// The number of bytes pinned.
+    pub fn len(&self) -> usize {
+        // SAFETY: By the type invariant `raw` is a live umem.
+        unsafe { (*self.as_raw()).length }
+    }
+
+    /// Whether no byte is pinned (never: the core refuses empty ranges).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies the memory at `offset` into `dst`; [`EINVAL`] if it lies outside. The process
+    /// may change the bytes meanwhile: what is read is only bytes. Any context.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
+        // SAFETY: By the type invariant `raw` is a live umem; `dst` is valid for `dst.len()`
+        // bytes of writes. The core checks the range and copies through atomic mappings.
+        to_result(unsafe {
+            bindings::ib_umem_copy_from(dst.as_mut_ptr().cast(), self.as_raw(), offset, dst.len())
+        })
+    }
+
+    /// Copies `src` into the memory at `offset` (the pages were pinned writable, or the
+    /// process's own mappings stay as they were); [`EINVAL`] if it does not fit. Any context.
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result {
+        let end = offset.checked_add(src.len()).ok_or(EINVAL)?;
+        if end > self.len() {
+            return Err(EINVAL);
+        }
+        let raw = self.as_raw();
+        // SAFETY: By the type invariant `raw` is a live umem whose scatter list stays valid;
+        // `src` is valid for `src.len()` bytes of reads; the range is within the pinned pages
+        // (checked above), starting `ib_umem_offset` into the first. The copy maps each page
+        // atomically; no Rust reference to the pages exists.
+        let copied = unsafe {
+            let sgt = &raw mut (*raw).sgt_append.sgt;
+            let skip = offset + bindings::ib_umem_offset(raw) as usize;
+            bindings::sg_pcopy_from_buffer(
+                (*sgt).sgl,
+                (*sgt).orig_nents,
+                src.as_ptr().cast(),
+                src.len(),
+                skip as bindings::off_t,
+            )
+        };
+        if copied != src.len() {
+            return Err(EINVAL);
+        }
+        Ok(())
     }
 
     /// Calls `f` with the DMA address of each block of `pgsz` bytes, in order (`pgsz` as

@@ -173,7 +173,7 @@ pub(crate) fn create(
             cqn,
             dev.config.layout.max_cq()
         );
-        destroy_on_device(dev, cqn);
+        // Not destroyed: the number may be a live CQ's with a ring.
         return Err(EPROTO);
     };
     // Before anything of CQ `cqn` is touched: a device that names a live CQ's number again
@@ -613,7 +613,7 @@ fn flush<'a>(
 }
 
 /// The completion of `posted`, a request of `qp`, flushed.
-fn flushed(qp: &rdma::Qp<RdmaDev<'_>>, posted: &Posted) -> CqeBuf {
+pub(crate) fn flushed(qp: &rdma::Qp<RdmaDev<'_>>, posted: &Posted) -> CqeBuf {
     let mut cqe = CqeBuf::new_zeroed();
     cqe.wr_id.set(posted.wr_id);
     cqe.status = bindings::ib_wc_status_IB_WC_WR_FLUSH_ERR as u8;
@@ -674,11 +674,15 @@ pub(crate) fn kick(cqs: &CqRegistry<RdmaDev<'_>>, cqn: u32) {
 
 /// The device just failed: has the consumer of every armed kernel CQ poll (which flushes the
 /// requests outstanding on its QPs), and flushes those of user QPs into their CQs' rings.
-/// User CQs with rings in guest memory are left alone: the driver has no record of their
-/// requests.
+/// User CQs with rings in guest memory get the requests left on their QPs' rings once the
+/// device has stopped (before, it may still be using the rings); the driver has no record of
+/// their requests.
 pub(crate) fn kick_all(cqs: &CqRegistry<RdmaDev<'_>>) {
     cqs.each(|cq| {
-        if cq.guest.as_ref().is_some_and(|g| g.kernel().is_none()) {
+        if let Some(rings::CqRing::User(ring)) = cq.guest.as_ref().map(|g| &g.ring) {
+            if cq.device().health.stopped() && rings::flush_user_cq(cq, ring) {
+                cq.completion_event();
+            }
             return;
         }
         let pending = match &cq.ring {

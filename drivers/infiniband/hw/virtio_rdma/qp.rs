@@ -138,6 +138,14 @@ impl DevQp {
         }
     }
 
+    /// The rings of a user QP with rings in guest memory.
+    pub(crate) fn user_rings(&self) -> Option<&QpRings> {
+        match &self.queues {
+            Queues::Guest(rings) => Some(rings),
+            _ => None,
+        }
+    }
+
     /// Takes the oldest request off the send or the receive queue, to flush it.
     pub(crate) fn take_oldest(&self, queue: Queue) -> Option<Posted> {
         self.wrs(queue)?.lock().take_oldest()
@@ -362,7 +370,7 @@ pub(crate) fn create(
     let layout = &dev.config.layout;
     let (Some(sq_vq), Some(rq_vq)) = (layout.sq(qpn), layout.rq(qpn)) else {
         dev_err!(dev.as_ref(), "CREATE_QP returned QP number {}\n", qpn);
-        destroy_on_device(dev, qpn);
+        // Not destroyed: the number may be a live QP's with rings.
         return Err(EPROTO);
     };
     // Before anything of QP `qpn` is touched: a device that names a live QP's number again

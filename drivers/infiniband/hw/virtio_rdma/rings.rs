@@ -17,7 +17,7 @@
 //! A QP with rings reports only to CQs with rings; the GSI QP, which keeps its virtqueues,
 //! reports to kernel CQs with rings too.
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{fence, AtomicBool, Ordering};
 
 use kernel::{
     bindings, new_spinlock_irq,
@@ -33,6 +33,7 @@ use crate::{
     mr, qp,
     verbs::RdmaDev,
     wqe::{RqBuf, SqBuf},
+    wr_table::{self, Posted},
 };
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
@@ -125,8 +126,8 @@ pub(crate) fn may_be_done(err: Error) -> bool {
 
 /// What holds a ring's bytes.
 enum Backing {
-    /// A process's pages, pinned while held.
-    User { _pages: Umem },
+    /// A process's pages, pinned.
+    User(Umem),
     /// The kernel's own memory, shared with the device (`kernel_rings.rs`).
     Kernel(SharedMem),
 }
@@ -156,13 +157,7 @@ impl GuestRing {
         let mut umem = Umem::get(dev, addr, ring_len(depth, stride), access)?;
         umem.set_iova(PAGE_SIZE as usize, addr)?;
         let (table, npages) = mr::page_table(dev, &umem)?;
-        Ok(Self::new(
-            Backing::User { _pages: umem },
-            table,
-            npages,
-            depth,
-            stride,
-        ))
+        Ok(Self::new(Backing::User(umem), table, npages, depth, stride))
     }
 
     /// Allocates a kernel ring of `depth` slots (a power of two) of `stride` bytes, zeroed,
@@ -246,6 +241,148 @@ impl GuestRing {
             _ => None,
         }
     }
+}
+
+/// What a stopped device left on a process's rings, which are the driver's then.
+impl GuestRing {
+    fn umem(&self) -> Result<&Umem> {
+        match &self.mem {
+            Some((Backing::User(umem), _)) => Ok(umem),
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// The little-endian word at `off` of a process's ring.
+    fn word(&self, off: usize) -> Result<u32> {
+        let mut b = [0u8; 4];
+        self.umem()?.read(off, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// Stores `value` as the little-endian word at `off` of a process's ring.
+    fn set_word(&self, off: usize, value: u32) -> Result {
+        self.umem()?.write(off, &value.to_le_bytes())
+    }
+
+    /// The byte offset of slot `n` (any count).
+    fn slot(&self, n: u32) -> usize {
+        abi::RING_SLOTS as usize
+            + (n & self.depth().wrapping_sub(1)) as usize * self.stride() as usize
+    }
+}
+
+/// The completion ring of a process's CQ, written by the driver as the device would.
+struct FlushCq<'a> {
+    ring: &'a GuestRing,
+    /// The process's consumer.
+    consumer: u32,
+    /// The number of the next completion.
+    next: u32,
+    /// The number of the first completion written here.
+    start: u32,
+}
+
+impl<'a> FlushCq<'a> {
+    /// Finds where the device stopped writing: the first slot from the process's consumer on
+    /// whose sequence number is not the one of its completion.
+    fn new(ring: &'a GuestRing) -> Result<Self> {
+        let consumer = ring.word(CQ_CONSUMER)?;
+        let mut next = consumer;
+        while next.wrapping_sub(consumer) < ring.depth()
+            && ring.word(ring.slot(next) + CQE_SEQ)? == next.wrapping_add(1)
+        {
+            next = next.wrapping_add(1);
+        }
+        Ok(Self {
+            ring,
+            consumer,
+            next,
+            start: next,
+        })
+    }
+
+    /// Writes `cqe` as the next completion, its sequence number last; [`ENOSPC`] if the ring
+    /// is full.
+    fn push(&mut self, cqe: &abi::CqReq) -> Result {
+        if self.next.wrapping_sub(self.consumer) >= self.ring.depth() {
+            return Err(ENOSPC);
+        }
+        let off = self.ring.slot(self.next);
+        self.ring.umem()?.write(off, cqe.as_bytes())?;
+        // The completion before its sequence number, as the device orders them.
+        fence(Ordering::Release);
+        self.ring
+            .set_word(off + CQE_SEQ, self.next.wrapping_add(1))?;
+        self.next = self.next.wrapping_add(1);
+        Ok(())
+    }
+}
+
+const CQ_CONSUMER: usize = core::mem::offset_of!(abi::RingRecord, consumer);
+const WQ_PRODUCER: usize = core::mem::offset_of!(abi::RingRecord, producer);
+const WQ_CONSUMER: usize = core::mem::offset_of!(abi::RingRecord, consumer);
+const CQ_ARM: usize = core::mem::offset_of!(abi::RingRecord, arm);
+const CQE_SEQ: usize = core::mem::offset_of!(abi::RingCqe, seq);
+
+/// After the device stopped (it touches no memory any more): completes the requests left on
+/// the work rings of the process's QPs that report to CQ `cq` (whose ring is `ring`), flushed,
+/// into that ring, in posting order, as far as it has room, and marks them taken (the work
+/// ring's consumer), as the device would have. Requests are those between the device's
+/// consumer and the process's producer (at most a ring's depth: the process's producer is its
+/// own business); requests the device had taken are its own and are not known here. Returns
+/// whether the process should be woken: it armed the CQ and a completion was written.
+pub(crate) fn flush_user_cq(cq: &rdma::Cq<RdmaDev<'_>>, ring: &GuestRing) -> bool {
+    let Ok(mut out) = FlushCq::new(ring) else {
+        return false;
+    };
+    let dev = cq.device();
+    dev.ctrl.queues().handler().get_ref().qps.each(|qp| {
+        let Some(rings) = qp.user_rings() else {
+            return;
+        };
+        for (wq, send) in [(&rings.sq, true), (&rings.rq, false)] {
+            if qp.cqn(send) != cq.index() {
+                continue;
+            }
+            let (Ok(producer), Ok(mut consumer)) = (wq.word(WQ_PRODUCER), wq.word(WQ_CONSUMER))
+            else {
+                continue;
+            };
+            let end = consumer.wrapping_add(producer.wrapping_sub(consumer).min(wq.depth()));
+            while consumer != end {
+                let mut hdr = [0u8; 9];
+                if wq
+                    .umem()
+                    .and_then(|u| u.read(wq.slot(consumer), &mut hdr))
+                    .is_err()
+                {
+                    break;
+                }
+                let mut wr_id = [0u8; 8];
+                wr_id.copy_from_slice(&hdr[..8]);
+                let opcode = if send {
+                    wr_table::wc_opcode(hdr[8].into())
+                } else {
+                    bindings::ib_wc_opcode_IB_WC_RECV as u8
+                };
+                let posted = Posted {
+                    wr_id: u64::from_le_bytes(wr_id),
+                    len: 0,
+                    opcode,
+                    signaled: true,
+                };
+                if out.push(&cq::flushed(qp, &posted)).is_err() {
+                    break;
+                }
+                consumer = consumer.wrapping_add(1);
+            }
+            let _ = wq.set_word(WQ_CONSUMER, consumer);
+        }
+    });
+    // Woken only if it asked (`arm`), once, as the device does.
+    out.next != out.start
+        && matches!(ring.word(CQ_ARM), Ok(a) if a != abi::cq_arm::NONE)
+        && ring.set_word(CQ_ARM, 0).is_ok()
 }
 
 impl Drop for GuestRing {
@@ -354,9 +491,8 @@ pub(crate) fn create_cq(
             dev.config.layout.max_cq(),
             dev.config.layout.total_cq()
         );
-        if cq::destroy_on_device(dev, cqn) {
-            cq.release();
-        }
+        // Not destroyed: the number may be a live virtqueue CQ's, and the new CQ's own
+        // number is unknown. The device may use the ring under it: the ring stays.
         return Err(EPROTO);
     }
     // As for any CQ: a number the device hands out twice must not lead to the live CQ that has
@@ -510,9 +646,7 @@ pub(crate) fn create_qp(
             layout.max_qp(),
             layout.total_qp()
         );
-        if qp::destroy_on_device(dev, qpn) {
-            held.release();
-        }
+        // See `create_cq`: the number may be the GSI QP's.
         return Err(EPROTO);
     }
     // See `create_cq`.
