@@ -12,7 +12,7 @@
 
 DECLARE_DRV_CMD(uvrdma_alloc_ucontext, IB_USER_VERBS_CMD_GET_CONTEXT,
 		empty, virtio_rdma_alloc_ucontext_resp);
-DECLARE_DRV_CMD(uvrdma_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
+DECLARE_DRV_CMD(uvrdma_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
 		virtio_rdma_create_cq_cmd, virtio_rdma_create_cq_resp);
 DECLARE_DRV_CMD(uvrdma_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		virtio_rdma_create_qp_cmd, virtio_rdma_create_qp_resp);

@@ -28,6 +28,20 @@
  * the ring, checks them and hands them to the device; it moves every
  * completion the device reports into the CQ's ring. Arming is uverbs
  * REQ_NOTIFY_CQ.
+ *
+ * The extended verbs (ibv_create_cq_ex, ibv_create_qp_ex with
+ * IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) work in both modes. A CQ's start_poll /
+ * next_poll take completions as poll_cq does, and the wc_read_* accessors
+ * return what poll_cq would have put into an ibv_wc; the device reports no
+ * completion timestamp, VLAN or flow tag, so asking for those fails with
+ * EOPNOTSUPP. The ibv_wr_* builders write each request into the next free
+ * slot of the send ring with the same helpers ibv_post_send uses, under the
+ * ring's lock from wr_start on; wr_complete publishes the batch as one post,
+ * and an error found while building it (a full ring, too many SGEs, inline
+ * data too long) withdraws the whole batch and is what wr_complete returns.
+ * Send operations the device refuses for a process (local invalidate, MW
+ * binding, send with invalidate, TSO, flush, atomic write) fail
+ * ibv_create_qp_ex with EOPNOTSUPP.
  */
 
 #include <config.h>
@@ -93,18 +107,26 @@ static_assert(offsetof(struct virtio_rdma_ucqe, seq) ==
 	      offsetof(struct virtio_rdma_ring_cqe, seq), "cqe");
 
 struct vrdma_cq {
-	struct ibv_cq ibv_cq;
+	struct verbs_cq vcq;		/* ibv_cq, or ibv_cq_ex */
 	struct vrdma_ring ring;		/* its producer is unused */
 	uint32_t consumer;		/* next completion to read */
+	/* ibv_cq_ex, between start_poll and end_poll (under ring.lock): */
+	uint32_t poll_start;		/* consumer at start_poll */
+	struct ibv_wc wc;		/* the completion the accessors read */
 };
 
 struct vrdma_qp {
-	struct ibv_qp ibv_qp;
+	struct verbs_qp vqp;		/* ibv_qp, and ibv_qp_ex if asked for */
 	struct vrdma_ring sq;
 	struct vrdma_ring rq;
 	uint32_t max_inline;
 	uint32_t max_send_sge;
 	uint32_t max_recv_sge;
+	/* The ibv_wr_* batch, from wr_start on (under sq.lock): */
+	uint32_t wr_start;		/* sq.producer at wr_start */
+	int wr_err;			/* the first error, or 0 */
+	struct virtio_rdma_sq_req *wr_req;	/* the request being built */
+	bool wr_need_ud;		/* a UD request without its address */
 };
 
 struct vrdma_ah {
@@ -119,12 +141,22 @@ static struct vrdma_context *to_vctx(struct ibv_context *ctx)
 
 static struct vrdma_cq *to_vcq(struct ibv_cq *cq)
 {
-	return container_of(cq, struct vrdma_cq, ibv_cq);
+	return container_of(cq, struct vrdma_cq, vcq.cq);
+}
+
+static struct vrdma_cq *to_vcq_ex(struct ibv_cq_ex *cq)
+{
+	return container_of(cq, struct vrdma_cq, vcq.cq_ex);
 }
 
 static struct vrdma_qp *to_vqp(struct ibv_qp *qp)
 {
-	return container_of(qp, struct vrdma_qp, ibv_qp);
+	return container_of(qp, struct vrdma_qp, vqp.qp);
+}
+
+static struct vrdma_qp *to_vqp_ex(struct ibv_qp_ex *qp)
+{
+	return container_of(qp, struct vrdma_qp, vqp.qp_ex);
 }
 
 /*
@@ -321,16 +353,35 @@ static void vrdma_free_ring(struct vrdma_ring *ring)
 	ring->buf = NULL;
 }
 
-static struct ibv_cq *vrdma_create_cq(struct ibv_context *context, int cqe,
-				      struct ibv_comp_channel *channel,
-				      int comp_vector)
+static void vrdma_cq_ex_ops(struct vrdma_cq *cq);
+
+/*
+ * What the completion of an extended CQ can carry: no timestamp, VLAN,
+ * flow tag or tag matching (the device reports none of them).
+ */
+#define VRDMA_CQ_WC_FLAGS IBV_WC_STANDARD_FLAGS
+
+/*
+ * A CQ for ibv_create_cq (@ex false: only @attr's cqe, channel and
+ * comp_vector) or ibv_create_cq_ex.
+ */
+static struct vrdma_cq *vrdma_create_cq_any(struct ibv_context *context,
+					    struct ibv_cq_init_attr_ex *attr,
+					    bool ex)
 {
-	struct uvrdma_create_cq_resp resp = {};
-	struct uvrdma_create_cq cmd = {};
+	struct uvrdma_create_cq_ex_resp resp = {};
+	struct uvrdma_create_cq_ex cmd = {};
 	size_t cmd_size = sizeof(cmd.ibv_cmd);	/* no request data */
 	struct vrdma_cq *cq;
 	int ret;
 
+	if (ex && (attr->wc_flags & ~(uint64_t)VRDMA_CQ_WC_FLAGS ||
+		   attr->comp_mask & ~IBV_CQ_INIT_ATTR_MASK_FLAGS ||
+		   (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS &&
+		    attr->flags & ~IBV_CREATE_CQ_ATTR_SINGLE_THREADED))) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
 	cq = calloc(1, sizeof(*cq));
 	if (!cq) {
 		errno = ENOMEM;
@@ -338,7 +389,7 @@ static struct ibv_cq *vrdma_create_cq(struct ibv_context *context, int cqe,
 	}
 	if (to_vctx(context)->caps & VIRTIO_RDMA_CAP_RINGS) {
 		/* A negative cqe is refused as too large. */
-		ret = vrdma_alloc_ring(&cq->ring, cqe,
+		ret = vrdma_alloc_ring(&cq->ring, attr->cqe,
 				       sizeof(struct virtio_rdma_ring_cqe));
 		if (ret)
 			goto err_free;
@@ -346,20 +397,21 @@ static struct ibv_cq *vrdma_create_cq(struct ibv_context *context, int cqe,
 		cmd.depth = cq->ring.depth;
 		cmd_size = sizeof(cmd);
 	}
-	ret = ibv_cmd_create_cq(context, cqe, channel, comp_vector, &cq->ibv_cq,
-				&cmd.ibv_cmd, cmd_size, &resp.ibv_resp,
-				sizeof(resp));
+	ret = ibv_cmd_create_cq_ex(context, attr, &cq->vcq, &cmd.ibv_cmd,
+				   cmd_size, &resp.ibv_resp, sizeof(resp), 0);
 	if (ret)
 		goto err_ring;
 	if (!cq->ring.own) {
 		ret = vrdma_map_ring(context->cmd_fd, &cq->ring, &resp.ring,
 				     sizeof(struct virtio_rdma_ucqe));
 		if (ret) {
-			ibv_cmd_destroy_cq(&cq->ibv_cq);
+			ibv_cmd_destroy_cq(&cq->vcq.cq);
 			goto err_free;
 		}
 	}
-	return &cq->ibv_cq;
+	if (ex)
+		vrdma_cq_ex_ops(cq);
+	return cq;
 
 err_ring:
 	vrdma_free_ring(&cq->ring);
@@ -367,6 +419,28 @@ err_free:
 	free(cq);
 	errno = ret;
 	return NULL;
+}
+
+static struct ibv_cq *vrdma_create_cq(struct ibv_context *context, int cqe,
+				      struct ibv_comp_channel *channel,
+				      int comp_vector)
+{
+	struct ibv_cq_init_attr_ex attr = {
+		.cqe = cqe,
+		.channel = channel,
+		.comp_vector = comp_vector,
+	};
+	struct vrdma_cq *cq = vrdma_create_cq_any(context, &attr, false);
+
+	return cq ? &cq->vcq.cq : NULL;
+}
+
+static struct ibv_cq_ex *vrdma_create_cq_ex(struct ibv_context *context,
+					    struct ibv_cq_init_attr_ex *attr)
+{
+	struct vrdma_cq *cq = vrdma_create_cq_any(context, attr, true);
+
+	return cq ? &cq->vcq.cq_ex : NULL;
 }
 
 static int vrdma_destroy_cq(struct ibv_cq *ibcq)
@@ -421,30 +495,157 @@ static void *vrdma_slot(struct vrdma_ring *ring, uint32_t index)
 }
 
 /*
- * In ring mode the device writes the slots directly: nothing read from one
- * is used as an index or a pointer here, only copied into the ibv_wc.
+ * Takes the next completion into @wc, if there is one (under the ring's
+ * lock). In ring mode the device writes the slots directly: nothing read
+ * from one is used as an index or a pointer here, only copied into the
+ * ibv_wc.
  */
+static bool vrdma_cq_take(struct vrdma_cq *cq, struct ibv_wc *wc)
+{
+	struct vrdma_ring *ring = &cq->ring;
+	struct virtio_rdma_ring_cqe *u = vrdma_slot(ring, cq->consumer);
+
+	/* The completion is there once its sequence number is. */
+	if (vrdma_load(ring, &u->seq) != cq->consumer + 1)
+		return false;
+	vrdma_wc(&u->cqe, wc);
+	cq->consumer++;
+	return true;
+}
+
+/*
+ * After reading the slots up to the consumer: the other side may then
+ * rewrite them.
+ */
+static void vrdma_cq_release(struct vrdma_cq *cq)
+{
+	vrdma_store(&cq->ring, &cq->ring.rec->consumer, cq->consumer);
+}
+
 static int vrdma_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 {
 	struct vrdma_cq *cq = to_vcq(ibcq);
-	struct vrdma_ring *ring = &cq->ring;
 	int n;
 
-	pthread_spin_lock(&ring->lock);
-	for (n = 0; n < ne; n++) {
-		struct virtio_rdma_ring_cqe *u = vrdma_slot(ring, cq->consumer);
-
-		/* The completion is there once its sequence number is. */
-		if (vrdma_load(ring, &u->seq) != cq->consumer + 1)
+	pthread_spin_lock(&cq->ring.lock);
+	for (n = 0; n < ne; n++)
+		if (!vrdma_cq_take(cq, &wc[n]))
 			break;
-		vrdma_wc(&u->cqe, &wc[n]);
-		cq->consumer++;
-	}
-	/* After reading the slots: the other side may then rewrite them. */
 	if (n)
-		vrdma_store(ring, &ring->rec->consumer, cq->consumer);
-	pthread_spin_unlock(&ring->lock);
+		vrdma_cq_release(cq);
+	pthread_spin_unlock(&cq->ring.lock);
 	return n;
+}
+
+/* ibv_cq_ex: the completion taken becomes the current one. */
+static int vrdma_cq_ex_take(struct vrdma_cq *cq)
+{
+	if (!vrdma_cq_take(cq, &cq->wc))
+		return ENOENT;
+	cq->vcq.cq_ex.wr_id = cq->wc.wr_id;
+	cq->vcq.cq_ex.status = cq->wc.status;
+	return 0;
+}
+
+/* Holds the CQ's lock until end_poll, unless there is nothing (ENOENT). */
+static int vrdma_start_poll(struct ibv_cq_ex *ibcq,
+			    struct ibv_poll_cq_attr *attr)
+{
+	struct vrdma_cq *cq = to_vcq_ex(ibcq);
+	int ret;
+
+	if (attr->comp_mask)
+		return EINVAL;
+	pthread_spin_lock(&cq->ring.lock);
+	cq->poll_start = cq->consumer;
+	ret = vrdma_cq_ex_take(cq);
+	if (ret)
+		pthread_spin_unlock(&cq->ring.lock);
+	return ret;
+}
+
+static int vrdma_next_poll(struct ibv_cq_ex *ibcq)
+{
+	return vrdma_cq_ex_take(to_vcq_ex(ibcq));
+}
+
+static void vrdma_end_poll(struct ibv_cq_ex *ibcq)
+{
+	struct vrdma_cq *cq = to_vcq_ex(ibcq);
+
+	if (cq->consumer != cq->poll_start)
+		vrdma_cq_release(cq);
+	pthread_spin_unlock(&cq->ring.lock);
+}
+
+static enum ibv_wc_opcode vrdma_wc_read_opcode(struct ibv_cq_ex *ibcq)
+{
+	return to_vcq_ex(ibcq)->wc.opcode;
+}
+
+static uint32_t vrdma_wc_read_vendor_err(struct ibv_cq_ex *ibcq)
+{
+	return to_vcq_ex(ibcq)->wc.vendor_err;
+}
+
+static uint32_t vrdma_wc_read_byte_len(struct ibv_cq_ex *ibcq)
+{
+	return to_vcq_ex(ibcq)->wc.byte_len;
+}
+
+/* The immediate data, or the invalidated rkey (they share the field). */
+static __be32 vrdma_wc_read_imm_data(struct ibv_cq_ex *ibcq)
+{
+	return to_vcq_ex(ibcq)->wc.imm_data;
+}
+
+static uint32_t vrdma_wc_read_qp_num(struct ibv_cq_ex *ibcq)
+{
+	return to_vcq_ex(ibcq)->wc.qp_num;
+}
+
+static uint32_t vrdma_wc_read_src_qp(struct ibv_cq_ex *ibcq)
+{
+	return to_vcq_ex(ibcq)->wc.src_qp;
+}
+
+static unsigned int vrdma_wc_read_wc_flags(struct ibv_cq_ex *ibcq)
+{
+	return to_vcq_ex(ibcq)->wc.wc_flags;
+}
+
+static uint32_t vrdma_wc_read_slid(struct ibv_cq_ex *ibcq)
+{
+	return to_vcq_ex(ibcq)->wc.slid;
+}
+
+static uint8_t vrdma_wc_read_sl(struct ibv_cq_ex *ibcq)
+{
+	return to_vcq_ex(ibcq)->wc.sl;
+}
+
+static uint8_t vrdma_wc_read_dlid_path_bits(struct ibv_cq_ex *ibcq)
+{
+	return to_vcq_ex(ibcq)->wc.dlid_path_bits;
+}
+
+static void vrdma_cq_ex_ops(struct vrdma_cq *cq)
+{
+	struct ibv_cq_ex *c = &cq->vcq.cq_ex;
+
+	c->start_poll = vrdma_start_poll;
+	c->next_poll = vrdma_next_poll;
+	c->end_poll = vrdma_end_poll;
+	c->read_opcode = vrdma_wc_read_opcode;
+	c->read_vendor_err = vrdma_wc_read_vendor_err;
+	c->read_byte_len = vrdma_wc_read_byte_len;
+	c->read_imm_data = vrdma_wc_read_imm_data;
+	c->read_qp_num = vrdma_wc_read_qp_num;
+	c->read_src_qp = vrdma_wc_read_src_qp;
+	c->read_wc_flags = vrdma_wc_read_wc_flags;
+	c->read_slid = vrdma_wc_read_slid;
+	c->read_sl = vrdma_wc_read_sl;
+	c->read_dlid_path_bits = vrdma_wc_read_dlid_path_bits;
 }
 
 static int vrdma_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
@@ -517,16 +718,63 @@ static bool vrdma_caps_fit(const struct vrdma_qp *qp,
 			    0) <= qp->rq.stride;
 }
 
-static struct ibv_qp *vrdma_create_qp(struct ibv_pd *pd,
-				      struct ibv_qp_init_attr *attr)
+/* The send operations of ibv_wr_* the device takes from a process. */
+#define VRDMA_UD_SEND_OPS (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
+#define VRDMA_UC_SEND_OPS (VRDMA_UD_SEND_OPS | IBV_QP_EX_WITH_RDMA_WRITE | \
+			   IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+#define VRDMA_RC_SEND_OPS (VRDMA_UC_SEND_OPS | IBV_QP_EX_WITH_RDMA_READ | \
+			   IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
+			   IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+static void vrdma_qp_ex_ops(struct vrdma_qp *qp);
+
+/* Whether the send operations @attr asks for are ones the device takes. */
+static bool vrdma_send_ops_ok(const struct ibv_qp_init_attr_ex *attr)
 {
-	bool rings = to_vctx(pd->context)->caps & VIRTIO_RDMA_CAP_RINGS;
+	uint64_t ops;
+
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS))
+		return true;
+	switch (attr->qp_type) {
+	case IBV_QPT_RC:
+		ops = VRDMA_RC_SEND_OPS;
+		break;
+	case IBV_QPT_UC:
+		ops = VRDMA_UC_SEND_OPS;
+		break;
+	case IBV_QPT_UD:
+		ops = VRDMA_UD_SEND_OPS;
+		break;
+	default:
+		return false;
+	}
+	return !(attr->send_ops_flags & ~ops);
+}
+
+/*
+ * A QP for ibv_create_qp (comp_mask PD only) or ibv_create_qp_ex; on
+ * success attr->cap holds the caps the kernel granted.
+ */
+static struct ibv_qp *vrdma_create_qp_ex(struct ibv_context *context,
+					 struct ibv_qp_init_attr_ex *attr)
+{
+	bool rings = to_vctx(context)->caps & VIRTIO_RDMA_CAP_RINGS;
 	struct uvrdma_create_qp_resp resp = {};
 	struct uvrdma_create_qp cmd = {};
 	size_t cmd_size = sizeof(cmd.ibv_cmd);	/* no request data */
 	struct vrdma_qp *qp;
 	int ret;
 
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD |
+				IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ||
+	    !vrdma_send_ops_ok(attr)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
 	qp = calloc(1, sizeof(*qp));
 	if (!qp) {
 		errno = ENOMEM;
@@ -544,9 +792,8 @@ static struct ibv_qp *vrdma_create_qp(struct ibv_pd *pd,
 		cmd.rq_stride = qp->rq.stride;
 		cmd_size = sizeof(cmd);
 	}
-	/* On success attr->cap holds the caps the kernel granted. */
-	ret = ibv_cmd_create_qp(pd, &qp->ibv_qp, attr, &cmd.ibv_cmd, cmd_size,
-				&resp.ibv_resp, sizeof(resp));
+	ret = ibv_cmd_create_qp_ex(context, &qp->vqp, attr, &cmd.ibv_cmd,
+				   cmd_size, &resp.ibv_resp, sizeof(resp));
 	if (ret)
 		goto err_rings;
 	qp->max_inline = attr->cap.max_inline_data;
@@ -555,20 +802,22 @@ static struct ibv_qp *vrdma_create_qp(struct ibv_pd *pd,
 	if (rings) {
 		ret = vrdma_caps_fit(qp, &attr->cap) ? 0 : EPROTO;
 	} else {
-		ret = vrdma_map_ring(pd->context->cmd_fd, &qp->sq, &resp.sq,
+		ret = vrdma_map_ring(context->cmd_fd, &qp->sq, &resp.sq,
 				     sizeof(struct virtio_rdma_sq_req));
 		if (!ret)
-			ret = vrdma_map_ring(pd->context->cmd_fd, &qp->rq,
+			ret = vrdma_map_ring(context->cmd_fd, &qp->rq,
 					     &resp.rq,
 					     sizeof(struct virtio_rdma_rq_req));
 	}
 	if (ret)
 		goto err_destroy;
-	return &qp->ibv_qp;
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+		vrdma_qp_ex_ops(qp);
+	return &qp->vqp.qp;
 
 err_destroy:
 	/* If the QP lives on, so must the rings the device uses: leak them. */
-	if (ibv_cmd_destroy_qp(&qp->ibv_qp) && rings)
+	if (ibv_cmd_destroy_qp(&qp->vqp.qp) && rings)
 		goto err_free;
 err_rings:
 	vrdma_free_ring(&qp->sq);
@@ -577,6 +826,27 @@ err_free:
 	free(qp);
 	errno = ret;
 	return NULL;
+}
+
+static struct ibv_qp *vrdma_create_qp(struct ibv_pd *pd,
+				      struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex attr_ex = {
+		.qp_context = attr->qp_context,
+		.send_cq = attr->send_cq,
+		.recv_cq = attr->recv_cq,
+		.srq = attr->srq,
+		.cap = attr->cap,
+		.qp_type = attr->qp_type,
+		.sq_sig_all = attr->sq_sig_all,
+		.comp_mask = IBV_QP_INIT_ATTR_PD,
+		.pd = pd,
+	};
+	struct ibv_qp *qp = vrdma_create_qp_ex(pd->context, &attr_ex);
+
+	if (qp)
+		attr->cap = attr_ex.cap;
+	return qp;
 }
 
 static int vrdma_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
@@ -708,52 +978,132 @@ static void vrdma_write_sges(struct virtio_rdma_sge *dst,
 	}
 }
 
+/*
+ * The builders of a send element, shared by ibv_post_send and ibv_wr_*:
+ * the header, then what the operation needs (remote address, atomic
+ * operands, UD address), then the data (SGEs or inline bytes).
+ */
+static struct virtio_rdma_sq_req *vrdma_sq_begin(uint8_t *slot,
+						 uint64_t wr_id,
+						 enum ibv_wr_opcode opcode,
+						 unsigned int send_flags,
+						 uint32_t ex)
+{
+	struct virtio_rdma_sq_req *req = (void *)slot;
+
+	memset(req, 0, sizeof(*req));
+	req->wr_id = htole64(wr_id);
+	req->opcode = opcode;
+	req->send_flags = htole32(send_flags);
+	req->ex = htole32(ex);
+	return req;
+}
+
+static void vrdma_sq_rdma(struct virtio_rdma_sq_req *req, uint32_t rkey,
+			  uint64_t remote_addr)
+{
+	req->wr.rdma.remote_addr = htole64(remote_addr);
+	req->wr.rdma.rkey = htole32(rkey);
+}
+
+static void vrdma_sq_atomic(struct virtio_rdma_sq_req *req, uint32_t rkey,
+			    uint64_t remote_addr, uint64_t compare_add,
+			    uint64_t swap)
+{
+	req->wr.atomic.remote_addr = htole64(remote_addr);
+	req->wr.atomic.compare_add = htole64(compare_add);
+	req->wr.atomic.swap = htole64(swap);
+	req->wr.atomic.rkey = htole32(rkey);
+}
+
+static int vrdma_sq_ud(struct virtio_rdma_sq_req *req, struct ibv_ah *ibah,
+		       uint32_t remote_qpn, uint32_t remote_qkey)
+{
+	if (!ibah)
+		return EINVAL;
+	req->wr.ud.remote_qpn = htole32(remote_qpn);
+	req->wr.ud.remote_qkey = htole32(remote_qkey);
+	req->wr.ud.av = container_of(ibah, struct vrdma_ah, ibv_ah)->av;
+	return 0;
+}
+
+/* The bytes of a send slot after the header, for SGEs or inline data. */
+static size_t vrdma_sq_room(const struct vrdma_qp *qp)
+{
+	return qp->sq.stride - sizeof(struct virtio_rdma_sq_req);
+}
+
+/* The element's data: @n SGEs (replacing any data it had). */
+static int vrdma_sq_sges(struct vrdma_qp *qp, struct virtio_rdma_sq_req *req,
+			 const struct ibv_sge *sg, size_t n)
+{
+	if (n > qp->max_send_sge ||
+	    n * sizeof(struct virtio_rdma_sge) > vrdma_sq_room(qp))
+		return EINVAL;
+	req->send_flags &= ~htole32(IBV_SEND_INLINE);
+	req->inline_len = 0;
+	req->num_sge = htole16(n);
+	vrdma_write_sges((void *)(req + 1), sg, n);
+	return 0;
+}
+
+/* The element's data: inline from now on, no byte of it yet. */
+static void vrdma_sq_inline_start(struct virtio_rdma_sq_req *req)
+{
+	req->send_flags |= htole32(IBV_SEND_INLINE);
+	req->num_sge = 0;
+	req->inline_len = 0;
+}
+
+/* Appends @len bytes at @addr to the element's inline data. */
+static int vrdma_sq_inline(struct vrdma_qp *qp, struct virtio_rdma_sq_req *req,
+			   const void *addr, size_t len)
+{
+	size_t have = le32toh(req->inline_len);
+
+	if (len > qp->max_inline - have || len > vrdma_sq_room(qp) - have)
+		return EINVAL;
+	memcpy((uint8_t *)(req + 1) + have, addr, len);
+	req->inline_len = htole32(have + len);
+	return 0;
+}
+
 /* Writes @wr as a send element into @slot; an errno if it cannot be one. */
 static int vrdma_encode_send(struct vrdma_qp *qp, struct ibv_send_wr *wr,
 			     uint8_t *slot)
 {
-	struct virtio_rdma_sq_req *req = (void *)slot;
-	uint8_t *data = slot + sizeof(*req);
-	size_t room = qp->sq.stride - sizeof(*req);
-	int i;
+	struct virtio_rdma_sq_req *req;
+	uint32_t ex = 0;
+	int i, ret;
 
-	memset(req, 0, sizeof(*req));
-	req->wr_id = htole64(wr->wr_id);
-	req->opcode = wr->opcode;
-	req->send_flags = htole32(wr->send_flags);
 	switch (wr->opcode) {
 	case IBV_WR_SEND_WITH_IMM:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
-		req->ex = htole32(wr->imm_data);
+		ex = wr->imm_data;
 		break;
 	default:
 		break;
 	}
-	if (qp->ibv_qp.qp_type == IBV_QPT_UD) {
-		struct vrdma_ah *ah;
-
-		if (!wr->wr.ud.ah)
-			return EINVAL;
-		ah = container_of(wr->wr.ud.ah, struct vrdma_ah, ibv_ah);
-		req->wr.ud.remote_qpn = htole32(wr->wr.ud.remote_qpn);
-		req->wr.ud.remote_qkey = htole32(wr->wr.ud.remote_qkey);
-		req->wr.ud.av = ah->av;
+	req = vrdma_sq_begin(slot, wr->wr_id, wr->opcode, wr->send_flags, ex);
+	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
+		ret = vrdma_sq_ud(req, wr->wr.ud.ah, wr->wr.ud.remote_qpn,
+				  wr->wr.ud.remote_qkey);
+		if (ret)
+			return ret;
 	} else {
 		switch (wr->opcode) {
 		case IBV_WR_RDMA_WRITE:
 		case IBV_WR_RDMA_WRITE_WITH_IMM:
 		case IBV_WR_RDMA_READ:
-			req->wr.rdma.remote_addr = htole64(wr->wr.rdma.remote_addr);
-			req->wr.rdma.rkey = htole32(wr->wr.rdma.rkey);
+			vrdma_sq_rdma(req, wr->wr.rdma.rkey,
+				      wr->wr.rdma.remote_addr);
 			break;
 		case IBV_WR_ATOMIC_CMP_AND_SWP:
 		case IBV_WR_ATOMIC_FETCH_AND_ADD:
-			req->wr.atomic.remote_addr =
-				htole64(wr->wr.atomic.remote_addr);
-			req->wr.atomic.compare_add =
-				htole64(wr->wr.atomic.compare_add);
-			req->wr.atomic.swap = htole64(wr->wr.atomic.swap);
-			req->wr.atomic.rkey = htole32(wr->wr.atomic.rkey);
+			vrdma_sq_atomic(req, wr->wr.atomic.rkey,
+					wr->wr.atomic.remote_addr,
+					wr->wr.atomic.compare_add,
+					wr->wr.atomic.swap);
 			break;
 		case IBV_WR_SEND:
 		case IBV_WR_SEND_WITH_IMM:
@@ -764,27 +1114,17 @@ static int vrdma_encode_send(struct vrdma_qp *qp, struct ibv_send_wr *wr,
 	}
 	if (wr->num_sge < 0)
 		return EINVAL;
-	if (wr->send_flags & IBV_SEND_INLINE) {
-		size_t len = 0;
-
-		/* Inline data is gathered into the element itself. */
-		for (i = 0; i < wr->num_sge; i++) {
-			size_t n = wr->sg_list[i].length;
-
-			if (n > qp->max_inline - len || n > room - len)
-				return EINVAL;
-			memcpy(data + len, (void *)(uintptr_t)wr->sg_list[i].addr,
-			       n);
-			len += n;
-		}
-		req->inline_len = htole32(len);
-		return 0;
+	if (!(wr->send_flags & IBV_SEND_INLINE))
+		return vrdma_sq_sges(qp, req, wr->sg_list, wr->num_sge);
+	/* Inline data is gathered into the element itself. */
+	vrdma_sq_inline_start(req);
+	for (i = 0; i < wr->num_sge; i++) {
+		ret = vrdma_sq_inline(qp, req,
+				      (void *)(uintptr_t)wr->sg_list[i].addr,
+				      wr->sg_list[i].length);
+		if (ret)
+			return ret;
 	}
-	if ((uint32_t)wr->num_sge > qp->max_send_sge ||
-	    wr->num_sge * sizeof(struct virtio_rdma_sge) > room)
-		return EINVAL;
-	req->num_sge = htole16(wr->num_sge);
-	vrdma_write_sges((void *)data, wr->sg_list, wr->num_sge);
 	return 0;
 }
 
@@ -889,6 +1229,250 @@ static int vrdma_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	return ret;
 }
 
+/*
+ * ibv_wr_*: a batch of send requests, built in the send ring's free slots
+ * from wr_start on (the ring's lock held) and published by wr_complete as
+ * one post. The first error stops building and withdraws the whole batch.
+ */
+static void vrdma_wr_start(struct ibv_qp_ex *ibqp)
+{
+	struct vrdma_qp *qp = to_vqp_ex(ibqp);
+
+	pthread_spin_lock(&qp->sq.lock);
+	qp->wr_start = qp->sq.producer;
+	qp->wr_err = 0;
+	qp->wr_req = NULL;
+	qp->wr_need_ud = false;
+}
+
+static void vrdma_wr_fail(struct vrdma_qp *qp, int err)
+{
+	if (!qp->wr_err)
+		qp->wr_err = err;
+	qp->wr_req = NULL;
+}
+
+/*
+ * A new request of @opcode in the next free slot, with the wr_id and
+ * wr_flags the caller set (inline or not is its data setter's choice).
+ */
+static struct virtio_rdma_sq_req *vrdma_wr_new(struct ibv_qp_ex *ibqp,
+					       enum ibv_wr_opcode opcode,
+					       uint32_t ex)
+{
+	struct vrdma_qp *qp = to_vqp_ex(ibqp);
+	struct vrdma_ring *ring = &qp->sq;
+
+	if (qp->wr_err)
+		return NULL;
+	if (qp->wr_need_ud) {
+		vrdma_wr_fail(qp, EINVAL);
+		return NULL;
+	}
+	if (vrdma_ring_full(ring)) {
+		vrdma_wr_fail(qp, ENOMEM);
+		return NULL;
+	}
+	qp->wr_req = vrdma_sq_begin(vrdma_slot(ring, ring->producer),
+				    ibqp->wr_id, opcode,
+				    ibqp->wr_flags & ~IBV_SEND_INLINE, ex);
+	ring->producer++;
+	qp->wr_need_ud = qp->vqp.qp.qp_type == IBV_QPT_UD;
+	return qp->wr_req;
+}
+
+static void vrdma_wr_send(struct ibv_qp_ex *ibqp)
+{
+	vrdma_wr_new(ibqp, IBV_WR_SEND, 0);
+}
+
+static void vrdma_wr_send_imm(struct ibv_qp_ex *ibqp, __be32 imm_data)
+{
+	vrdma_wr_new(ibqp, IBV_WR_SEND_WITH_IMM, (uint32_t)imm_data);
+}
+
+static void vrdma_wr_rdma_write(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				uint64_t remote_addr)
+{
+	struct virtio_rdma_sq_req *req = vrdma_wr_new(ibqp, IBV_WR_RDMA_WRITE, 0);
+
+	if (req)
+		vrdma_sq_rdma(req, rkey, remote_addr);
+}
+
+static void vrdma_wr_rdma_write_imm(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				    uint64_t remote_addr, __be32 imm_data)
+{
+	struct virtio_rdma_sq_req *req;
+
+	req = vrdma_wr_new(ibqp, IBV_WR_RDMA_WRITE_WITH_IMM,
+			   (uint32_t)imm_data);
+	if (req)
+		vrdma_sq_rdma(req, rkey, remote_addr);
+}
+
+static void vrdma_wr_rdma_read(struct ibv_qp_ex *ibqp, uint32_t rkey,
+			       uint64_t remote_addr)
+{
+	struct virtio_rdma_sq_req *req = vrdma_wr_new(ibqp, IBV_WR_RDMA_READ, 0);
+
+	if (req)
+		vrdma_sq_rdma(req, rkey, remote_addr);
+}
+
+static void vrdma_wr_atomic_cmp_swp(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				    uint64_t remote_addr, uint64_t compare,
+				    uint64_t swap)
+{
+	struct virtio_rdma_sq_req *req;
+
+	req = vrdma_wr_new(ibqp, IBV_WR_ATOMIC_CMP_AND_SWP, 0);
+	if (req)
+		vrdma_sq_atomic(req, rkey, remote_addr, compare, swap);
+}
+
+static void vrdma_wr_atomic_fetch_add(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				      uint64_t remote_addr, uint64_t add)
+{
+	struct virtio_rdma_sq_req *req;
+
+	req = vrdma_wr_new(ibqp, IBV_WR_ATOMIC_FETCH_AND_ADD, 0);
+	if (req)
+		vrdma_sq_atomic(req, rkey, remote_addr, add, 0);
+}
+
+/* The request being built, for a setter; a setter before any is an error. */
+static struct virtio_rdma_sq_req *vrdma_wr_cur(struct vrdma_qp *qp)
+{
+	if (!qp->wr_req)
+		vrdma_wr_fail(qp, EINVAL);
+	return qp->wr_req;
+}
+
+static void vrdma_wr_set_ud_addr(struct ibv_qp_ex *ibqp, struct ibv_ah *ah,
+				 uint32_t remote_qpn, uint32_t remote_qkey)
+{
+	struct vrdma_qp *qp = to_vqp_ex(ibqp);
+	struct virtio_rdma_sq_req *req = vrdma_wr_cur(qp);
+	int ret;
+
+	if (!req)
+		return;
+	ret = vrdma_sq_ud(req, ah, remote_qpn, remote_qkey);
+	if (ret)
+		vrdma_wr_fail(qp, ret);
+	else
+		qp->wr_need_ud = false;
+}
+
+static void vrdma_wr_set_sge_list(struct ibv_qp_ex *ibqp, size_t num_sge,
+				  const struct ibv_sge *sg_list)
+{
+	struct vrdma_qp *qp = to_vqp_ex(ibqp);
+	struct virtio_rdma_sq_req *req = vrdma_wr_cur(qp);
+	int ret;
+
+	if (!req)
+		return;
+	ret = vrdma_sq_sges(qp, req, sg_list, num_sge);
+	if (ret)
+		vrdma_wr_fail(qp, ret);
+}
+
+static void vrdma_wr_set_sge(struct ibv_qp_ex *ibqp, uint32_t lkey,
+			     uint64_t addr, uint32_t length)
+{
+	struct ibv_sge sge = { .addr = addr, .length = length, .lkey = lkey };
+
+	vrdma_wr_set_sge_list(ibqp, 1, &sge);
+}
+
+static void vrdma_wr_set_inline_data_list(struct ibv_qp_ex *ibqp,
+					  size_t num_buf,
+					  const struct ibv_data_buf *buf_list)
+{
+	struct vrdma_qp *qp = to_vqp_ex(ibqp);
+	struct virtio_rdma_sq_req *req = vrdma_wr_cur(qp);
+	size_t i;
+	int ret;
+
+	if (!req)
+		return;
+	vrdma_sq_inline_start(req);
+	for (i = 0; i < num_buf; i++) {
+		ret = vrdma_sq_inline(qp, req, buf_list[i].addr,
+				      buf_list[i].length);
+		if (ret) {
+			vrdma_wr_fail(qp, ret);
+			return;
+		}
+	}
+}
+
+static void vrdma_wr_set_inline_data(struct ibv_qp_ex *ibqp, void *addr,
+				     size_t length)
+{
+	struct ibv_data_buf buf = { .addr = addr, .length = length };
+
+	vrdma_wr_set_inline_data_list(ibqp, 1, &buf);
+}
+
+/* Withdraws the requests built since wr_start. */
+static void vrdma_wr_abort(struct ibv_qp_ex *ibqp)
+{
+	struct vrdma_qp *qp = to_vqp_ex(ibqp);
+
+	qp->sq.producer = qp->wr_start;
+	pthread_spin_unlock(&qp->sq.lock);
+}
+
+static int vrdma_wr_complete(struct ibv_qp_ex *ibqp)
+{
+	struct vrdma_qp *qp = to_vqp_ex(ibqp);
+	struct vrdma_ring *ring = &qp->sq;
+	int ret = qp->wr_err;
+	uint32_t pos = 0;
+
+	if (!ret && qp->wr_need_ud)
+		ret = EINVAL;
+	if (ret)
+		ring->producer = qp->wr_start;
+	else
+		ret = vrdma_post_end(&qp->vqp.qp, ring,
+				     IB_USER_VERBS_CMD_POST_SEND, qp->wr_start,
+				     0, &pos);
+	pthread_spin_unlock(&ring->lock);
+	return ret;
+}
+
+static void vrdma_qp_ex_ops(struct vrdma_qp *qp)
+{
+	struct ibv_qp_ex *q = &qp->vqp.qp_ex;
+	enum ibv_qp_type type = qp->vqp.qp.qp_type;
+
+	q->wr_start = vrdma_wr_start;
+	q->wr_complete = vrdma_wr_complete;
+	q->wr_abort = vrdma_wr_abort;
+	q->wr_send = vrdma_wr_send;
+	q->wr_send_imm = vrdma_wr_send_imm;
+	if (type != IBV_QPT_UD) {
+		q->wr_rdma_write = vrdma_wr_rdma_write;
+		q->wr_rdma_write_imm = vrdma_wr_rdma_write_imm;
+	}
+	if (type == IBV_QPT_RC) {
+		q->wr_rdma_read = vrdma_wr_rdma_read;
+		q->wr_atomic_cmp_swp = vrdma_wr_atomic_cmp_swp;
+		q->wr_atomic_fetch_add = vrdma_wr_atomic_fetch_add;
+	}
+	if (type == IBV_QPT_UD)
+		q->wr_set_ud_addr = vrdma_wr_set_ud_addr;
+	q->wr_set_sge = vrdma_wr_set_sge;
+	q->wr_set_sge_list = vrdma_wr_set_sge_list;
+	q->wr_set_inline_data = vrdma_wr_set_inline_data;
+	q->wr_set_inline_data_list = vrdma_wr_set_inline_data_list;
+	qp->vqp.comp_mask |= VERBS_QP_EX;
+}
+
 static struct ibv_ah *vrdma_create_ah(struct ibv_pd *pd,
 				      struct ibv_ah_attr *attr)
 {
@@ -944,10 +1528,12 @@ static const struct verbs_context_ops vrdma_ctx_ops = {
 /* The verbs of the user data path, when the kernel offers it. */
 static const struct verbs_context_ops vrdma_user_qp_ops = {
 	.create_cq = vrdma_create_cq,
+	.create_cq_ex = vrdma_create_cq_ex,
 	.destroy_cq = vrdma_destroy_cq,
 	.poll_cq = vrdma_poll_cq,
 	.req_notify_cq = vrdma_req_notify_cq,
 	.create_qp = vrdma_create_qp,
+	.create_qp_ex = vrdma_create_qp_ex,
 	.query_qp = vrdma_query_qp,
 	.modify_qp = vrdma_modify_qp,
 	.destroy_qp = vrdma_destroy_qp,
