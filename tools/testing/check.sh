@@ -17,6 +17,13 @@
 #           "# guest: own" get a fresh guest each;
 #           the others share guests (run.sh --suite), each still with its
 #           own verdict, kernel log and leak check.
+#   e2e-rings
+#           the e2e suite again with the device's queues in guest memory
+#           (the backend's --rings): every QP and CQ, the kernel's and the
+#           processes', on rings. Results are named NAME@rings (TEST may
+#           name one: TEST=nvme-rdma@rings). A test about the virtqueue
+#           mode itself says "# modes: virtqueues" and is left out; one whose
+#           backend-args ask for --rings already runs in this mode.
 #
 # TEST="WORD..." runs only part: a word is a layer's name or an e2e test's
 # name (a shell pattern: TEST='nvme-*'); e.g. TEST=rdma-link runs that test
@@ -87,13 +94,23 @@ want_e2e() {
 	done
 	return 1
 }
+# want_e2e_rings NAME: whether the ring-mode run of test NAME is asked for.
+want_e2e_rings() {
+	local w
+	[ ${#test_words[@]} = 0 ] && return 0
+	for w in "${test_words[@]}"; do
+		# shellcheck disable=SC2053 # a pattern on purpose
+		[ "$w" = e2e-rings ] || [[ "$1@rings" == $w ]] && return 0
+	done
+	return 1
+}
 for w in "${test_words[@]}"; do
-	case " style cargo kunit runner e2e " in *" $w "*) continue ;; esac
+	case " style cargo kunit runner e2e e2e-rings " in *" $w "*) continue ;; esac
 	for n in $e2e_names; do
 		# shellcheck disable=SC2053
-		[[ "$n" == $w ]] && continue 2
+		[[ "$n" == $w ]] || [[ "$n@rings" == $w ]] && continue 2
 	done
-	die "TEST: '$w' names no layer (style cargo kunit runner e2e) and no test in $E2E"
+	die "TEST: '$w' names no layer (style cargo kunit runner e2e e2e-rings) and no test in $E2E"
 done
 
 # in_budget WHAT...: false (and each WHAT fails, saying why) once make
@@ -278,48 +295,53 @@ if want_layer runner && in_budget "runner contract"; then
 	result "runner: no process left behind" "$([ -z "$leftover" ] && echo 0 || echo 1)"
 fi
 
+# The mode of the e2e run under way: "" (virtqueues) or "@rings", which
+# names its results, and the backend options it adds to every guest.
+mode="" mode_args=""
 # e2e_result NAME DIR: the verdict of test NAME from a suite's results DIR.
 e2e_result() {
-	cp "$2/$1/output.log" "$logs/e2e-$1.log" 2>/dev/null
-	result "e2e: $1" "$(cat "$2/$1/status")" "$(cat "$2/$1/seconds" 2>/dev/null)"
+	cp "$2/$1/output.log" "$logs/e2e-$1$mode.log" 2>/dev/null
+	result "e2e: $1$mode" "$(cat "$2/$1/status")" "$(cat "$2/$1/seconds" 2>/dev/null)"
 }
 # run_shared NAME...: the tests in as few guests as they allow.
 run_shared() {
-	local rest=("$@") next n k=0 out cur
+	local rest=("$@") next n k=0 out cur names
 	while [ ${#rest[@]} -gt 0 ]; do
-		in_budget "${rest[@]/#/e2e: }" || return
+		names=("${rest[@]/#/e2e: }")
+		in_budget "${names[@]/%/$mode}" || return
 		k=$((k + 1))
-		out="$logs/e2e-shared-$k"
-		printf 'tools/testing/e2e/%s.sh\n' "${rest[@]}" >"$logs/e2e-shared-$k.list"
-		echo "  (shared guest $k: ${rest[*]})"
-		"$RUN" --kmemleak --timeout "$(limit $((120 + 600 * ${#rest[@]})))" --suite "$logs/e2e-shared-$k.list" \
-			--out "$out" >"$out.log" 2>&1
+		out="$logs/e2e${mode/@/-}-shared-$k"
+		printf 'tools/testing/e2e/%s.sh\n' "${rest[@]}" >"$out.list"
+		echo "  (shared guest $k${mode:+ $mode}: ${rest[*]})"
+		"$RUN" --kmemleak --timeout "$(limit $((120 + 600 * ${#rest[@]})))" --suite "$out.list" \
+			--backend-args "$mode_args" --out "$out" >"$out.log" 2>&1
 		cur=$(cat "$out/current" 2>/dev/null)
 		next=()
 		for n in "${rest[@]}"; do
 			if [ -f "$out/results/$n/status" ]; then
 				e2e_result "$n" "$out/results"
 			elif [ "$n" = "$cur" ]; then
-				cp "$out/results/$n/output.log" "$logs/e2e-$n.log" 2>/dev/null
-				result "e2e: $n (the guest ended during it: $out.log)" 1
+				cp "$out/results/$n/output.log" "$logs/e2e-$n$mode.log" 2>/dev/null
+				result "e2e: $n$mode (the guest ended during it: $out.log)" 1
 			else
 				next+=("$n")
 			fi
 		done
 		[ -f "$out/dirty" ] && echo "  ($(cat "$out/dirty") left the guest changed ($out/results/$(cat "$out/dirty")/dirty.diff): the rest get a new guest)"
 		if [ ${#next[@]} = ${#rest[@]} ]; then
-			for n in "${next[@]}"; do result "e2e: $n (the guest ran no test: $out.log)" 1; done
+			for n in "${next[@]}"; do result "e2e: $n$mode (the guest ran no test: $out.log)" 1; done
 			return
 		fi
 		rest=("${next[@]}")
 	done
 }
 
-if want_layer e2e || [ -n "$(for n in $e2e_names; do want_e2e "$n" && echo "$n"; done)" ]; then
-	layer e2e "end-to-end (debug kernel, kmemleak)"
-	shared=()
+# run_e2e WANT: the e2e tests that WANT (want_e2e or want_e2e_rings) selects,
+# in the mode set in $mode and $mode_args.
+run_e2e() {
+	local want=$1 n t bargs peer reboot s shared=()
 	for n in $e2e_names; do
-		want_e2e "$n" || continue
+		$want "$n" || continue
 		t="$E2E/$n.sh"
 		# A test may ask for backend options with a "# backend-args: ..."
 		# line, and a "# peer: CMD" line runs CMD in a second guest beside it
@@ -330,17 +352,36 @@ if want_layer e2e || [ -n "$(for n in $e2e_names; do want_e2e "$n" && echo "$n";
 		peer=$(sed -n 's/^# peer: //p' "$t" | head -1)
 		reboot=""
 		if grep -q '^# reboot$' "$t"; then reboot=--reboot; fi
-		if [ -z "$bargs$peer$reboot" ] && ! grep -q '^# guest: own' "$t"; then
-			shared+=("$n")
-			continue
+		if [ -n "$mode" ]; then
+			grep -q '^# modes: virtqueues' "$t" && continue
+			# It runs with rings in the plain run already.
+			[[ " $bargs " == *" --rings "* ]] && continue
+			bargs="$bargs${bargs:+ }$mode_args"
 		fi
-		in_budget "e2e: $n" || continue
+		if [ -z "$bargs$peer$reboot" ] || { [ "$bargs" = "$mode_args" ] && [ -z "$peer$reboot" ]; }; then
+			if ! grep -q '^# guest: own' "$t"; then
+				shared+=("$n")
+				continue
+			fi
+		fi
+		in_budget "e2e: $n$mode" || continue
 		s=$SECONDS
 		"$RUN" --kmemleak --timeout "$(limit 900)" --backend-args "$bargs" ${peer:+--peer "$peer"} \
-			$reboot --out "$logs/e2e-$n" -- "bash tools/testing/e2e/$n.sh" >"$logs/e2e-$n.log" 2>&1
-		result "e2e: $n (own guest)" $? $((SECONDS - s))
+			$reboot --out "$logs/e2e-$n$mode" -- "bash tools/testing/e2e/$n.sh" >"$logs/e2e-$n$mode.log" 2>&1
+		result "e2e: $n$mode (own guest)" $? $((SECONDS - s))
 	done
 	[ ${#shared[@]} = 0 ] || run_shared "${shared[@]}"
+}
+
+if want_layer e2e || [ -n "$(for n in $e2e_names; do want_e2e "$n" && echo "$n"; done)" ]; then
+	layer e2e "end-to-end (debug kernel, kmemleak)"
+	run_e2e want_e2e
+fi
+if [ -n "$(for n in $e2e_names; do want_e2e_rings "$n" && echo "$n"; done)" ]; then
+	layer e2e-rings "end-to-end with queues in guest memory (backend --rings; debug kernel, kmemleak)"
+	mode=@rings mode_args=--rings
+	run_e2e want_e2e_rings
+	mode="" mode_args=""
 fi
 layer_end
 

@@ -6,6 +6,7 @@
 # + 1 event = 18 virtqueues, 19 MSI-X vectors with config; the driver sets
 # them all up and rdma-core sees the limits.
 # backend-args: --max-qp 4 --max-cq 8
+# modes: virtqueues
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"

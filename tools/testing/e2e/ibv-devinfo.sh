@@ -28,6 +28,12 @@ echo "virtio_rdma0: $uverbs, user ABI version 1"
 line=$(dmesg | grep -o "virtio-rdma device: .*" | tail -1)
 lim() { sed -n "s/.* $1 \([0-9]*\).*/\1/p" <<<"$line"; }
 max_qp=$(lim max_qp) max_cq=$(lim max_cq) max_qp_wr=$(lim max_qp_wr) max_cqe=$(lim max_cqe)
+# With queues in guest memory every QP but the GSI QP, and every CQ, has rings.
+rings=$(dmesg | grep -o "queues in guest memory: .*" | tail -1 || true) comp_vqs=0
+if [ -n "$rings" ]; then
+	line=$rings
+	max_qp=$(($(lim max_ring_qp) + 1)) max_cq=$(lim max_ring_cq) comp_vqs=$(lim num_comp_vqs)
+fi
 echo "device: max_qp $max_qp max_cq $max_cq max_qp_wr $max_qp_wr max_cqe $max_cqe"
 
 ibv_devices | tee /tmp/devices.txt
@@ -45,7 +51,7 @@ expect "state:[[:space:]]+PORT_ACTIVE"
 expect "link_layer:[[:space:]]+Ethernet"
 expect "GID\[ *[0-9]+\]:[[:space:]]+::ffff:10.0.2.15, RoCE v2"
 
-python3 tools/testing/e2e/lib/uverbs_user.py "$max_qp" "$max_cq" "$max_qp_wr" "$max_cqe" ||
+python3 tools/testing/e2e/lib/uverbs_user.py "$max_qp" "$max_cq" "$max_qp_wr" "$max_cqe" "$comp_vqs" ||
 	fail "user verbs"
 
 # User objects are listed with their process ("comm python3"); kernel ones

@@ -8,6 +8,8 @@
 # then perftest processes killed mid-traffic, after which `rdma res show`
 # lists nothing of them. The runner fails the test on any kernel report or
 # leak once the processes are gone.
+# modes: virtqueues (the mode with queues in guest memory has its own:
+# lib/uverbs_hostile_rings.c in rings.sh)
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"

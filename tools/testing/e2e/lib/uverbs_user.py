@@ -78,6 +78,7 @@ IB_USER_VERBS_CMD_GET_CONTEXT = 0
 CORE_RESP = 8      # struct ib_uverbs_get_context_resp
 DRIVER_RESP = 8    # struct virtio_rdma_alloc_ucontext_resp
 CAP_USER_QP = 1    # VIRTIO_RDMA_CAP_USER_QP
+CAP_RINGS = 2      # VIRTIO_RDMA_CAP_RINGS
 
 
 def get_context(driver_req, out_len, then=None):
@@ -138,12 +139,15 @@ def mmap_refused(fd):
             check(ex.errno == errno.EINVAL, f"mmap at offset {offset:#x} refused (errno {ex.errno})")
 
 
-def raw_uverbs():
+def raw_uverbs(comp_vqs):
+    """comp_vqs: the device's completion-event queues with queues in guest
+    memory (0 without)."""
     rc, r = get_context(b"", CORE_RESP + DRIVER_RESP)
     check(rc == 0, f"GET_CONTEXT succeeds (errno {rc})")
     _, ncomp, caps = struct.unpack_from("<IIQ", r)
-    check(ncomp == 1, f"one completion vector ({ncomp})")
-    check(caps == CAP_USER_QP, f"caps: user CQs, QPs and AHs ({caps:#x})")
+    check(ncomp == max(comp_vqs, 1), f"{max(comp_vqs, 1)} completion vector(s) ({ncomp})")
+    want = CAP_USER_QP | (CAP_RINGS if comp_vqs else 0)
+    check(caps == want, f"caps: user CQs, QPs and AHs{', rings' if comp_vqs else ''} ({caps:#x})")
     rc, _ = get_context(b"\0" * 16, CORE_RESP + DRIVER_RESP)
     check(rc == 0, "a longer request of zeroes is accepted (a newer provider)")
     rc, _ = get_context(b"\0" * 8 + b"\xff" * 8, CORE_RESP + DRIVER_RESP)
@@ -186,4 +190,4 @@ if __name__ == "__main__":
         hold(*sys.argv[2:4])
         sys.exit(0)
     through_rdma_core(*(int(a) for a in sys.argv[1:5]))
-    raw_uverbs()
+    raw_uverbs(int(sys.argv[5]) if len(sys.argv) > 5 else 0)
