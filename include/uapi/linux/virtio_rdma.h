@@ -631,8 +631,9 @@ struct virtio_rdma_cq_req {
  * VIRTIO_RDMA_CQ_ARM_SOLICITED in arm, then polls the ring once more. After
  * writing a completion, the device (after a full barrier) reads arm; if it
  * is NEXT, or SOLICITED and the completion is solicited or in error, it
- * stores 0 in arm and puts struct virtio_rdma_comp_event naming the CQ on
- * the CQ's completion-event virtqueue. With no buffer there, the event waits
+ * replaces that value with 0 by compare-and-exchange and puts struct
+ * virtio_rdma_comp_event naming the CQ on the CQ's completion-event
+ * virtqueue. With no buffer there, the event waits
  * in the device until the driver adds one (at most one per CQ waits).
  */
 #define VIRTIO_RDMA_RING_SLOTS		64

@@ -21,8 +21,11 @@ use core::{
 ///
 /// The CPU's side is a byte array with bounds-checked access: [`SharedMem::write`] (exclusive,
 /// for bytes the driver owns until it publishes them), [`SharedMem::read`] (volatile: the device
-/// may be writing the same bytes) and 32-bit atomics for the indices both sides exchange. It may
-/// outlive its device: it keeps what freeing needs.
+/// may be writing the same bytes) and 32-bit atomics for the indices both sides exchange. As
+/// with C's `READ_ONCE` on DMA memory, a volatile read that overlaps another CPU's atomic store
+/// (or the device's write) yields some bytes, never undefined behaviour, under the kernel's
+/// memory model. It may outlive its device: it keeps what freeing needs. It must be dropped
+/// in process context (`dma_free_attrs` may sleep and warns with interrupts off).
 ///
 /// # Invariants
 ///
@@ -128,8 +131,9 @@ impl SharedMem {
         }
         let p = self.range(offset, 4)?;
         // SAFETY: `p` is 4 bytes of the allocation, 4-aligned (the allocation is page-aligned),
-        // valid while `self` is; every CPU access to it while this reference lives is atomic
-        // (`write` needs `&mut self`).
+        // valid while `self` is. No `&mut self` access (`write`) can overlap this reference;
+        // other CPU accesses through `&self` are atomics or volatile reads (see the type's
+        // documentation).
         Ok(unsafe { AtomicU32::from_ptr(p.cast()) })
     }
 

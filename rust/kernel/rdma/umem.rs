@@ -23,13 +23,16 @@ use core::{mem::MaybeUninit, ptr::NonNull};
 /// `_refs` keeps its device's `ib_device` and DMA device allocated.
 pub struct Umem {
     raw: NonNull<bindings::ib_umem>,
+    /// Pinned for writing (`FOLL_WRITE`): the kernel may write into the pages.
+    writable: bool,
     _refs: DmaRefs,
 }
 
 // SAFETY: A umem is plain pinned memory and a scatter list; it may be released from any task
 // (the core takes its own reference on the owning mm).
 unsafe impl Send for Umem {}
-// SAFETY: Shared access only reads the scatter list, which does not change once pinned.
+// SAFETY: Shared access reads the scatter list, which does not change once pinned, and copies
+// to or from the pinned pages through it (user memory, to which no Rust reference exists).
 unsafe impl Sync for Umem {}
 
 impl Umem {
@@ -45,9 +48,17 @@ impl Umem {
         let raw = from_err_ptr(unsafe {
             bindings::ib_umem_get_va(dev.as_raw(), addr as c_ulong, len, access)
         })?;
+        // What `ib_access_writable` asks `FOLL_WRITE` for.
+        let writable = access as u32
+            & (bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+                | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+                | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
+                | bindings::ib_access_flags_IB_ACCESS_MW_BIND)
+            != 0;
         // INVARIANT: A successful `ib_umem_get_va` returns an owned, non-null umem.
         Ok(Self {
             raw: NonNull::new(raw).ok_or(ENOMEM)?,
+            writable,
             _refs: dev.dma_refs(),
         })
     }
@@ -100,18 +111,23 @@ impl Umem {
         })
     }
 
-    /// Copies `src` into the memory at `offset` (the pages were pinned writable, or the
-    /// process's own mappings stay as they were); [`EINVAL`] if it does not fit. Any context.
+    /// Copies `src` into the memory at `offset`; [`EINVAL`] if it does not fit (nothing or
+    /// part of it may have been copied then), [`EPERM`] if the pages were not pinned for
+    /// writing (they may be a file's or shared copy-on-write). Any context.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result {
+        if !self.writable {
+            return Err(EPERM);
+        }
         let end = offset.checked_add(src.len()).ok_or(EINVAL)?;
         if end > self.len() {
             return Err(EINVAL);
         }
         let raw = self.as_raw();
         // SAFETY: By the type invariant `raw` is a live umem whose scatter list stays valid;
-        // `src` is valid for `src.len()` bytes of reads; the range is within the pinned pages
-        // (checked above), starting `ib_umem_offset` into the first. The copy maps each page
-        // atomically; no Rust reference to the pages exists.
+        // `src` is valid for `src.len()` bytes of reads; the range is within the pages (checked
+        // above), starting `ib_umem_offset` into the first, which were pinned for writing
+        // (checked above). The copy maps each page atomically; no Rust reference to the pages
+        // exists.
         let copied = unsafe {
             let sgt = &raw mut (*raw).sgt_append.sgt;
             let skip = offset + bindings::ib_umem_offset(raw) as usize;

@@ -15,7 +15,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use smallvec::SmallVec;
-use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileMemory};
 use zerocopy::IntoBytes;
 
 use crate::abi::{
@@ -168,6 +168,22 @@ impl RingMap {
         mem.load::<u32>(addr, Ordering::SeqCst)
             .ok()
             .map(u32::from_le)
+    }
+
+    /// Replaces record field `field` with `new` if it holds `old`, in one
+    /// atomic step (a value the driver stores meanwhile is not overwritten);
+    /// whether it did.
+    fn exchange(&self, mem: &GuestMemoryMmap, field: u64, old: u32, new: u32) -> bool {
+        let Some((addr, _)) = self.at(field) else {
+            return false;
+        };
+        let Ok(slice) = mem.get_slice(addr, 4) else {
+            return false;
+        };
+        slice.get_atomic_ref::<AtomicU32>(0).is_ok_and(|a| {
+            a.compare_exchange(old.to_le(), new.to_le(), Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        })
     }
 
     /// Writes record field `field` (sequentially consistent).
@@ -347,15 +363,15 @@ impl CqRing {
     /// After a completion: whether the CQ was armed for it (`solicited`: a
     /// solicited or failed one), disarming it if so.
     pub fn fire(&self, mem: &GuestMemoryMmap, solicited: bool) -> bool {
-        let fires = match self.map.get(mem, ARM) {
+        let arm = self.map.get(mem, ARM);
+        let fires = match arm {
             Some(VIRTIO_RDMA_CQ_ARM_NEXT) => true,
             Some(VIRTIO_RDMA_CQ_ARM_SOLICITED) => solicited,
             _ => false,
         };
-        if fires {
-            self.map.set(mem, ARM, VIRTIO_RDMA_CQ_ARM_NONE);
-        }
-        fires
+        // Disarmed only if still armed as read: an arming stored since
+        // stays for the next completion.
+        fires && arm.is_some_and(|a| self.map.exchange(mem, ARM, a, VIRTIO_RDMA_CQ_ARM_NONE))
     }
 }
 

@@ -552,19 +552,19 @@ fn poll_ring<'a>(
     sink: &mut WcSink<'_, RdmaDev<'a>>,
 ) -> Result {
     let dev = cq.device();
-    let failed = dev.health.failed();
     let mut error = false;
-    {
+    // Nothing a failed device reports is believed: its requests complete from the tables.
+    if !dev.health.failed() {
         let mut ring = comp.lock();
-        while !sink.is_full() {
+        // At most a ring's worth a call: a device that keeps writing must not keep this CPU
+        // here with interrupts off.
+        let mut budget = ring.ring().depth();
+        while !sink.is_full() && budget > 0 {
+            budget -= 1;
             let Some(cqe) = ring.peek() else {
                 break;
             };
             ring.take();
-            // Nothing a failed device reports is believed.
-            if failed {
-                continue;
-            }
             // `sink` is not full: the push succeeds.
             let checked = with_checked(cq, qps, &cqe, CQE_LEN as u32, |qp, cqe| {
                 let _ = sink.push(&wc(qp, cqe));
@@ -780,6 +780,19 @@ pub(crate) fn req_notify(cq: &rdma::Cq<RdmaDev<'_>>, flags: CqNotify) -> Result<
 fn failed_pending(cq: &rdma::Cq<RdmaDev<'_>>) -> bool {
     let dev = cq.device();
     dev.health.failed() && flushable(cq, &dev.ctrl.queues().handler().get_ref().qps)
+}
+
+/// A completion event of CQ `cqn`, which has a ring (hard-IRQ context): a kernel CQ's consumer
+/// is called only if it armed the CQ, once per arming, whatever the device says; a user CQ's
+/// event goes to its process (uverbs), which armed it in its ring.
+pub(crate) fn ring_event(cqs: &CqRegistry<RdmaDev<'_>>, cqn: u32) {
+    let fire = cqs.with(cqn, |cq| match cq.guest.as_ref().and_then(|g| g.kernel()) {
+        Some(_) => cq.armed.swap(false, Ordering::AcqRel),
+        None => true,
+    });
+    if fire == Some(true) {
+        cqs.completion_event(cqn);
+    }
 }
 
 /// The callback of a CQ's queue (hard-IRQ context): moves completions into a user CQ's ring,

@@ -18,7 +18,7 @@ use kernel::{
 };
 use zerocopy::FromZeros;
 
-use crate::{abi, config::QueueLayout, verbs::RdmaDev};
+use crate::{abi, config::QueueLayout, cq, verbs::RdmaDev};
 
 /// The buffer of one event: what the device writes.
 pub(crate) type EventBuf = abi::Event;
@@ -151,8 +151,8 @@ pub(crate) fn callback(
 }
 
 /// The callback of a completion-event queue (hard-IRQ context): calls the completion handler
-/// of the CQ each event names (the consumer of a user CQ, uverbs, tells the process through its
-/// completion channel). An event that is malformed or names no CQ number with a ring is
+/// of the CQ each event names, a kernel CQ's only if its consumer armed it (`cq::ring_event`;
+/// the consumer of a user CQ, uverbs, tells the process through its completion channel). An event that is malformed or names no CQ number with a ring is
 /// dropped, reported once; one for a number no CQ has (any more) is dropped quietly: the CQ's
 /// last event may cross its destruction.
 pub(crate) fn comp_callback(layout: &QueueLayout, cqs: &CqRegistry<RdmaDev<'_>>, vq: &Virtqueue) {
@@ -162,9 +162,7 @@ pub(crate) fn comp_callback(layout: &QueueLayout, cqs: &CqRegistry<RdmaDev<'_>>,
         |(cqn, raw_cqn, len)| {
             match cqn {
             // Only CQs with rings have such numbers.
-            Some(cqn) => {
-                cqs.completion_event(cqn);
-            }
+            Some(cqn) => cq::ring_event(cqs, cqn),
             None => kernel::pr_warn_once!(
                 "virtio_rdma: completion-event queue {}: event of {} bytes for CQ {}, which is no CQ with a ring; dropped\n",
                 vq.index(),

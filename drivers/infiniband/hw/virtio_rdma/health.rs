@@ -95,12 +95,13 @@ pub(crate) fn config_changed(dev: &Device<'_>, vdev: &virtio::Device<Bound>) {
     if !dev.health.stopped.swap(true, Ordering::AcqRel) {
         // Commands in flight end now; none is sent from here on.
         dev.ctrl.stop();
-        if fail(
+        fail(
             dev,
             format_args!("the device needs a reset (its backend is gone)"),
-        ) {
-            cq::kick_all(&dev.ctrl.queues().handler().get_ref().cqs);
-        }
+        );
+        // Also when the device had failed before: only now are the processes' rings the
+        // driver's to flush (`cq::kick_all`).
+        cq::kick_all(&dev.ctrl.queues().handler().get_ref().cqs);
         return;
     }
     if !dev.health.reset.swap(true, Ordering::AcqRel) {

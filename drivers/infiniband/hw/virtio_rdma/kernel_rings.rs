@@ -76,17 +76,25 @@ impl<B: IntoBytes + Immutable> WorkRing<B> {
         self.producer.wrapping_sub(consumer) < self.ring.depth()
     }
 
-    /// Copies the first `len` bytes of the scratch element into the next slot (not yet
-    /// published: see [`WorkRing::publish`]). [`ENOMEM`] without room, [`EINVAL`] for an
-    /// element longer than a slot.
-    pub(crate) fn push(&mut self, len: usize) -> Result {
+    /// Checks that the first `len` bytes of the scratch element can go into the next slot:
+    /// [`ENOMEM`] without room, [`EINVAL`] for an element longer than a slot. Checked before
+    /// the request is recorded, so that [`WorkRing::push`] cannot fail on a request the
+    /// consumer would then be told failed (and the device might complete).
+    pub(crate) fn can_push(&self, len: usize) -> Result {
         if !self.has_room() {
             return Err(ENOMEM);
         }
-        let bytes = self.scratch.as_bytes().get(..len).ok_or(EINVAL)?;
-        if len > self.ring.stride() as usize {
+        if len > self.ring.stride() as usize || len > self.scratch.as_bytes().len() {
             return Err(EINVAL);
         }
+        Ok(())
+    }
+
+    /// Copies the first `len` bytes of the scratch element, checked by
+    /// [`WorkRing::can_push`] under the same lock, into the next slot (not yet published: see
+    /// [`WorkRing::publish`]).
+    pub(crate) fn push(&mut self, len: usize) -> Result {
+        let bytes = self.scratch.as_bytes().get(..len).ok_or(EINVAL)?;
         let off = slot(&self.ring, self.producer);
         self.ring.shared_mut().ok_or(EINVAL)?.write(off, bytes)?;
         self.producer = self.producer.wrapping_add(1);

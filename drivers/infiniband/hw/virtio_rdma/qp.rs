@@ -728,9 +728,11 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
             let mut ring = k.sq.lock();
             let mut result = Ok(());
             for wr in wrs {
-                let len = encode_send_wr(qp, &wr, &mut ring.scratch).and_then(|len| {
-                    record(&k.sq_wrs, &mut *ring.scratch, qp.sq_sig_all).map(|()| len)
-                });
+                let len = encode_send_wr(qp, &wr, &mut ring.scratch)
+                    .and_then(|len| ring.can_push(len).map(|()| len))
+                    .and_then(|len| {
+                        record(&k.sq_wrs, &mut *ring.scratch, qp.sq_sig_all).map(|()| len)
+                    });
                 if let Err(e) =
                     len.and_then(|len| ring.push(len).inspect_err(|_| k.sq_wrs.lock().unpost()))
                 {
@@ -738,7 +740,8 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
                     break;
                 }
             }
-            return publish(dev, ring.publish()).and(result);
+            publish(dev, ring.publish());
+            return result;
         }
         // A process posts to its own rings.
         Queues::Guest(_) => return Err(EINVAL),
@@ -782,12 +785,12 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
 }
 
 /// After a kernel QP's work ring published its new elements: kicks the notification queue if
-/// the device asked for it (`notify`). [`EIO`] if the kick fails (the device is gone).
-fn publish(dev: &Device<'_>, notify: bool) -> Result {
+/// the device asked for it (`notify`). The requests are posted whatever the kick does: a kick
+/// fails only when the device is gone, and then they complete flushed (`health.rs`).
+fn publish(dev: &Device<'_>, notify: bool) {
     if notify {
-        kick_notify(dev)?;
+        let _ = kick_notify(dev);
     }
-    Ok(())
 }
 
 /// Kicks the notification queue: the device looks at every work ring that has work.
@@ -826,6 +829,7 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
                     .and_then(|sges| {
                         wqe::encode_recv(&mut ring.scratch, wr.wr_id(), sges, qp.cap.max_recv_sge)
                     })
+                    .and_then(|len| ring.can_push(len).map(|()| len))
                     .and_then(|len| record(&k.rq_wrs, &mut *ring.scratch, false).map(|()| len));
                 if let Err(e) =
                     len.and_then(|len| ring.push(len).inspect_err(|_| k.rq_wrs.lock().unpost()))
@@ -834,7 +838,8 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
                     break;
                 }
             }
-            return publish(dev, ring.publish()).and(result);
+            publish(dev, ring.publish());
+            return result;
         }
         // A process posts to its own rings.
         Queues::Guest(_) => return Err(EINVAL),
