@@ -530,17 +530,7 @@ pub(crate) fn poll<'a>(cq: &rdma::Cq<RdmaDev<'a>>, sink: &mut WcSink<'_, RdmaDev
     if notify {
         queue.notify();
     }
-    if error
-        && health::fail(
-            dev,
-            format_args!("CQ {}: a completion of no outstanding request", cq.cqn),
-        )
-    {
-        kick_all(&dev.ctrl.queues().handler().get_ref().cqs);
-    }
-    if dev.health.failed() {
-        flush(cq, qps, sink);
-    }
+    finish_poll(cq, qps, sink, error);
     Ok(())
 }
 
@@ -576,6 +566,20 @@ fn poll_ring<'a>(
         }
         ring.give_back();
     }
+    finish_poll(cq, qps, sink, error);
+    Ok(())
+}
+
+/// The end of a poll of `cq`: a completion of no outstanding request (`error`) fails the
+/// device; once it failed, the requests outstanding on the CQ's QPs complete into `sink`,
+/// flushed.
+fn finish_poll<'a>(
+    cq: &rdma::Cq<RdmaDev<'a>>,
+    qps: &QpRegistry<RdmaDev<'a>>,
+    sink: &mut WcSink<'_, RdmaDev<'a>>,
+    error: bool,
+) {
+    let dev = cq.device();
     if error
         && health::fail(
             dev,
@@ -587,7 +591,6 @@ fn poll_ring<'a>(
     if dev.health.failed() {
         flush(cq, qps, sink);
     }
-    Ok(())
 }
 
 /// Completes requests outstanding on the QPs that report to `cq` into `sink`, as flushed, in
