@@ -8,8 +8,10 @@
 #
 # In order: the backend alone (cargo bench: device to device beside memcpy,
 # and the fairness bench), perftest on virtio_rdma0 beside rxe and NVMe-oF
-# over RDMA beside TCP in one guest, both again between two guests, and a
-# guest's bandwidth beside another guest's flood. Each guest is fresh. A
+# over RDMA beside TCP in one guest, perftest again with the device's queues
+# in guest memory (the backend's --rings), perftest and NVMe-oF between two
+# guests, and a guest's bandwidth beside another guest's flood. Each guest
+# is fresh. A
 # benchmark that cannot run fails the run; a number never does.
 source "$(dirname "$0")/../../build/lib.sh"
 
@@ -45,6 +47,8 @@ guest() {
 }
 guest "perftest, one guest" --timeout 2400 -- bash tools/testing/bench/perftest.sh
 guest "NVMe-oF, one guest" --timeout 1800 -- bash tools/testing/bench/nvme-of.sh
+guest "perftest, one guest, queues in guest memory" --timeout 2400 --backend-args "--rings" \
+	-- bash tools/testing/bench/perftest.sh same rings
 guest "perftest, two guests" --timeout 3000 --peer "bash tools/testing/bench/perftest.sh peer" \
 	-- bash tools/testing/bench/perftest.sh main
 guest "NVMe-oF, two guests" --timeout 1800 --peer "bash tools/testing/bench/nvme-of.sh peer" \

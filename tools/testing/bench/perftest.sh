@@ -13,7 +13,10 @@
 #                         clients and the results here; virtio_rdma0 traffic
 #                         crosses the backend from one guest's memory to the
 #                         other's, rxe's crosses both virtio-nets and QEMU's
-#                         datagram link between them.
+#                         datagram link between them;
+#   perftest.sh same rings  one guest whose backend runs with --rings (queues
+#                         in guest memory): the same tests, into
+#                         perftest-same-rings.csv and cost-rings.csv.
 # Results: a table on stdout and /mnt/run/perftest-{same,two}.csv (test,
 # bytes, device, value, unit), which make bench turns into tables and
 # plots. VRDMA_BENCH_SIZES overrides the sizes. Numbers vary with the host
@@ -23,14 +26,27 @@ set -euo pipefail
 source "$(dirname "$0")/../e2e/lib/common.sh"
 
 ROLE=${1:-same}
+MODE=${2:-virtqueues}
 server_addr=$MY_IP
 [ "$ROLE" = same ] || server_addr=10.0.2.16
 SIZES=${VRDMA_BENCH_SIZES:-$(for i in $(seq 1 20); do printf '%s ' $((1 << i)); done)}
 where=same
 [ "$ROLE" = same ] || where=two
-csv=/mnt/run/perftest-$where.csv
+suffix=
+case $MODE in
+virtqueues) ;;
+rings) suffix=-rings ;;
+*) fail "unknown mode $MODE (virtqueues or rings)" ;;
+esac
+csv=/mnt/run/perftest-$where$suffix.csv
 
 driver_up
+# The device offers queues in guest memory only when its backend was told to.
+if dmesg | grep -q "virtio_rdma.*queues in guest memory"; then
+	[ "$MODE" = rings ] || fail "the device has queues in guest memory: run with the mode rings"
+else
+	[ "$MODE" = virtqueues ] || fail "the device has no queues in guest memory (backend without --rings)"
+fi
 modprobe rdma_rxe
 rdma link add rxe0 type rxe netdev eth0
 wait_for "rxe0's RoCEv2 GID of $MY_IP" v4_gid rxe0
@@ -94,7 +110,7 @@ row() {
 
 if [ "$ROLE" != peer ]; then
 	echo "test,bytes,device,value,unit" >"$csv"
-	echo "perftest, $([ "$ROLE" = same ] && echo "one guest" || echo "two guests (servers in the peer)"), kernel $(uname -r); bandwidth MiB/s, latency usec"
+	echo "perftest, $([ "$ROLE" = same ] && echo "one guest" || echo "two guests (servers in the peer)"), virtio_rdma0 on $MODE, kernel $(uname -r); bandwidth MiB/s, latency usec"
 	printf '%-16s %8s %14s %10s %12s\n' test bytes virtio_rdma0 rxe0 "virtio/rxe"
 fi
 for t in ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_send_lat; do
@@ -125,12 +141,12 @@ cost() {
 	irq_per=$(awk -v a="$after" -v b="$before" -v n="$n" 'BEGIN { printf "%.3f", (a - b) / n }')
 	sys_per=$(awk -v c="$calls" -v n="$n" 'BEGIN { printf "%.3f", c / n }')
 	printf '%-14s %18s %22s\n' "$dev" "$irq_per" "$sys_per"
-	echo "$dev,$irq_per,$sys_per" >>/mnt/run/cost.csv
+	echo "$dev,$irq_per,$sys_per" >>/mnt/run/cost$suffix.csv
 }
 if [ "$ROLE" = same ]; then
 	echo "what one 2-byte ib_write_lat round trip costs (both sides in this guest; system calls: the client's)"
 	printf '%-14s %18s %22s\n' device "interrupts/message" "system calls/message"
-	echo "device,interrupts_per_msg,syscalls_per_msg" >/mnt/run/cost.csv
+	echo "device,interrupts_per_msg,syscalls_per_msg" >/mnt/run/cost$suffix.csv
 	cost virtio_rdma0
 	cost rxe0
 fi

@@ -5,11 +5,13 @@
     report.py DIR
 
 DIR holds what the run wrote: backend.csv and backend-rate.csv (cargo
-bench transfer), perftest-{same,two}.csv, cost.csv, nvme-of-{same,two}.csv,
+bench transfer), perftest-{same,same-rings,two}.csv, cost{,-rings}.csv,
+nvme-of-{same,two}.csv,
 flood.csv and run.txt (when, where, which kernel). Writes DIR/results.md (every
 table, virtio_rdma beside its peer with the ratio) and PNG plots drawn by
 gnuplot: bandwidth and latency against message size, log axes, virtio_rdma0
-beside rxe0, for one guest and for two, and the backend beside memcpy.
+beside rxe0, for one guest (virtqueues, then queues in guest memory, then
+both modes together) and for two, and the backend beside memcpy.
 Missing inputs are skipped; a run never fails on a number.
 """
 
@@ -80,14 +82,20 @@ set style line 3 lc rgb '#d62728' lw 2 pt 7 ps 0.8
 set style line 4 lc rgb '#d62728' lw 2 pt 5 ps 0.8 dt 2
 set style line 5 lc rgb '#2ca02c' lw 2 pt 7 ps 0.8
 set style line 6 lc rgb '#2ca02c' lw 2 pt 5 ps 0.8 dt 2
+set style line 7 lc rgb '#1f77b4' lw 2 pt 5 ps 0.8 dt 3
+set style line 8 lc rgb '#1f77b4' lw 2 pt 7 ps 0.8
+set style line 9 lc rgb '#1f77b4' lw 2 pt 5 ps 0.8 dt 2
+set style line 10 lc rgb '#d62728' lw 2 pt 5 ps 0.8 dt 3
+set style line 11 lc rgb '#d62728' lw 2 pt 7 ps 0.8
+set style line 12 lc rgb '#d62728' lw 2 pt 5 ps 0.8 dt 2
 """
 
 
-def plot_perftest(out, where, rows, tests, png, ylabel, title):
-    """One PNG: each test for both devices (solid: virtio_rdma0, dashed: rxe0)."""
+def plot_perftest(out, where, rows, tests, png, ylabel, title, devices=("virtio_rdma0", "rxe0")):
+    """One PNG: each test for each device (solid: the first, dashed: the second...)."""
     series = []
     for t in tests:
-        for dev in ("virtio_rdma0", "rxe0"):
+        for dev in devices:
             pts = sorted(
                 (int(r["bytes"]), float(r["value"]))
                 for r in rows
@@ -99,7 +107,8 @@ def plot_perftest(out, where, rows, tests, png, ylabel, title):
         return None
     plots, data = [], []
     for i, (name, pts) in enumerate(series):
-        plots.append(f"'-' using 1:2 with linespoints ls {i + 1} title '{name}'")
+        style = i + 1 if len(devices) == 2 else 7 + i
+        plots.append(f"'-' using 1:2 with linespoints ls {style} title '{name}'")
         data.append("\n".join(f"{x} {y}" for x, y in pts) + "\ne")
     gnuplot(
         LINE_STYLES
@@ -141,6 +150,52 @@ def perftest_section(out, where, label, run):
                         f"perftest-{where}-lat.png", "usec (average)", f"latency, {sub}")
     for png in (bw, lat):
         if png:
+            md += [f"![{png}]({png})", ""]
+    return md
+
+
+def modes_section(out):
+    """The device with queues in guest memory beside its virtqueue mode and rxe, one guest:
+    two guest runs of one make bench, each beside its own rxe."""
+    vq = read(os.path.join(out, "perftest-same.csv"))
+    rings = read(os.path.join(out, "perftest-same-rings.csv"))
+    if not vq or not rings:
+        return []
+    value = defaultdict(dict)
+    order = []
+    for mode, rows in (("virtqueues", vq), ("rings", rings)):
+        for r in rows:
+            key = (r["test"], int(r["bytes"]))
+            if key not in value:
+                order.append(key)
+            dev = "rxe0" if r["device"] == "rxe0" else "virtio_rdma0"
+            value[key][f"{dev} {mode}"] = float(r["value"])
+            value[key]["unit"] = r["unit"]
+    md = ["### Queues in guest memory beside virtqueues (one guest)", "",
+          "| test | bytes | virtqueues | rings | unit | rings/virtqueues | rings/rxe |",
+          "|---|---:|---:|---:|---|---:|---:|"]
+    for key in order:
+        d = value[key]
+        if not all(k in d for k in ("virtio_rdma0 virtqueues", "virtio_rdma0 rings", "rxe0 rings")):
+            continue
+        v, r, x = d["virtio_rdma0 virtqueues"], d["virtio_rdma0 rings"], d["rxe0 rings"]
+        md.append(f"| {key[0]} | {key[1]} | {fmt(v)} | {fmt(r)} | {d['unit']} "
+                  f"| {ratio(key[0], r, v):.2f} | {ratio(key[0], r, x):.2f} |")
+    md += ["", "Above 1: the rings are faster (for latency, the other's time over theirs). "
+           "rings/rxe compares with rxe measured in the rings run.", ""]
+    # One series per device and mode; rxe from the virtqueue run.
+    merged = []
+    for mode, rows in (("virtqueues", vq), ("rings", rings)):
+        for r in rows:
+            if r["device"] == "rxe0" and mode == "rings":
+                continue
+            name = "rxe0" if r["device"] == "rxe0" else f"virtio_rdma0 {mode}"
+            merged.append(dict(r, device=name))
+    devices = ("virtio_rdma0 rings", "virtio_rdma0 virtqueues", "rxe0")
+    for tests, png, ylabel, title in (
+            (["ib_write_bw", "ib_send_bw"], "perftest-modes-bw.png", "MiB/s", "bandwidth"),
+            (["ib_write_lat", "ib_send_lat"], "perftest-modes-lat.png", "usec (average)", "latency")):
+        if plot_perftest(out, "same", merged, tests, png, ylabel, f"{title} by queue mode, one guest", devices):
             md += [f"![{png}]({png})", ""]
     return md
 
@@ -217,6 +272,14 @@ def main():
         md += [f"| {r['device']} | {float(r['interrupts_per_msg']):.2f} | "
                f"{float(r['syscalls_per_msg']):.2f} |" for r in cost] + [""]
     md += nvme_section(out, "same", "one guest")
+    md += perftest_section(out, "same-rings", "one guest, queues in guest memory (--rings)", run)
+    cost = read(os.path.join(out, "cost-rings.csv"))
+    if cost:
+        md += ["### What one 2-byte ib_write_lat round trip costs the guest (one guest, queues in guest memory)", "",
+               "| device | interrupts/message | system calls/message (client) |", "|---|---:|---:|"]
+        md += [f"| {r['device']} | {float(r['interrupts_per_msg']):.2f} | "
+               f"{float(r['syscalls_per_msg']):.2f} |" for r in cost] + [""]
+    md += modes_section(out)
     md += perftest_section(out, "two", "two guests", run)
     md += nvme_section(out, "two", "two guests")
     flood = read(os.path.join(out, "flood.csv"))

@@ -7,10 +7,10 @@
 # no DESTROY for it and lends no buffers to its queue, so the objects that
 # had the number keep working (rdma_cm's MADs still go through ib_mad's QP 1
 # and CQ 0), and the driver unloads with each of them destroyed once.
+# With queues in guest memory a refused create leaves its rings with the
+# device (it may have taken them) until the device is reset at unload: then
+# they are freed, and kmemleak sees nothing.
 # backend-args: --hostile handles --hostile-every 3
-# modes: virtqueues (with queues in guest memory a refused create leaves its
-# rings with the device for good, as a failed deregistration leaves an MR's
-# pages, and kmemleak reports them: kept rings need a list freed at reset)
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 

@@ -40,6 +40,22 @@ echo "$dev: $(cat "/sys/class/nvme/$dev/address"), queues: $(ls -d /sys/class/nv
 nqp=$(rdma res show qp link virtio_rdma0/1 2>/dev/null | grep -c "type RC" || true)
 echo "RC QPs on virtio_rdma0: $nqp"
 [ "$nqp" -ge 4 ] || fail "expected the NVMe queues as RC QPs on virtio_rdma0, found $nqp"
+# nvme-rdma opens an I/O queue per CPU; each takes a CQ of the core's pool
+# (ib_core's), which has one per completion vector and CPU: with queues in
+# guest memory their events come on as many completion-event queues.
+vectors=$(dmesg | sed -n 's/.*virtio_rdma.*queues in guest memory:.* num_comp_vqs \([0-9]*\).*/\1/p' | tail -1)
+ioq=$(dmesg | sed -n "s/.*nvme $dev: creating \([0-9]*\) I\/O queues.*/\1/p" | tail -1)
+echo "I/O queues of $dev: ${ioq:-?} (CPUs $(nproc), completion vectors ${vectors:-1})"
+[ "${ioq:-0}" = "$(nproc)" ] || fail "$dev has ${ioq:-no} I/O queues for $(nproc) CPUs"
+if [ -n "$vectors" ]; then
+	want=$((vectors < $(nproc) ? vectors : $(nproc)))
+	used=$(rdma -j -dd res show cq | python3 -c '
+import json, sys
+print(len({c.get("drv_comp_vq") for c in json.load(sys.stdin)
+           if c.get("ifname") == "virtio_rdma0" and c.get("comm") == "ib_core"}))')
+	echo "completion-event queues of the pooled CQs: $used"
+	[ "$used" = "$want" ] || fail "the pooled CQs use $used completion-event queues, not $want"
+fi
 # The core's resource tracking lists what the NVMe ULPs created on the device:
 # their PDs and the host's fast-registration MRs under the ULPs' names, the
 # RC QPs they made through rdma_cm, and the core's pooled CQs serving them

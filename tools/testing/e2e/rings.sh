@@ -7,9 +7,8 @@
 # ibv_rc_pingpong -e sleeping on completion events, i.e. arming in the CQ's
 # record and the device's completion-event queue); a process that makes
 # CQs and QPs on rings of its own and corrupts them (lib/uverbs_hostile_rings.c)
-# gets errnos and error completions on those QPs only; a busy ib_write_bw posts
-# with few system calls (the doorbell only when the device stopped
-# polling) and a polling ib_write_lat takes almost no interrupt of
+# gets errnos and error completions on those QPs only (rings-doorbells.sh
+# counts the doorbells); a polling ib_write_lat takes almost no interrupt of
 # virtio_rdma0's; rping (rdma_cm, its MADs on the kernel's QP 1) keeps
 # working beside them; 4096 ring QPs and CQs are made and destroyed in one
 # process, and ib_write_bw -q 256 carries traffic on 256 QPs at once.
@@ -41,20 +40,6 @@ for t in ib_send_bw ib_read_bw ib_atomic_bw; do
 	opts="-d $dev -x $gid -F"
 	pair "$t" $t $opts -n 500 -p $port -- $t $opts -n 500 -p $port localhost
 done
-
-# The doorbell is a write() on the uverbs file, made only when the device
-# stopped polling (--poll-us after the ring went idle: 200 us here; the
-# default, 0, trades doorbells for the CPU a spinning backend takes from the
-# guests); under strace in a TCG guest the client pauses often enough for
-# some of those. The virtqueue mode makes one per post.
-step "a busy ib_write_bw posts without a system call per message"
-n=20000
-opts="-d $dev -x $gid -F -s 64 -n $n"
-pair "ib_write_bw -s 64 -n $n under strace" ib_write_bw $opts -p $port -- \
-	strace -f -c -e trace=write -o /tmp/strace.log ib_write_bw $opts -p $port localhost
-writes=$(awk '$NF == "write" { print $4 }' /tmp/strace.log)
-echo "  write() calls of the client: ${writes:-0} for $n messages"
-[ "${writes:-0}" -lt $((n / 4)) ] || fail "${writes} write() calls for $n messages"
 
 # Interrupts of virtio_rdma0's own vectors (the guest's other virtio
 # devices, 9p above all, interrupt while the tools load); without a CQ

@@ -243,7 +243,7 @@ pub(crate) fn reg_user(
 
 /// Deregisters an MR on the device. Unless the device confirms that the MR is gone (or says it
 /// never had it), it may still reach the MR's pages and page table, so they are kept (pinned,
-/// allocated) for good rather than handed back to their owners.
+/// allocated) until the device is reset rather than handed back to their owners (`kept.rs`).
 pub(crate) fn dereg(dev: &Device<'_>, mr: Mr) {
     let cmd = abi::CmdDeregMr {
         mrn: mr.mrn.into(),
@@ -254,11 +254,11 @@ pub(crate) fn dereg(dev: &Device<'_>, mr: Mr) {
         Err(e) => {
             dev_err!(
                 dev.as_ref(),
-                "DEREG_MR {}: {:?}; its memory stays pinned\n",
+                "DEREG_MR {}: {:?}; its memory stays pinned until the device is reset\n",
                 mr.mrn,
                 e
             );
-            core::mem::forget(mr);
+            dev.kept_mrs.keep(mr);
         }
     }
 }

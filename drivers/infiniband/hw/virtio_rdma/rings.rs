@@ -9,8 +9,8 @@
 //! into them). The rings of kernel CQs and QPs are DMA-coherent memory the driver allocates
 //! and uses itself (`kernel_rings.rs`). Either way the driver hands the device their page
 //! table with CREATE_CQ_RING / CREATE_QP_RING and keeps both until the device has confirmed
-//! that it destroyed the queue: a ring the device may still use stays allocated for good
-//! ([`GuestRing`]). From then on the device reads work requests from the rings and writes
+//! that it destroyed the queue: a ring the device may still use stays allocated until the
+//! device is reset ([`GuestRing`], `kept.rs`). From then on the device reads work requests from the rings and writes
 //! completions into them. A process's doorbell only kicks the notification queue (`qp.rs`),
 //! and the completion events of armed CQs come on the completion-event queues (`events.rs`).
 //!
@@ -23,12 +23,13 @@ use kernel::{
     bindings, new_spinlock_irq,
     prelude::*,
     rdma::{self, CqInitAttr, DmaTable, QpCap, QpInitAttr, SharedMem, Udata, Umem},
-    sync::SpinLockIrq,
+    sync::{Arc, SpinLockIrq},
 };
 use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
     abi, cq,
+    kept::Kept,
     kernel_rings::{CompRing, WorkRing},
     mr, qp,
     verbs::RdmaDev,
@@ -125,7 +126,7 @@ pub(crate) fn may_be_done(err: Error) -> bool {
 }
 
 /// What holds a ring's bytes.
-enum Backing {
+pub(crate) enum Backing {
     /// A process's pages, pinned.
     User(Umem),
     /// The kernel's own memory, shared with the device (`kernel_rings.rs`).
@@ -137,11 +138,13 @@ enum Backing {
 ///
 /// Once lent to the device ([`GuestRing::lend`]) it stays allocated (pinned), and its table
 /// too, until [`GuestRing::release`] says that the device does not use it any more; dropped
-/// before that, both are kept for good (as a deregistration that fails keeps an MR's pages,
-/// `mr.rs`).
+/// before that, both go to the device's [`KeptRing`]s until the device is reset (as a
+/// deregistration that fails keeps an MR's pages, `mr.rs`).
 pub(crate) struct GuestRing {
-    /// The memory and its table; taken only to be kept for good.
-    mem: Option<(Backing, DmaTable)>,
+    /// The memory and its table; taken only to be kept.
+    mem: Option<KeptRing>,
+    /// Where the memory goes if the ring is dropped while lent: the device's list.
+    kept: Arc<Kept<KeptRing>>,
     /// The ring as the device knows it.
     wire: abi::Ring,
     /// The device may use the ring.
@@ -157,7 +160,14 @@ impl GuestRing {
         let mut umem = Umem::get(dev, addr, ring_len(depth, stride), access)?;
         umem.set_iova(PAGE_SIZE as usize, addr)?;
         let (table, npages) = mr::page_table(dev, &umem)?;
-        Ok(Self::new(Backing::User(umem), table, npages, depth, stride))
+        Ok(Self::new(
+            dev,
+            Backing::User(umem),
+            table,
+            npages,
+            depth,
+            stride,
+        ))
     }
 
     /// Allocates a kernel ring of `depth` slots (a power of two) of `stride` bytes, zeroed,
@@ -175,6 +185,7 @@ impl GuestRing {
         table.sync_for_device();
         let npages = u32::try_from(npages).map_err(|_| EINVAL)?;
         Ok(Self::new(
+            dev,
             Backing::Kernel(mem),
             table,
             npages,
@@ -183,7 +194,14 @@ impl GuestRing {
         ))
     }
 
-    fn new(mem: Backing, table: DmaTable, npages: u32, depth: u32, stride: u32) -> Self {
+    fn new(
+        dev: &Device<'_>,
+        mem: Backing,
+        table: DmaTable,
+        npages: u32,
+        depth: u32,
+        stride: u32,
+    ) -> Self {
         let wire = abi::Ring {
             pages: table.dma_addr().into(),
             npages: npages.into(),
@@ -192,7 +210,8 @@ impl GuestRing {
             reserved: 0.into(),
         };
         Self {
-            mem: Some((mem, table)),
+            mem: Some(KeptRing { mem, _table: table }),
+            kept: dev.kept_rings.clone(),
             wire,
             lent: AtomicBool::new(false),
         }
@@ -229,7 +248,10 @@ impl GuestRing {
     /// The memory of a kernel ring.
     pub(crate) fn shared(&self) -> Option<&SharedMem> {
         match &self.mem {
-            Some((Backing::Kernel(m), _)) => Some(m),
+            Some(KeptRing {
+                mem: Backing::Kernel(m),
+                ..
+            }) => Some(m),
             _ => None,
         }
     }
@@ -237,7 +259,10 @@ impl GuestRing {
     /// The memory of a kernel ring, to write.
     pub(crate) fn shared_mut(&mut self) -> Option<&mut SharedMem> {
         match &mut self.mem {
-            Some((Backing::Kernel(m), _)) => Some(m),
+            Some(KeptRing {
+                mem: Backing::Kernel(m),
+                ..
+            }) => Some(m),
             _ => None,
         }
     }
@@ -247,7 +272,10 @@ impl GuestRing {
 impl GuestRing {
     fn umem(&self) -> Result<&Umem> {
         match &self.mem {
-            Some((Backing::User(umem), _)) => Ok(umem),
+            Some(KeptRing {
+                mem: Backing::User(umem),
+                ..
+            }) => Ok(umem),
             _ => Err(EINVAL),
         }
     }
@@ -385,12 +413,20 @@ pub(crate) fn flush_user_cq(cq: &rdma::Cq<RdmaDev<'_>>, ring: &GuestRing) -> boo
         && ring.set_word(CQ_ARM, 0).is_ok()
 }
 
+/// A ring's memory and page table, kept while the device may still use them (`kept.rs`).
+pub(crate) struct KeptRing {
+    mem: Backing,
+    /// Only held: the device reads it.
+    _table: DmaTable,
+}
+
 impl Drop for GuestRing {
     fn drop(&mut self) {
         if *self.lent.get_mut() {
-            // The device may still write into the pages or read the table: both stay.
+            // The device may still write into the pages or read the table: both stay until
+            // the device is reset.
             if let Some(mem) = self.mem.take() {
-                core::mem::forget(mem);
+                self.kept.keep(mem);
             }
         }
     }

@@ -14,6 +14,7 @@ use kernel::{
         NewMr, NewQp, PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, ResAttrs, RoceAv,
         SendWrs, Udata, WcSink, WorkQueue,
     },
+    sync::Arc,
 };
 
 use crate::{
@@ -23,9 +24,11 @@ use crate::{
     cq::{self, Cq},
     ctrl::Ctrl,
     health::Health,
+    kept::Kept,
     mr::{self, Mr},
     port::{self, Link, Port},
     qp::{self, DevQp},
+    rings::KeptRing,
     ucontext, wqe,
 };
 
@@ -43,6 +46,10 @@ pub(crate) struct RdmaDev<'a> {
     pub(crate) ctrl: Ctrl<'a>,
     /// Whether the device failed (`health.rs`).
     pub(crate) health: Health,
+    /// Rings and MRs the device may still use after their objects went (`kept.rs`); freed
+    /// with this, after the device is reset.
+    pub(crate) kept_rings: Arc<Kept<KeptRing>>,
+    pub(crate) kept_mrs: Arc<Kept<Mr>>,
 }
 
 /// The driver's part of a protection domain: the device's handle for it.

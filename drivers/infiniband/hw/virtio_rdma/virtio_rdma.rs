@@ -12,7 +12,8 @@
 //! (`verbs.rs`) are control commands (`ctrl.rs`).
 //!
 //! On unbind the RDMA device is unregistered first (that still needs the control queue), then
-//! the device is reset, the buffers it still holds are taken back and the virtqueues deleted.
+//! the device is reset, the buffers it still holds are taken back and the virtqueues deleted;
+//! memory it kept after a destroy it did not confirm goes last (`kept.rs`).
 //! A device that needs a reset (its backend went away) is failed at once and, once it is back,
 //! reset and probed again as on unbind and probe (`health.rs`).
 
@@ -31,6 +32,7 @@ mod cq;
 mod ctrl;
 mod events;
 mod health;
+mod kept;
 mod kernel_rings;
 mod mr;
 mod port;
@@ -46,6 +48,7 @@ mod wr_table;
 use config::QueueKind;
 use ctrl::Ctrl;
 use health::Health;
+use kept::Kept;
 use verbs::RdmaDev;
 
 kernel::virtio_device_table!(
@@ -166,6 +169,8 @@ impl<'a> VirtioRdma<'a> {
                 config,
                 ctrl,
                 health: Health::new(),
+                kept_rings: Kept::new()?,
+                kept_mrs: Kept::new()?,
             }),
         )
         .inspect_err(|e| dev_err!(dev, "cannot register the RDMA device: {:?}\n", e))?;

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What the device may still use after the object that owned it went.
+//!
+//! When the device does not confirm that it destroyed a queue or deregistered an MR (the
+//! command timed out, or the answer was malformed), it may still write into the memory behind
+//! the object or read its page table. That memory is not handed back (a process's pinned
+//! pages, the kernel's allocator) but kept here until the device is reset: the driver's data,
+//! and these lists with it, go only after the reset at unbind or at a device reset
+//! (`virtio_rdma.rs`), so nothing is leaked for good either.
+
+use kernel::{
+    alloc::kvec::PushError,
+    new_spinlock,
+    prelude::*,
+    sync::{Arc, SpinLock},
+};
+
+/// Things of type `T` the device may still use, kept until the device is reset.
+#[pin_data]
+pub(crate) struct Kept<T> {
+    /// A spinlock: an object may go from any context.
+    #[pin]
+    items: SpinLock<KVec<T>>,
+}
+
+impl<T: Send> Kept<T> {
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                items <- new_spinlock!(KVec::new(), "virtio_rdma_kept"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Keeps `item` until the device is reset. Without memory for one more entry it is leaked
+    /// instead: never freed, but never handed back while the device may use it either.
+    pub(crate) fn keep(&self, item: T) {
+        let mut items = self.items.lock();
+        // Reserving may fail; pushing within the capacity then hands the item back.
+        let _ = items.reserve(1, GFP_ATOMIC);
+        if let Err(PushError(item)) = items.push_within_capacity(item) {
+            core::mem::forget(item);
+        }
+    }
+}
