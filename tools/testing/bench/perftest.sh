@@ -42,7 +42,7 @@ csv=/mnt/run/perftest-$where$suffix.csv
 
 driver_up
 # The device offers queues in guest memory only when its backend was told to.
-if dmesg | grep -q "virtio_rdma.*queues in guest memory"; then
+if grep -q "virtio_rdma.*queues in guest memory" <(dmesg); then
 	[ "$MODE" = rings ] || fail "the device has queues in guest memory: run with the mode rings"
 else
 	[ "$MODE" = virtqueues ] || fail "the device has no queues in guest memory (backend without --rings)"

@@ -94,25 +94,26 @@ set style line 12 lc rgb '#d62728' lw 2 pt 5 ps 0.8 dt 2
 def plot_perftest(out, where, rows, tests, png, ylabel, title, devices=("virtio_rdma0", "rxe0")):
     """One PNG: each test for each device (solid: the first, dashed: the second...)."""
     series = []
-    for t in tests:
-        for dev in devices:
+    for ti, t in enumerate(tests):
+        for di, dev in enumerate(devices):
             pts = sorted(
                 (int(r["bytes"]), float(r["value"]))
                 for r in rows
                 if r["test"] == t and r["device"] == dev and float(r["value"]) > 0
             )
             if pts:
-                series.append((f"{t} {dev}", pts))
+                # A style per test and device: solid, dashed (and dotted for a third device).
+                style = ti * 2 + di + 1 if len(devices) == 2 else 7 + ti * 3 + di
+                series.append((f"{t} {dev}", pts, style))
     if not series:
         return None
     plots, data = [], []
-    for i, (name, pts) in enumerate(series):
-        style = i + 1 if len(devices) == 2 else 7 + i
+    for name, pts, style in series:
         plots.append(f"'-' using 1:2 with linespoints ls {style} title '{name}'")
         data.append("\n".join(f"{x} {y}" for x, y in pts) + "\ne")
     gnuplot(
         LINE_STYLES
-        + xtics(x for _, pts in series for x, _ in pts)
+        + xtics(x for _, pts, _ in series for x, _ in pts)
         + f"set output '{os.path.join(out, png)}'\n"
         + f"set title '{title}'\nset xlabel 'message size (bytes)'\nset ylabel '{ylabel}'\n"
         + "plot " + ", ".join(plots) + "\n" + "\n".join(data) + "\n"

@@ -49,6 +49,12 @@ pub(crate) fn command_lengths(req_len: usize, rsp_len: usize) -> Option<(usize, 
     (out.checked_add(inn)? <= CTRL_BUF_SIZE).then_some((out, inn))
 }
 
+/// Whether a command that failed with `err` may still have been carried out: it timed out, or
+/// the device's answer was malformed. Otherwise the device refused it, or it was never sent.
+pub(crate) fn may_be_done(err: Error) -> bool {
+    err == ETIMEDOUT || err == EPROTO
+}
+
 /// Maps a device status to the command's result.
 pub(crate) fn status_to_result(st: u8) -> Result {
     match st {
@@ -306,6 +312,15 @@ impl<'a> Ctrl<'a> {
 #[kunit_tests(virtio_rdma_ctrl)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_timeouts_and_garbled_answers_may_have_been_done() {
+        assert!(may_be_done(ETIMEDOUT));
+        assert!(may_be_done(EPROTO));
+        for refused in [EINVAL, ENOMEM, EOPNOTSUPP, EFAULT, EBUSY, ENOENT, EIO] {
+            assert!(!may_be_done(refused));
+        }
+    }
 
     #[test]
     fn status_maps_to_errno() {

@@ -11,35 +11,36 @@
 
 use kernel::{
     alloc::kvec::PushError,
-    new_spinlock,
+    new_mutex,
     prelude::*,
-    sync::{Arc, SpinLock},
+    sync::{Arc, Mutex},
 };
 
 /// Things of type `T` the device may still use, kept until the device is reset.
 #[pin_data]
 pub(crate) struct Kept<T> {
-    /// A spinlock: an object may go from any context.
+    /// Objects go in process context (their destroy verbs, failed creates).
     #[pin]
-    items: SpinLock<KVec<T>>,
+    items: Mutex<KVec<T>>,
 }
 
 impl<T: Send> Kept<T> {
     pub(crate) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                items <- new_spinlock!(KVec::new(), "virtio_rdma_kept"),
+                items <- new_mutex!(KVec::new(), "virtio_rdma_kept"),
             }),
             GFP_KERNEL,
         )
     }
 
     /// Keeps `item` until the device is reset. Without memory for one more entry it is leaked
-    /// instead: never freed, but never handed back while the device may use it either.
+    /// instead: never freed, but never handed back while the device may use it either. May
+    /// sleep.
     pub(crate) fn keep(&self, item: T) {
         let mut items = self.items.lock();
         // Reserving may fail; pushing within the capacity then hands the item back.
-        let _ = items.reserve(1, GFP_ATOMIC);
+        let _ = items.reserve(1, GFP_KERNEL);
         if let Err(PushError(item)) = items.push_within_capacity(item) {
             core::mem::forget(item);
         }

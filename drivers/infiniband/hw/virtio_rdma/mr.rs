@@ -12,7 +12,7 @@ use kernel::{
     sync::SpinLockIrq,
 };
 
-use crate::{abi, verbs::RdmaDev};
+use crate::{abi, ctrl, verbs::RdmaDev};
 
 /// The page size of MR page tables (`VIRTIO_RDMA_PAGE_SIZE`).
 const PAGE_SIZE: u32 = abi::PAGE_SIZE;
@@ -44,6 +44,9 @@ pub(crate) struct Mr {
     pub(crate) pages: Option<Pin<KBox<SpinLockIrq<PageTable>>>>,
     /// The pinned pages of a user MR (released after the device has deregistered it).
     pub(crate) umem: Option<Umem>,
+    /// The page table REG_USER_MR lent, which the device copies during the command: held only
+    /// by an MR kept because the device did not answer the command (`kept.rs`).
+    _lent_table: Option<DmaTable>,
 }
 
 impl Mr {
@@ -65,6 +68,7 @@ impl Mr {
             mrn,
             pages: None,
             umem: None,
+            _lent_table: None,
         }
     }
 }
@@ -84,20 +88,49 @@ pub(crate) fn check_keys(rsp: &abi::RspCreateMr) -> Result<NewMr<Mr>> {
     })
 }
 
-/// The MR the device created with `cmd`, if its keys name it; else the device's MR is
-/// deregistered again and the command fails.
-fn accept(dev: &Device<'_>, cmd: &str, rsp: &abi::RspCreateMr) -> Result<NewMr<Mr>> {
-    check_keys(rsp).inspect_err(|_| {
-        dev_err!(
-            dev.as_ref(),
-            "{}: keys {:#x}/{:#x} do not name MR {}\n",
-            cmd,
-            rsp.lkey.get(),
-            rsp.rkey.get(),
-            rsp.mrn.get()
-        );
-        dereg(dev, Mr::bare(rsp.mrn.get()));
-    })
+/// The MR the device created with `cmd`, holding what the command lent it (`umem`, `pages`),
+/// if its keys name it; else the device's MR is deregistered again (keeping what it lent if
+/// the device does not confirm) and the command fails.
+fn accept(
+    dev: &Device<'_>,
+    cmd: &str,
+    rsp: &abi::RspCreateMr,
+    umem: Option<Umem>,
+    pages: Option<Pin<KBox<SpinLockIrq<PageTable>>>>,
+) -> Result<NewMr<Mr>> {
+    let mr = Mr {
+        umem,
+        pages,
+        ..Mr::bare(rsp.mrn.get())
+    };
+    match check_keys(rsp) {
+        Ok(mut new) => {
+            new.data = mr;
+            Ok(new)
+        }
+        Err(e) => {
+            dev_err!(
+                dev.as_ref(),
+                "{}: keys {:#x}/{:#x} do not name MR {}\n",
+                cmd,
+                rsp.lkey.get(),
+                rsp.rkey.get(),
+                rsp.mrn.get()
+            );
+            dereg(dev, mr);
+            Err(e)
+        }
+    }
+}
+
+/// After a command that would have registered an MR failed with `err`: if the device may have
+/// carried it out (`ctrl::may_be_done`), it may reach what the command lent (`mr`, of no
+/// number), which is kept until the device is reset.
+fn unanswered(dev: &Device<'_>, err: Error, mr: Mr) -> Error {
+    if ctrl::may_be_done(err) {
+        dev.kept_mrs.keep(mr);
+    }
+    err
 }
 
 /// Creates a fast-registration MR of PD `pdn` for up to `max_num_sg` pages.
@@ -111,18 +144,25 @@ pub(crate) fn alloc(dev: &Device<'_>, pdn: u32, max_num_sg: u32) -> Result<NewMr
         new_spinlock_irq!(PageTable { table, npages: 0 }, "virtio_rdma_mr_pages"),
         GFP_KERNEL,
     )?;
-    let rsp: abi::RspCreateMr = dev.ctrl.exec(
-        abi::cmd::CREATE_MR,
-        &abi::CmdCreateMr {
-            pdn: pdn.into(),
-            access_flags: 0.into(),
-            max_num_sg: max_num_sg.into(),
-            reserved: 0.into(),
-        },
-    )?;
-    let mut new = accept(dev, "CREATE_MR", &rsp)?;
-    new.data.pages = Some(pages);
-    Ok(new)
+    let cmd = abi::CmdCreateMr {
+        pdn: pdn.into(),
+        access_flags: 0.into(),
+        max_num_sg: max_num_sg.into(),
+        reserved: 0.into(),
+    };
+    match dev
+        .ctrl
+        .exec::<_, abi::RspCreateMr>(abi::cmd::CREATE_MR, &cmd)
+    {
+        Ok(rsp) => accept(dev, "CREATE_MR", &rsp, None, Some(pages)),
+        Err(e) => {
+            let mr = Mr {
+                pages: Some(pages),
+                ..Mr::bare(0)
+            };
+            Err(unanswered(dev, e, mr))
+        }
+    }
 }
 
 /// Starts mapping a fast-registration MR: its pages must be the device's page size.
@@ -171,7 +211,7 @@ pub(crate) fn get_dma(dev: &Device<'_>, pdn: u32, access: u32) -> Result<NewMr<M
             access_flags: access.into(),
         },
     )?;
-    accept(dev, "GET_DMA_MR", &rsp)
+    accept(dev, "GET_DMA_MR", &rsp, None, None)
 }
 
 /// The page table of `umem` (whose IOVA is set for `PAGE_SIZE` pages): a table of the DMA
@@ -224,21 +264,30 @@ pub(crate) fn reg_user(
     let mut umem = Umem::get(dev, start, length, access)?;
     umem.set_iova(PAGE_SIZE as usize, iova)?;
     let (table, npages) = page_table(dev, &umem)?;
-    let rsp: abi::RspCreateMr = dev.ctrl.exec(
-        abi::cmd::REG_USER_MR,
-        &abi::CmdRegUserMr {
-            pdn: pdn.into(),
-            access_flags: access.into(),
-            length: length.into(),
-            iova: iova.into(),
-            pages: table.dma_addr().into(),
-            npages: npages.into(),
-            reserved: 0.into(),
-        },
-    )?;
-    let mut new = accept(dev, "REG_USER_MR", &rsp)?;
-    new.data.umem = Some(umem);
-    Ok(new)
+    let cmd = abi::CmdRegUserMr {
+        pdn: pdn.into(),
+        access_flags: access.into(),
+        length: length.into(),
+        iova: iova.into(),
+        pages: table.dma_addr().into(),
+        npages: npages.into(),
+        reserved: 0.into(),
+    };
+    match dev
+        .ctrl
+        .exec::<_, abi::RspCreateMr>(abi::cmd::REG_USER_MR, &cmd)
+    {
+        // The device copied the table during the command: it goes now.
+        Ok(rsp) => accept(dev, "REG_USER_MR", &rsp, Some(umem), None),
+        Err(e) => {
+            let mr = Mr {
+                umem: Some(umem),
+                _lent_table: Some(table),
+                ..Mr::bare(0)
+            };
+            Err(unanswered(dev, e, mr))
+        }
+    }
 }
 
 /// Deregisters an MR on the device. Unless the device confirms that the MR is gone (or says it

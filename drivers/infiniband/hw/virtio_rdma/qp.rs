@@ -26,13 +26,13 @@ use kernel::{
     bindings, new_spinlock_irq,
     prelude::*,
     rdma::{
-        self, NewQp, QpAttr, QpCap, QpInitAttr, RecvWrs, ResAttrs, SendWr, SendWrs, Udata,
+        self, NewQp, QpAttr, QpCap, QpInitAttr, RecvWr, RecvWrs, ResAttrs, SendWr, SendWrs, Udata,
         WorkQueue,
     },
     sync::SpinLockIrq,
     virtio::{DmaBuf, Virtqueue},
 };
-use zerocopy::{FromZeros, IntoBytes};
+use zerocopy::{FromZeros, Immutable, IntoBytes};
 
 use crate::{
     abi, ah, cq,
@@ -722,34 +722,85 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
             }),
         );
     }
-    let vqs = match &qp.queues {
-        Queues::Virtqueues(vqs) => vqs,
-        Queues::Kernel(k) => {
-            let mut ring = k.sq.lock();
-            let mut result = Ok(());
-            for wr in wrs {
-                let len = encode_send_wr(qp, &wr, &mut ring.scratch)
-                    .and_then(|len| ring.can_push(len).map(|()| len))
-                    .and_then(|len| {
-                        record(&k.sq_wrs, &mut *ring.scratch, qp.sq_sig_all).map(|()| len)
-                    });
-                if let Err(e) =
-                    len.and_then(|len| ring.push(len).inspect_err(|_| k.sq_wrs.lock().unpost()))
-                {
-                    result = Err(e);
-                    break;
-                }
-            }
-            publish(dev, ring.publish());
-            return result;
+    let encode = |wr: &SendWr<'_, RdmaDev<'a>>, buf: &mut SqBuf| encode_send_wr(qp, wr, buf);
+    match &qp.queues {
+        Queues::Kernel(k) => post_to_ring(dev, &k.sq, (&k.sq_wrs, qp.sq_sig_all), wrs, encode),
+        Queues::Virtqueues(v) => {
+            post_to_vq(dev, v.sq_vq, &v.sq, (&v.sq_wrs, qp.sq_sig_all), wrs, encode)
         }
         // A process posts to its own rings.
-        Queues::Guest(_) => return Err(EINVAL),
+        Queues::Guest(_) => Err(EINVAL),
+    }
+}
+
+/// Posts receive requests.
+pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
+    let dev = qp.device();
+    if dev.health.failed() {
+        return post_failed(
+            qp,
+            Queue::Recv,
+            wrs.map(|wr| Posted {
+                wr_id: wr.wr_id(),
+                len: 0,
+                opcode: bindings::ib_wc_opcode_IB_WC_RECV as u8,
+                signaled: true,
+            }),
+        );
+    }
+    let max_sge = qp.cap.max_recv_sge;
+    let encode = |wr: &RecvWr<'_>, buf: &mut RqBuf| {
+        wr.sges()
+            .and_then(|sges| wqe::encode_recv(buf, wr.wr_id(), sges, max_sge))
     };
-    let vq = queue(dev, vqs.sq_vq)?;
-    let mut free = vqs.sq.lock();
+    match &qp.queues {
+        Queues::Kernel(k) => post_to_ring(dev, &k.rq, (&k.rq_wrs, false), wrs, encode),
+        Queues::Virtqueues(v) => post_to_vq(dev, v.rq_vq, &v.rq, (&v.rq_wrs, false), wrs, encode),
+        // A process posts to its own rings.
+        Queues::Guest(_) => Err(EINVAL),
+    }
+}
+
+/// Posts `wrs` to a kernel QP's work `ring`: each is encoded (`encode` returns the element's
+/// length) into the ring's scratch element, recorded in the work queue's `table` (with
+/// whether the QP signals every request) and copied into the next slot; the batch is then
+/// published. Stops at the first request that fails, with its error.
+fn post_to_ring<B: IntoBytes + Immutable + WorkElement, W>(
+    dev: &Device<'_>,
+    ring: &SpinLockIrq<WorkRing<B>>,
+    (table, sig_all): (&SpinLockIrq<WrTable>, bool),
+    wrs: impl Iterator<Item = W>,
+    mut encode: impl FnMut(&W, &mut B) -> Result<usize>,
+) -> Result {
+    let mut ring = ring.lock();
+    let mut result = Ok(());
+    for wr in wrs {
+        let len = encode(&wr, &mut ring.scratch)
+            .and_then(|len| ring.can_push(len).map(|()| len))
+            .and_then(|len| record(table, &mut *ring.scratch, sig_all).map(|()| len));
+        if let Err(e) = len.and_then(|len| ring.push(len).inspect_err(|_| table.lock().unpost())) {
+            result = Err(e);
+            break;
+        }
+    }
+    publish(dev, ring.publish());
+    result
+}
+
+/// Posts `wrs` to the virtqueue `index`: each is encoded into an element buffer taken from
+/// `free` and recorded as by [`post_to_ring`], then lent to the device; one kick at the end.
+fn post_to_vq<B: DmaBuf + WorkElement, W>(
+    dev: &Device<'_>,
+    index: u32,
+    free: &SpinLockIrq<KVec<KBox<B>>>,
+    (table, sig_all): (&SpinLockIrq<WrTable>, bool),
+    wrs: impl Iterator<Item = W>,
+    mut encode: impl FnMut(&W, &mut B) -> Result<usize>,
+) -> Result {
+    let vq = queue(dev, index)?;
+    let mut free = free.lock();
     reclaim(vq, &mut free)?;
-    let mut q = vq.lock::<SqBuf>()?;
+    let mut q = vq.lock::<B>()?;
     let mut result = Ok(());
     let mut added = false;
     for wr in wrs {
@@ -757,8 +808,8 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
             result = Err(ENOMEM);
             break;
         };
-        let len = encode_send_wr(qp, &wr, &mut buf)
-            .and_then(|len| record(&vqs.sq_wrs, &mut *buf, qp.sq_sig_all).map(|()| len));
+        let len =
+            encode(&wr, &mut buf).and_then(|len| record(table, &mut *buf, sig_all).map(|()| len));
         let len = match len {
             Ok(len) => len,
             Err(e) => {
@@ -768,7 +819,7 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
             }
         };
         if let Err((e, buf)) = q.add(buf, len, 0) {
-            vqs.sq_wrs.lock().unpost();
+            table.lock().unpost();
             give_back(&mut free, buf);
             result = Err(e);
             break;
@@ -801,87 +852,6 @@ fn kick_notify(dev: &Device<'_>) -> Result {
     } else {
         Err(EIO)
     }
-}
-
-/// Posts receive requests.
-pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
-    let dev = qp.device();
-    if dev.health.failed() {
-        return post_failed(
-            qp,
-            Queue::Recv,
-            wrs.map(|wr| Posted {
-                wr_id: wr.wr_id(),
-                len: 0,
-                opcode: bindings::ib_wc_opcode_IB_WC_RECV as u8,
-                signaled: true,
-            }),
-        );
-    }
-    let vqs = match &qp.queues {
-        Queues::Virtqueues(vqs) => vqs,
-        Queues::Kernel(k) => {
-            let mut ring = k.rq.lock();
-            let mut result = Ok(());
-            for wr in wrs {
-                let len = wr
-                    .sges()
-                    .and_then(|sges| {
-                        wqe::encode_recv(&mut ring.scratch, wr.wr_id(), sges, qp.cap.max_recv_sge)
-                    })
-                    .and_then(|len| ring.can_push(len).map(|()| len))
-                    .and_then(|len| record(&k.rq_wrs, &mut *ring.scratch, false).map(|()| len));
-                if let Err(e) =
-                    len.and_then(|len| ring.push(len).inspect_err(|_| k.rq_wrs.lock().unpost()))
-                {
-                    result = Err(e);
-                    break;
-                }
-            }
-            publish(dev, ring.publish());
-            return result;
-        }
-        // A process posts to its own rings.
-        Queues::Guest(_) => return Err(EINVAL),
-    };
-    let vq = queue(dev, vqs.rq_vq)?;
-    let mut free = vqs.rq.lock();
-    reclaim(vq, &mut free)?;
-    let mut q = vq.lock::<RqBuf>()?;
-    let mut result = Ok(());
-    let mut added = false;
-    for wr in wrs {
-        let Some(mut buf) = free.pop() else {
-            result = Err(ENOMEM);
-            break;
-        };
-        let len = wr
-            .sges()
-            .and_then(|sges| wqe::encode_recv(&mut buf, wr.wr_id(), sges, qp.cap.max_recv_sge))
-            .and_then(|len| record(&vqs.rq_wrs, &mut *buf, false).map(|()| len));
-        let len = match len {
-            Ok(len) => len,
-            Err(e) => {
-                give_back(&mut free, buf);
-                result = Err(e);
-                break;
-            }
-        };
-        if let Err((e, buf)) = q.add(buf, len, 0) {
-            vqs.rq_wrs.lock().unpost();
-            give_back(&mut free, buf);
-            result = Err(e);
-            break;
-        }
-        added = true;
-    }
-    let notify = added && q.kick_prepare();
-    drop(q);
-    drop(free);
-    if notify {
-        vq.notify();
-    }
-    result
 }
 
 /// Posts to a QP of a failed device: the requests only go into the queue's table, from which

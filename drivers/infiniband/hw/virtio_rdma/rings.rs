@@ -10,9 +10,10 @@
 //! and uses itself (`kernel_rings.rs`). Either way the driver hands the device their page
 //! table with CREATE_CQ_RING / CREATE_QP_RING and keeps both until the device has confirmed
 //! that it destroyed the queue: a ring the device may still use stays allocated until the
-//! device is reset ([`GuestRing`], `kept.rs`). From then on the device reads work requests from the rings and writes
-//! completions into them. A process's doorbell only kicks the notification queue (`qp.rs`),
-//! and the completion events of armed CQs come on the completion-event queues (`events.rs`).
+//! device is reset ([`GuestRing`], `kept.rs`). From then on the device reads work requests
+//! from the rings and writes completions into them. A process's doorbell only kicks the
+//! notification queue (`qp.rs`), and the completion events of armed CQs come on the
+//! completion-event queues (`events.rs`).
 //!
 //! A QP with rings reports only to CQs with rings; the GSI QP, which keeps its virtqueues,
 //! reports to kernel CQs with rings too.
@@ -28,7 +29,7 @@ use kernel::{
 use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
-    abi, cq,
+    abi, cq, ctrl,
     kept::Kept,
     kernel_rings::{CompRing, WorkRing},
     mr, qp,
@@ -117,12 +118,6 @@ pub(crate) fn check_qp_cmd(cmd: &abi::CreateQpCmd, cap: &QpCap, max_qp_wr: u32) 
     check_depth(cmd.rq_depth, cap.max_recv_wr, max_qp_wr)?;
     check_stride(cmd.sq_stride, sq_stride_min(cap))?;
     check_stride(cmd.rq_stride, rq_stride_min(cap))
-}
-
-/// Whether a command that failed with `err` may still have been carried out: it timed out, or
-/// the device's answer was malformed. Otherwise the device refused it, or it was never sent.
-pub(crate) fn may_be_done(err: Error) -> bool {
-    err == ETIMEDOUT || err == EPROTO
 }
 
 /// What holds a ring's bytes.
@@ -230,7 +225,7 @@ impl GuestRing {
 
     /// After a command that would have had the device use the ring failed with `err`.
     fn refused(&self, err: Error) {
-        if !may_be_done(err) {
+        if !ctrl::may_be_done(err) {
             self.release();
         }
     }
@@ -858,14 +853,5 @@ mod tests {
         }
         // More inline data needs a larger send slot.
         assert_eq!(check_qp_cmd(&qp_cmd(), &cap(4, 1, 128), 1024), Err(EINVAL));
-    }
-
-    #[test]
-    fn only_timeouts_and_garbled_answers_may_have_been_done() {
-        assert!(may_be_done(ETIMEDOUT));
-        assert!(may_be_done(EPROTO));
-        for refused in [EINVAL, ENOMEM, EOPNOTSUPP, EFAULT, EBUSY, ENOENT, EIO] {
-            assert!(!may_be_done(refused));
-        }
     }
 }
