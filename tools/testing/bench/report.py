@@ -201,6 +201,17 @@ def modes_section(out):
     return md
 
 
+def cost_section(out, name, label):
+    """What one 2-byte ib_write_lat round trip costs the guest (perftest.sh's cost CSV)."""
+    cost = read(os.path.join(out, name))
+    if not cost:
+        return []
+    md = [f"### What one 2-byte ib_write_lat round trip costs the guest ({label})", "",
+          "| device | interrupts/message | system calls/message (client) |", "|---|---:|---:|"]
+    return md + [f"| {r['device']} | {float(r['interrupts_per_msg']):.2f} | "
+                 f"{float(r['syscalls_per_msg']):.2f} |" for r in cost] + [""]
+
+
 def nvme_section(out, where, label):
     rows = read(os.path.join(out, f"nvme-of-{where}.csv"))
     if not rows:
@@ -266,20 +277,10 @@ def main():
     md = ["# make bench results", ""] + [f"- {line}" for line in meta] + [""]
     md += backend_section(out, run)
     md += perftest_section(out, "same", "one guest", run)
-    cost = read(os.path.join(out, "cost.csv"))
-    if cost:
-        md += ["### What one 2-byte ib_write_lat round trip costs the guest (one guest)", "",
-               "| device | interrupts/message | system calls/message (client) |", "|---|---:|---:|"]
-        md += [f"| {r['device']} | {float(r['interrupts_per_msg']):.2f} | "
-               f"{float(r['syscalls_per_msg']):.2f} |" for r in cost] + [""]
+    md += cost_section(out, "cost.csv", "one guest")
     md += nvme_section(out, "same", "one guest")
     md += perftest_section(out, "same-rings", "one guest, queues in guest memory (--rings)", run)
-    cost = read(os.path.join(out, "cost-rings.csv"))
-    if cost:
-        md += ["### What one 2-byte ib_write_lat round trip costs the guest (one guest, queues in guest memory)", "",
-               "| device | interrupts/message | system calls/message (client) |", "|---|---:|---:|"]
-        md += [f"| {r['device']} | {float(r['interrupts_per_msg']):.2f} | "
-               f"{float(r['syscalls_per_msg']):.2f} |" for r in cost] + [""]
+    md += cost_section(out, "cost-rings.csv", "one guest, queues in guest memory")
     md += modes_section(out)
     md += perftest_section(out, "two", "two guests", run)
     md += nvme_section(out, "two", "two guests")
