@@ -48,6 +48,8 @@ read -r -a test_words <<<"${TEST:-}"
 min_sec() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
 # result NAME STATUS [SECONDS]
+# result NAME STATUS [SECONDS [LOG]]: counts and prints a verdict; a failure
+# shows the end of LOG too, since CI keeps only what check.sh prints.
 result() {
 	local t=""
 	[ -n "${3:-}" ] && t=" ($3 s)"
@@ -55,6 +57,10 @@ result() {
 		passed=$((passed + 1)); printf '  ok    %s%s\n' "$1" "$t"
 	else
 		failed=$((failed + 1)); failures+=("$1"); printf '  FAIL  %s%s\n' "$1" "$t"
+		if [ -s "${4:-}" ]; then
+			echo "        --- the last 40 lines of $4:"
+			tail -40 "$4" | sed 's/^/        | /'
+		fi
 	fi
 }
 # timed NAME CMD...: runs CMD; the result is its exit status, with its time.
@@ -188,7 +194,7 @@ if want_layer cargo; then
 			[ "$verdict" = ok ] && result "cargo $crate: $name" 0 || result "cargo $crate: $name" 1
 		done < <(sed -n 's/^test \(.*\) \.\.\. \(ok\|FAILED\|ignored\)$/\1 \2/p' "$log" | grep -v ' ignored$')
 		# A build failure or a crashed test binary reports no test lines.
-		if [ $rc != 0 ] || [ $n = 0 ]; then result "cargo $crate: build and run (see $log)" 1; fi
+		if [ $rc != 0 ] || [ $n = 0 ]; then result "cargo $crate: build and run (see $log)" 1 "" "$log"; fi
 	done
 	# Fuzzing of the backend's guest-facing parsers: a short run of each
 	# cargo-fuzz target (tools/vhost-user-rdma/fuzz/run.sh; corpora kept).
@@ -209,7 +215,7 @@ if want_layer kunit && in_budget "KUnit"; then
 	rc=$?
 	echo "  (the KUnit guest ran for $((SECONDS - s)) s)"
 	if [ $rc != 0 ] || [ ! -s "$kunit_out/kunit.log" ]; then
-		result "KUnit guest run (see $logs/kunit-guest.log)" 1
+		result "KUnit guest run (see $logs/kunit-guest.log)" 1 "" "$logs/kunit-guest.log"
 	else
 		kunit_py="$(kernel_dir)/src/tools/testing/kunit/kunit.py"
 		kt="$TOP/tools/testing/kunit-results.py"
@@ -226,7 +232,7 @@ if want_layer kunit && in_budget "KUnit"; then
 			done < <(python3 "$kt" cases "${doc%.log}.json" 2>/dev/null)
 		done
 		if [ $n = 0 ] || [ $parse_rc != 0 ]; then
-			result "kunit.py parse (see $logs/kunit-summary.log)" 1
+			result "kunit.py parse (see $logs/kunit-summary.log)" 1 "" "$logs/kunit-summary.log"
 		fi
 		grep -o "Testing complete.*" "$logs/kunit-summary.log" | sed 's/^/  /'
 	fi
@@ -243,22 +249,22 @@ if want_layer runner && in_budget "runner contract"; then
 	s=$SECONDS
 	"$RUN" --timeout 300 -- 'exit 3' >"$logs/runner-status.log" 2>&1
 	expect_rc 3 "$logs/runner-status.log"
-	result "runner: guest command's exit status (3) comes back" $? $((SECONDS - s))
+	result "runner: guest command's exit status (3) comes back" $? $((SECONDS - s)) "$logs/runner-status.log"
 	s=$SECONDS
 	"$RUN" --timeout 20 -- 'sleep 1000' >"$logs/runner-timeout.log" 2>&1
 	expect_rc 124 "$logs/runner-timeout.log" "did not finish within"
-	result "runner: a hung guest is killed with a clear message" $? $((SECONDS - s))
+	result "runner: a hung guest is killed with a clear message" $? $((SECONDS - s)) "$logs/runner-timeout.log"
 	# The checkers must be able to fail a test: provoke a WARN (lkdtm) and a
 	# leak (the kmemleak sample module) and expect the runner's verdicts.
 	s=$SECONDS
 	"$RUN" --timeout 300 -- 'modprobe lkdtm && echo WARNING >/sys/kernel/debug/provoke-crash/DIRECT' \
 		>"$logs/runner-warn.log" 2>&1
 	expect_rc 98 "$logs/runner-warn.log"
-	result "runner: a kernel WARN fails the run (98)" $? $((SECONDS - s))
+	result "runner: a kernel WARN fails the run (98)" $? $((SECONDS - s)) "$logs/runner-warn.log"
 	s=$SECONDS
 	"$RUN" --kmemleak --timeout 300 -- 'modprobe kmemleak-test' >"$logs/runner-kmemleak.log" 2>&1
 	expect_rc 97 "$logs/runner-kmemleak.log"
-	result "runner: a kmemleak report fails the run (97)" $? $((SECONDS - s))
+	result "runner: a kmemleak report fails the run (97)" $? $((SECONDS - s)) "$logs/runner-kmemleak.log"
 	# A shared guest keeps each test's verdict its own: a test that leaks
 	# fails for it while the plain one after it passes and sees nothing of
 	# it; one that WARNs and leaves a module pinned fails for both, and the
@@ -277,20 +283,21 @@ if want_layer runner && in_budget "runner contract"; then
 		[ ! -e "$r/4-not-run" ] &&
 		[ "$(cat "$logs/runner-suite/dirty" 2>/dev/null)" = 3-warn-and-pin ]
 	result "runner: a shared guest keeps each test's verdict (leak, WARN, module left) its own" $? \
-		$((SECONDS - s))
+		$((SECONDS - s)) "$logs/runner-suite.log"
 	# QEMU refuses a num-queues the backend cannot serve, at start, saying so.
 	s=$SECONDS
 	"$RUN" --timeout 120 --num-queues 70 -- true >"$logs/runner-num-queues.log" 2>&1
 	rc=$?
 	grep -q "maximum number of queues supported by the backend is 66" "$logs/runner-num-queues.log" &&
 		[ $rc != 0 ]
-	result "qemu: num-queues above the backend's is refused at start" $? $((SECONDS - s))
+	result "qemu: num-queues above the backend's is refused at start" $? $((SECONDS - s)) \
+		"$logs/runner-num-queues.log"
 	# A two-guest run fails when the peer's command fails, though the main's
 	# passed.
 	s=$SECONDS
 	"$RUN" --timeout 300 --peer 'exit 3' -- true >"$logs/runner-peer.log" 2>&1
 	expect_rc 3 "$logs/runner-peer.log" "the peer guest failed"
-	result "runner: a failing peer guest fails the run (3)" $? $((SECONDS - s))
+	result "runner: a failing peer guest fails the run (3)" $? $((SECONDS - s)) "$logs/runner-peer.log"
 	leftover=$(pgrep -f "vrdma-run|vhost-user-rdma --socket" || true)
 	result "runner: no process left behind" "$([ -z "$leftover" ] && echo 0 || echo 1)"
 fi
@@ -301,7 +308,8 @@ mode="" mode_args=""
 # e2e_result NAME DIR: the verdict of test NAME from a suite's results DIR.
 e2e_result() {
 	cp "$2/$1/output.log" "$logs/e2e-$1$mode.log" 2>/dev/null
-	result "e2e: $1$mode" "$(cat "$2/$1/status")" "$(cat "$2/$1/seconds" 2>/dev/null)"
+	result "e2e: $1$mode" "$(cat "$2/$1/status")" "$(cat "$2/$1/seconds" 2>/dev/null)" \
+		"$logs/e2e-$1$mode.log"
 }
 # run_shared NAME...: the tests in as few guests as they allow.
 run_shared() {
@@ -322,7 +330,7 @@ run_shared() {
 				e2e_result "$n" "$out/results"
 			elif [ "$n" = "$cur" ]; then
 				cp "$out/results/$n/output.log" "$logs/e2e-$n$mode.log" 2>/dev/null
-				result "e2e: $n$mode (the guest ended during it: $out.log)" 1
+				result "e2e: $n$mode (the guest ended during it: $out.log)" 1 "" "$out.log"
 			else
 				next+=("$n")
 			fi
@@ -368,7 +376,7 @@ run_e2e() {
 		s=$SECONDS
 		"$RUN" --kmemleak --timeout "$(limit 900)" --backend-args "$bargs" ${peer:+--peer "$peer"} \
 			$reboot --out "$logs/e2e-$n$mode" -- "bash tools/testing/e2e/$n.sh" >"$logs/e2e-$n$mode.log" 2>&1
-		result "e2e: $n$mode (own guest)" $? $((SECONDS - s))
+		result "e2e: $n$mode (own guest)" $? $((SECONDS - s)) "$logs/e2e-$n$mode.log"
 	done
 	[ ${#shared[@]} = 0 ] || run_shared "${shared[@]}"
 }
