@@ -38,7 +38,7 @@ pub use cq::{Cq, CqInitAttr, CqNotify, CqRegistry, NewCq, Wc, WcSink};
 pub use device::{Device, DeviceInfo, Driver, LinkLayer, NodeType, Registration};
 pub use gid::GidAttr;
 pub use mmap::UserMmap;
-pub use mr::{DmaTable, Mr, NewMr};
+pub use mr::{DmaTable, Mr, NewMr, UserRange};
 pub use netdev::PortNetdev;
 pub use pd::Pd;
 pub use qp::{

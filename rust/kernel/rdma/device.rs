@@ -173,6 +173,21 @@ pub trait Driver: Sized + Send + Sync {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
+    /// Reregisters user MR `mr` ([`Driver::reg_user_mr`]) by registering its replacement: of
+    /// `pd` (the MR's own PD unless the verb changes it), over `trans` if given (else the
+    /// same pinned pages at the same address), with access rights `access` if given (else the
+    /// same). The core puts the replacement under the MR's handle and then deregisters `mr`
+    /// ([`Driver::dereg_mr`]); on an error `mr` stays as it was. Runs in the process's context
+    /// (a user verb).
+    fn rereg_user_mr(
+        _mr: &Mr<Self>,
+        _pd: &Pd<Self>,
+        _trans: Option<super::UserRange>,
+        _access: Option<u32>,
+    ) -> Result<NewMr<Self::Mr>> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Starts mapping a fast-registration MR (the core then calls [`Driver::mr_set_page`] per
     /// page, and sets the MR's IOVA and length). Any context: must not sleep.
     fn map_mr_sg_start(mr: &Mr<Self>) -> Result;
@@ -703,6 +718,9 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
     }
     if T::HAS_REG_USER_MR {
         ops.reg_user_mr = Some(mr::reg_user_mr_callback::<T>);
+    }
+    if T::HAS_REREG_USER_MR {
+        ops.rereg_user_mr = Some(mr::rereg_user_mr_callback::<T>);
     }
     if T::HAS_GET_LINK_LAYER {
         ops.get_link_layer = Some(get_link_layer_callback::<T>);

@@ -131,6 +131,71 @@ pub(crate) unsafe extern "C" fn reg_user_mr_callback<T: Driver>(
     }
 }
 
+/// The user memory a reregistration moves an MR to (`IB_MR_REREG_TRANS`).
+#[derive(Clone, Copy, Debug)]
+pub struct UserRange {
+    /// The first byte, in the calling process's address space.
+    pub start: u64,
+    /// The length in bytes.
+    pub length: u64,
+    /// The address work requests give the first byte.
+    pub virt_addr: u64,
+}
+
+/// `rereg_user_mr` of the device's operations: the driver registers the MR's replacement,
+/// which the core puts under the MR's handle before it deregisters the MR
+/// ([`Driver::dereg_mr`]). A reregistration that changes nothing (the core drops a change of
+/// PD to the MR's own) returns NULL: the MR stays as it is.
+///
+/// # Safety
+///
+/// Called by the RDMA core only (a user verb, in the calling process's context), with a live
+/// user MR and a live PD of a device of driver `T`, the MR locked against other verbs.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe extern "C" fn rereg_user_mr_callback<T: Driver>(
+    mr: *mut bindings::ib_mr,
+    flags: c_int,
+    start: u64,
+    length: u64,
+    virt_addr: u64,
+    access: c_int,
+    pd: *mut bindings::ib_pd,
+    _udata: *mut bindings::ib_udata,
+) -> *mut bindings::ib_mr {
+    let Ok(flags) = u32::try_from(flags) else {
+        return EINVAL.to_ptr();
+    };
+    if flags & !bindings::ib_mr_rereg_flags_IB_MR_REREG_SUPPORTED != 0 {
+        return EOPNOTSUPP.to_ptr();
+    }
+    if flags == 0 {
+        return core::ptr::null_mut();
+    }
+    let trans = (flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_TRANS != 0).then_some(UserRange {
+        start,
+        length,
+        virt_addr,
+    });
+    let access = if flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0 {
+        match u32::try_from(access) {
+            Ok(a) => Some(a),
+            Err(_) => return EINVAL.to_ptr(),
+        }
+    } else {
+        None
+    };
+    // SAFETY: `mr` is a live `Mr<T>` and `pd` a live `Pd<T>` (function safety requirement).
+    let (mr, pd) = unsafe { (&*mr.cast::<Mr<T>>(), &*pd.cast::<Pd<T>>()) };
+    let slot = match KBox::<Mr<T>>::new_uninit(GFP_KERNEL) {
+        Ok(slot) => slot,
+        Err(e) => return Error::from(e).to_ptr(),
+    };
+    match T::rereg_user_mr(mr, pd, trans, access) {
+        Ok(new) => box_mr::<T>(slot, new),
+        Err(e) => e.to_ptr(),
+    }
+}
+
 /// Boxes a new MR and returns its `ib_mr` for the core.
 fn box_mr<T: Driver>(slot: KBox<MaybeUninit<Mr<T>>>, new: NewMr<T::Mr>) -> *mut bindings::ib_mr {
     let ib = Opaque::<bindings::ib_mr>::zeroed();

@@ -48,19 +48,30 @@ impl Umem {
         let raw = from_err_ptr(unsafe {
             bindings::ib_umem_get_va(dev.as_raw(), addr as c_ulong, len, access)
         })?;
-        // What `ib_access_writable` asks `FOLL_WRITE` for.
-        let writable = access as u32
-            & (bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
-                | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
-                | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
-                | bindings::ib_access_flags_IB_ACCESS_MW_BIND)
-            != 0;
+        let writable = Self::access_writes(access as u32);
         // INVARIANT: A successful `ib_umem_get_va` returns an owned, non-null umem.
         Ok(Self {
             raw: NonNull::new(raw).ok_or(ENOMEM)?,
             writable,
             _refs: dev.dma_refs(),
         })
+    }
+
+    /// Whether access rights `access` (`enum ib_access_flags`) let the device write: what
+    /// `ib_access_writable` asks `FOLL_WRITE` for.
+    pub fn access_writes(access: u32) -> bool {
+        access
+            & (bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+                | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+                | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
+                | bindings::ib_access_flags_IB_ACCESS_MW_BIND)
+            != 0
+    }
+
+    /// Whether the pages were pinned for writing; a reregistration that keeps them may grant
+    /// write access only then.
+    pub fn is_writable(&self) -> bool {
+        self.writable
     }
 
     fn as_raw(&self) -> *mut bindings::ib_umem {

@@ -8,8 +8,8 @@
 use kernel::{
     bindings, new_spinlock_irq,
     prelude::*,
-    rdma::{self, DmaTable, NewMr, ResAttrs, Umem},
-    sync::SpinLockIrq,
+    rdma::{self, DmaTable, NewMr, ResAttrs, Umem, UserRange},
+    sync::{Arc, SpinLockIrq},
 };
 
 use crate::{abi, ctrl, verbs::RdmaDev};
@@ -37,13 +37,25 @@ pub(crate) struct PageTable {
     pub(crate) npages: u32,
 }
 
+/// What a user MR is over: what reregistering it keeps unless told otherwise.
+pub(crate) struct UserMr {
+    /// The pinned pages, released after the device has deregistered the MR; shared with the
+    /// MR's replacement by a reregistration that keeps the translation.
+    umem: Arc<Umem>,
+    /// The address work requests give the first byte.
+    iova: u64,
+    length: u64,
+    /// Access rights (`enum ib_access_flags`), as the device was given them.
+    access: u32,
+}
+
 /// The driver's part of an MR.
 pub(crate) struct Mr {
     pub(crate) mrn: u32,
     /// The page table of a fast-registration MR.
     pub(crate) pages: Option<Pin<KBox<SpinLockIrq<PageTable>>>>,
-    /// The pinned pages of a user MR (released after the device has deregistered it).
-    pub(crate) umem: Option<Umem>,
+    /// A user MR's pages and attributes.
+    user: Option<UserMr>,
     /// The page table REG_USER_MR lent, which the device copies during the command: held only
     /// by an MR kept because the device did not answer the command (`kept.rs`).
     _lent_table: Option<DmaTable>,
@@ -54,7 +66,7 @@ impl Mr {
     /// the kind of MR (all of memory, pinned user pages, fast registration).
     pub(crate) fn fill_res(&self, attrs: &mut ResAttrs<'_>) -> Result {
         attrs.put_u32(c"mrn", self.mrn)?;
-        let kind = match (&self.umem, &self.pages) {
+        let kind = match (&self.user, &self.pages) {
             (Some(_), _) => c"user",
             (None, Some(_)) => c"fast_reg",
             (None, None) => c"dma",
@@ -67,7 +79,7 @@ impl Mr {
         Self {
             mrn,
             pages: None,
-            umem: None,
+            user: None,
             _lent_table: None,
         }
     }
@@ -88,18 +100,18 @@ pub(crate) fn check_keys(rsp: &abi::RspCreateMr) -> Result<NewMr<Mr>> {
     })
 }
 
-/// The MR the device created with `cmd`, holding what the command lent it (`umem`, `pages`),
+/// The MR the device created with `cmd`, holding what the command lent it (`user`, `pages`),
 /// if its keys name it; else the device's MR is deregistered again (keeping what it lent if
 /// the device does not confirm) and the command fails.
 fn accept(
     dev: &Device<'_>,
     cmd: &str,
     rsp: &abi::RspCreateMr,
-    umem: Option<Umem>,
+    user: Option<UserMr>,
     pages: Option<Pin<KBox<SpinLockIrq<PageTable>>>>,
 ) -> Result<NewMr<Mr>> {
     let mr = Mr {
-        umem,
+        user,
         pages,
         ..Mr::bare(rsp.mrn.get())
     };
@@ -237,20 +249,9 @@ pub(crate) fn page_table(dev: &Device<'_>, umem: &Umem) -> Result<(DmaTable, u32
     Ok((table, u32::try_from(npages).map_err(|_| EINVAL)?))
 }
 
-/// Registers user memory `[start, start + length)` of the calling process as an MR of PD
-/// `pdn` at `iova`: pins it and hands the device a page table of its DMA addresses, which the
-/// device copies during the command.
-pub(crate) fn reg_user(
-    dev: &Device<'_>,
-    pdn: u32,
-    start: u64,
-    length: u64,
-    iova: u64,
-    access: u32,
-) -> Result<NewMr<Mr>> {
-    if length == 0 || length > max_mr_size(dev) {
-        return Err(EINVAL);
-    }
+/// The access rights a user MR is registered with for `access` (`enum ib_access_flags`):
+/// [`EOPNOTSUPP`] for rights the device does not have.
+fn user_access(access: u32) -> Result<u32> {
     // Neither on-demand paging nor memory windows (which binding needs): not supported, as
     // opposed to invalid.
     let unsupported =
@@ -260,15 +261,28 @@ pub(crate) fn reg_user(
     }
     // Optional flags (relaxed ordering, which perftest asks for) are hints a device without
     // them ignores, as the core allows: the device protocol does not define them.
-    let access = access & !bindings::ib_access_flags_IB_ACCESS_OPTIONAL;
-    let mut umem = Umem::get(dev, start, length, access)?;
-    umem.set_iova(PAGE_SIZE as usize, iova)?;
-    let (table, npages) = page_table(dev, &umem)?;
+    Ok(access & !bindings::ib_access_flags_IB_ACCESS_OPTIONAL)
+}
+
+/// Pins user memory `[start, start + length)` of the calling process for an MR at `iova`.
+fn pin(dev: &Device<'_>, range: UserRange, access: u32) -> Result<Arc<Umem>> {
+    if range.length == 0 || range.length > max_mr_size(dev) {
+        return Err(EINVAL);
+    }
+    let mut umem = Umem::get(dev, range.start, range.length, access)?;
+    umem.set_iova(PAGE_SIZE as usize, range.virt_addr)?;
+    Ok(Arc::new(umem, GFP_KERNEL)?)
+}
+
+/// Registers pinned memory `user` as an MR of PD `pdn`: hands the device a page table of its
+/// DMA addresses, which the device copies during the command.
+fn reg_pinned(dev: &Device<'_>, pdn: u32, user: UserMr) -> Result<NewMr<Mr>> {
+    let (table, npages) = page_table(dev, &user.umem)?;
     let cmd = abi::CmdRegUserMr {
         pdn: pdn.into(),
-        access_flags: access.into(),
-        length: length.into(),
-        iova: iova.into(),
+        access_flags: user.access.into(),
+        length: user.length.into(),
+        iova: user.iova.into(),
         pages: table.dma_addr().into(),
         npages: npages.into(),
         reserved: 0.into(),
@@ -278,16 +292,84 @@ pub(crate) fn reg_user(
         .exec::<_, abi::RspCreateMr>(abi::cmd::REG_USER_MR, &cmd)
     {
         // The device copied the table during the command: it goes now.
-        Ok(rsp) => accept(dev, "REG_USER_MR", &rsp, Some(umem), None),
+        Ok(rsp) => accept(dev, "REG_USER_MR", &rsp, Some(user), None),
         Err(e) => {
             let mr = Mr {
-                umem: Some(umem),
+                user: Some(user),
                 _lent_table: Some(table),
                 ..Mr::bare(0)
             };
             Err(unanswered(dev, e, mr))
         }
     }
+}
+
+/// Registers user memory `[start, start + length)` of the calling process as an MR of PD
+/// `pdn` at `iova`: pins it and hands the device a page table of its DMA addresses.
+pub(crate) fn reg_user(
+    dev: &Device<'_>,
+    pdn: u32,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: u32,
+) -> Result<NewMr<Mr>> {
+    let access = user_access(access)?;
+    let range = UserRange {
+        start,
+        length,
+        virt_addr: iova,
+    };
+    let umem = pin(dev, range, access)?;
+    let user = UserMr {
+        umem,
+        iova,
+        length,
+        access,
+    };
+    reg_pinned(dev, pdn, user)
+}
+
+/// Reregisters user MR `old` as a new MR of PD `pdn` (the device has no command that changes
+/// an MR: the protocol document's "Reregistration"): over `trans` if given, else over the
+/// same pinned pages; with rights `access` if given, else the same. The replacement has keys
+/// of its own; the core deregisters `old` once it holds the replacement, and on an error
+/// `old` is as it was.
+pub(crate) fn rereg_user(
+    dev: &Device<'_>,
+    old: &Mr,
+    pdn: u32,
+    trans: Option<UserRange>,
+    access: Option<u32>,
+) -> Result<NewMr<Mr>> {
+    let cur = old.user.as_ref().ok_or(EINVAL)?;
+    let access = match access {
+        Some(a) => user_access(a)?,
+        None => cur.access,
+    };
+    let user = match trans {
+        Some(range) => UserMr {
+            umem: pin(dev, range, access)?,
+            iova: range.virt_addr,
+            length: range.length,
+            access,
+        },
+        None => {
+            // The same pages, which were pinned for reading only if the rights then did not
+            // let the device write: new rights that do need pinning them again (EACCES, as
+            // the core's `ib_umem_check_rereg` answers).
+            if Umem::access_writes(access) && !cur.umem.is_writable() {
+                return Err(EACCES);
+            }
+            UserMr {
+                umem: cur.umem.clone(),
+                iova: cur.iova,
+                length: cur.length,
+                access,
+            }
+        }
+    };
+    reg_pinned(dev, pdn, user)
 }
 
 /// Deregisters an MR on the device. Unless the device confirms that the MR is gone (or says it
@@ -336,5 +418,24 @@ mod tests {
             None
         );
         assert_eq!(check_keys(&rsp(0x100_0000, 0, 0)).err(), Some(EPROTO));
+    }
+
+    #[test]
+    fn user_access_refuses_what_the_device_lacks() {
+        let lw = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
+        let rw = lw | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE;
+        assert_eq!(user_access(rw).ok(), Some(rw));
+        assert_eq!(
+            user_access(rw | bindings::ib_access_flags_IB_ACCESS_RELAXED_ORDERING).ok(),
+            Some(rw)
+        );
+        assert_eq!(
+            user_access(lw | bindings::ib_access_flags_IB_ACCESS_MW_BIND).err(),
+            Some(EOPNOTSUPP)
+        );
+        assert_eq!(
+            user_access(bindings::ib_access_flags_IB_ACCESS_ON_DEMAND).err(),
+            Some(EOPNOTSUPP)
+        );
     }
 }

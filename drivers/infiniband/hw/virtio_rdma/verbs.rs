@@ -12,7 +12,7 @@ use kernel::{
     rdma::{
         self, CounterDesc, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, NewCq,
         NewMr, NewQp, PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, ResAttrs, RoceAv,
-        SendWrs, Udata, WcSink, WorkQueue,
+        SendWrs, Udata, UserRange, WcSink, WorkQueue,
     },
     sync::Arc,
 };
@@ -296,6 +296,16 @@ impl rdma::Driver for RdmaDev<'_> {
     ) -> Result<NewMr<Mr>> {
         pd.device().health.check()?;
         mr::reg_user(pd.device(), pd.pdn, start, length, virt_addr, access)
+    }
+
+    fn rereg_user_mr(
+        mr: &rdma::Mr<Self>,
+        pd: &rdma::Pd<Self>,
+        trans: Option<UserRange>,
+        access: Option<u32>,
+    ) -> Result<NewMr<Mr>> {
+        pd.device().health.check()?;
+        mr::rereg_user(pd.device(), mr, pd.pdn, trans, access)
     }
 
     fn dereg_mr(dev: &Device<Self>, mr: Mr) {

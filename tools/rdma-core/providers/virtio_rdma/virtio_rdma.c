@@ -266,6 +266,25 @@ static int vrdma_dereg_mr(struct verbs_mr *vmr)
 	return 0;
 }
 
+/*
+ * The kernel registers the MR's replacement and then deregisters the MR: the
+ * keys change, the handle stays (the protocol document's "Reregistration").
+ */
+static int vrdma_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+			  void *addr, size_t length, int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp;
+	struct ibv_rereg_mr cmd;
+	int ret;
+
+	ret = ibv_cmd_rereg_mr(vmr, flags, addr, length, (uintptr_t)addr,
+			       access, pd, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret)
+		errno = ret;
+	return ret;
+}
+
 static void vrdma_init_ring(struct vrdma_ring *ring, void *buf, size_t length,
 			    bool own, size_t slots, uint32_t depth,
 			    uint32_t stride)
@@ -1521,6 +1540,7 @@ static const struct verbs_context_ops vrdma_ctx_ops = {
 	.alloc_pd = vrdma_alloc_pd,
 	.dealloc_pd = vrdma_dealloc_pd,
 	.reg_mr = vrdma_reg_mr,
+	.rereg_mr = vrdma_rereg_mr,
 	.dereg_mr = vrdma_dereg_mr,
 	.free_context = vrdma_free_context,
 };
