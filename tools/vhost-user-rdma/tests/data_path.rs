@@ -1149,6 +1149,58 @@ fn cross_device_access_is_checked_by_the_responder() {
     y.finish();
 }
 
+/// Reregistration (the protocol document's "Reregistration") is REG_USER_MR
+/// of the replacement over the same pages, then DEREG_MR of the original:
+/// the device takes a page another MR holds, the two get different numbers
+/// and keys, and once the original is gone its rkey fails while the
+/// replacement's lands.
+#[test]
+fn reregistration_is_reg_then_dereg() {
+    let mut d = Dev::start();
+    let pd = d.create_pd();
+    let cq = d.create_cq(12);
+    let key = d.dma_mr(pd, ALL);
+    let a = d.create_qp(pd, IB_QPT_RC, cq, false);
+    let b = d.create_qp(pd, IB_QPT_RC, cq, false);
+    let gid = d.gid;
+    d.rc_up(a, gid, b, ALL, 0);
+    d.rc_up(b, gid, a, ALL, 0);
+    // 0x800 bytes at iova 0x1000_0000 over the page at DATA + 0x6_0000.
+    let table = DATA + 0x7_0000;
+    d.fill(table, &(DATA + 0x6_0000).to_le_bytes());
+    let mut reg = |d: &mut Dev| {
+        let (st, r) = reg_user_mr(d, pd, ALL, 0x800, 0x1000_0000, table, 1);
+        assert_eq!(
+            st, VIRTIO_RDMA_S_OK,
+            "REG_USER_MR over a page another MR holds"
+        );
+        (le32(&r, 0), le32(&r, 8))
+    };
+    let (old_mrn, old_rkey) = reg(&mut d);
+    let (new_mrn, new_rkey) = reg(&mut d);
+    assert_ne!(old_mrn, new_mrn);
+    assert_ne!(old_rkey, new_rkey);
+    d.ok(VIRTIO_RDMA_CMD_DEREG_MR, &pair(old_mrn, 0), 0);
+    d.fill(DATA, &pattern(64, 9));
+    let write = |d: &mut Dev, id: u64, rkey: u32| {
+        let el = wqe(
+            id,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(0x1000_0000 + 0x100, rkey),
+            &[(DATA, 64, key)],
+        );
+        d.send(a, &el);
+        d.wait(cq, 1)[0].status()
+    };
+    assert_eq!(write(&mut d, 1, new_rkey), IB_WC_SUCCESS);
+    assert_eq!(d.read(DATA + 0x6_0100, 64), pattern(64, 9));
+    assert_eq!(write(&mut d, 2, old_rkey), IB_WC_REM_ACCESS_ERR);
+    d.quiet(cq);
+    d.finish();
+}
+
 /// (name, responder QP access, SQ element, requester status, responder's
 /// receive status if a receive is posted)
 type Case = (&'static str, u32, Vec<u8>, u8, Option<u8>);
