@@ -47,12 +47,14 @@ impl<T: Driver> Mr<T> {
         self.raw().rkey
     }
 
-    /// The address the MR's first byte has (set by mapping a fast-registration MR).
+    /// The address the MR's first byte has (set at registration of a user MR, by mapping a
+    /// fast-registration MR).
     pub fn iova(&self) -> u64 {
         self.raw().iova
     }
 
-    /// The MR's length in bytes (set by mapping a fast-registration MR).
+    /// The MR's length in bytes (set at registration of a user MR, by mapping a
+    /// fast-registration MR).
     pub fn length(&self) -> u64 {
         self.raw().length
     }
@@ -94,7 +96,7 @@ pub(crate) unsafe extern "C" fn get_dma_mr_callback<T: Driver>(
         Ok(new) => new,
         Err(e) => return e.to_ptr(),
     };
-    box_mr::<T>(slot, new)
+    box_mr::<T>(slot, new, None)
 }
 
 /// `reg_user_mr` of the device's operations.
@@ -126,7 +128,8 @@ pub(crate) unsafe extern "C" fn reg_user_mr_callback<T: Driver>(
         Err(e) => return Error::from(e).to_ptr(),
     };
     match T::reg_user_mr(pd, start, length, virt_addr, access) {
-        Ok(new) => box_mr::<T>(slot, new),
+        // The core's ioctl path sets neither address nor length.
+        Ok(new) => box_mr::<T>(slot, new, Some((virt_addr, length))),
         Err(e) => e.to_ptr(),
     }
 }
@@ -150,8 +153,8 @@ pub struct UserRange {
 /// # Safety
 ///
 /// Called by the RDMA core only (a user verb, in the calling process's context), with a live
-/// user MR and a live PD of a device of driver `T`, the MR locked against other verbs.
-#[allow(clippy::too_many_arguments)]
+/// user MR and a live PD of one device of driver `T`; the verb holds the MR's object for
+/// writing, so no other verb uses or destroys it meanwhile.
 pub(crate) unsafe extern "C" fn rereg_user_mr_callback<T: Driver>(
     mr: *mut bindings::ib_mr,
     flags: c_int,
@@ -184,25 +187,43 @@ pub(crate) unsafe extern "C" fn rereg_user_mr_callback<T: Driver>(
     } else {
         None
     };
-    // SAFETY: `mr` is a live `Mr<T>` and `pd` a live `Pd<T>` (function safety requirement).
+    // SAFETY: `mr` is an MR and `pd` a PD of a device of driver `T`, both live (function
+    // safety requirement). Every MR of such a device was boxed by `box_mr` as an `Mr<T>`
+    // (type invariant), which is `repr(C)` with the `ib_mr` first, and every PD is a `Pd<T>`
+    // likewise; the references are shared, as anything else (`rdma res show`) may only read.
     let (mr, pd) = unsafe { (&*mr.cast::<Mr<T>>(), &*pd.cast::<Pd<T>>()) };
+    // The core sets neither address nor length of a replacement.
+    let range = match trans {
+        Some(r) => (r.virt_addr, r.length),
+        None => (mr.iova(), mr.length()),
+    };
     let slot = match KBox::<Mr<T>>::new_uninit(GFP_KERNEL) {
         Ok(slot) => slot,
         Err(e) => return Error::from(e).to_ptr(),
     };
     match T::rereg_user_mr(mr, pd, trans, access) {
-        Ok(new) => box_mr::<T>(slot, new),
+        Ok(new) => box_mr::<T>(slot, new, Some(range)),
         Err(e) => e.to_ptr(),
     }
 }
 
-/// Boxes a new MR and returns its `ib_mr` for the core.
-fn box_mr<T: Driver>(slot: KBox<MaybeUninit<Mr<T>>>, new: NewMr<T::Mr>) -> *mut bindings::ib_mr {
+/// Boxes a new MR and returns its `ib_mr` for the core; a user MR's address and length are
+/// `range`.
+fn box_mr<T: Driver>(
+    slot: KBox<MaybeUninit<Mr<T>>>,
+    new: NewMr<T::Mr>,
+    range: Option<(u64, u64)>,
+) -> *mut bindings::ib_mr {
     let ib = Opaque::<bindings::ib_mr>::zeroed();
-    // SAFETY: `ib` is a zeroed, valid `struct ib_mr`; the core fills in the rest.
+    // SAFETY: `ib` is a zeroed, valid `struct ib_mr`, not shared yet; the core fills in the
+    // rest (device, PD, type).
     unsafe {
         (*ib.get()).lkey = new.lkey;
         (*ib.get()).rkey = new.rkey;
+        if let Some((iova, length)) = range {
+            (*ib.get()).iova = iova;
+            (*ib.get()).length = length;
+        }
     }
     // INVARIANT: The MR is boxed here and its `ib_mr` belongs to the PD's device (the core sets
     // `device` and `pd` after this returns).
@@ -230,7 +251,7 @@ pub(crate) unsafe extern "C" fn alloc_mr_callback<T: Driver>(
         Err(e) => return Error::from(e).to_ptr(),
     };
     match T::alloc_mr(pd, max_num_sg) {
-        Ok(new) => box_mr::<T>(slot, new),
+        Ok(new) => box_mr::<T>(slot, new, None),
         Err(e) => e.to_ptr(),
     }
 }

@@ -48,7 +48,13 @@ impl Umem {
         let raw = from_err_ptr(unsafe {
             bindings::ib_umem_get_va(dev.as_raw(), addr as c_ulong, len, access)
         })?;
-        let writable = Self::access_writes(access as u32);
+        // What `ib_access_writable` asks `FOLL_WRITE` for.
+        let writable = access as u32
+            & (bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+                | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+                | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
+                | bindings::ib_access_flags_IB_ACCESS_MW_BIND)
+            != 0;
         // INVARIANT: A successful `ib_umem_get_va` returns an owned, non-null umem.
         Ok(Self {
             raw: NonNull::new(raw).ok_or(ENOMEM)?,
@@ -57,21 +63,19 @@ impl Umem {
         })
     }
 
-    /// Whether access rights `access` (`enum ib_access_flags`) let the device write: what
-    /// `ib_access_writable` asks `FOLL_WRITE` for.
-    pub fn access_writes(access: u32) -> bool {
-        access
-            & (bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE
-                | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
-                | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
-                | bindings::ib_access_flags_IB_ACCESS_MW_BIND)
-            != 0
-    }
-
-    /// Whether the pages were pinned for writing; a reregistration that keeps them may grant
-    /// write access only then.
-    pub fn is_writable(&self) -> bool {
-        self.writable
+    /// Checks that the pages can be kept by a reregistration that changes the access rights to
+    /// `access` (`enum ib_access_flags`) only: [`EACCES`] if the new rights let the device write
+    /// pages that were pinned for reading (they must be pinned again: a change of translation).
+    pub fn check_rereg_access(&self, access: u32) -> Result {
+        let access = c_int::try_from(access).map_err(|_| EINVAL)?;
+        // SAFETY: By the type invariant `raw` is a live umem; the call only reads it.
+        to_result(unsafe {
+            bindings::ib_umem_check_rereg(
+                self.as_raw(),
+                bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS as c_int,
+                access,
+            )
+        })
     }
 
     fn as_raw(&self) -> *mut bindings::ib_umem {

@@ -356,11 +356,8 @@ pub(crate) fn rereg_user(
         },
         None => {
             // The same pages, which were pinned for reading only if the rights then did not
-            // let the device write: new rights that do need pinning them again (EACCES, as
-            // the core's `ib_umem_check_rereg` answers).
-            if Umem::access_writes(access) && !cur.umem.is_writable() {
-                return Err(EACCES);
-            }
+            // let the device write: rights that do need them pinned again.
+            cur.umem.check_rereg_access(access)?;
             UserMr {
                 umem: cur.umem.clone(),
                 iova: cur.iova,

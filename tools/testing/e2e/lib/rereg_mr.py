@@ -8,6 +8,7 @@ the MR as it was.
 usage: rereg_mr.py GID-INDEX
 """
 
+import ctypes
 import errno
 import json
 import mmap
@@ -94,23 +95,29 @@ class Pair:
             o.close()
 
 
-def mr_count():
-    """This process's MRs, as rdma res show lists them."""
+def mr_lengths():
+    """The lengths of this process's MRs, as rdma res show lists them."""
     out = subprocess.run(["rdma", "-j", "res", "show", "mr", "dev", DEV],
                          capture_output=True, text=True, check=True).stdout
-    return sum(1 for m in json.loads(out or "[]") if m.get("pid") == os.getpid())
+    return [m["mrlen"] for m in json.loads(out or "[]") if m.get("pid") == os.getpid()]
 
 
-def rereg_fails(mr, code, what, flags, pd, addr=0, length=0, access=0):
-    """A reregistration that must fail with `code` and change nothing."""
-    keys = (mr.lkey, mr.rkey)
+def vm_pin():
+    """The pages this process has pinned (VmPin, kB)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmPin:"))
+
+
+def rereg_fails(mr, code, what, flags, pd, still_works, addr=0, length=0, access=0):
+    """A reregistration that must fail with `code`, after which the MR
+    works as before (`still_works`)."""
     try:
         mr.rereg(flags, pd, addr, length, access)
     except PyverbsRDMAError as err:
         check(err.error_code == code,
               f"{what}: {errno.errorcode.get(err.error_code, err.error_code)} "
               f"(want {errno.errorcode[code]})")
-        check((mr.lkey, mr.rkey) == keys, f"{what}: the keys are unchanged")
+        check(still_works(), f"{what}: the MR works as before")
         return
     check(False, f"{what}: refused")
 
@@ -124,9 +131,9 @@ def main():
     mem_alloc.write(buf1, bytes(2 * PAGE), 2 * PAGE)
     mem_alloc.write(buf2, bytes(2 * PAGE), 2 * PAGE)
     mr = MR(pd1, 2 * PAGE, LW, address=buf1)
-    before = mr_count()
+    check(mr_lengths() == [2 * PAGE], "rdma res show lists the MR, 8192 bytes")
 
-    def fresh(pd, what, rkey, addr, data=None, sge=None):
+    def fresh(pd, rkey, addr, data=None, sge=None):
         """The status of one WRITE by a new pair of `pd` (an error
         completion leaves a pair's QPs in the error state)."""
         p = Pair(ctx, gid_index, pd)
@@ -136,38 +143,46 @@ def main():
             p.close()
 
     data = pattern(1, 256)
-    check(fresh(pd1, "", mr.rkey, buf1, data) == e.IBV_WC_REM_ACCESS_ERR,
+    check(fresh(pd1, mr.rkey, buf1, data) == e.IBV_WC_REM_ACCESS_ERR,
           "local-write-only MR: a remote WRITE is refused (REM_ACCESS_ERR)")
 
     # Rights.
     old = (mr.lkey, mr.rkey)
     mr.rereg(ACCESS, pd1, 0, 0, RW)
     check(mr.lkey != old[0] and mr.rkey != old[1], "rereg of the rights: new keys")
-    check(fresh(pd1, "", mr.rkey, buf1 + 100, data) == e.IBV_WC_SUCCESS,
+    check(fresh(pd1, mr.rkey, buf1 + 100, data) == e.IBV_WC_SUCCESS,
           "rights now remote write: the WRITE lands")
     check(mem_alloc.read(buf1, 256, 100) == data, "the data is in the MR's memory")
-    check(fresh(pd1, "", old[1], buf1, data) == e.IBV_WC_REM_ACCESS_ERR,
-          "the old rkey died with the old registration")
 
     # Memory: buf2 + 100, 5000 bytes; buf1 is no longer the MR's.
+    old = mr.rkey
     mr.rereg(TRANS, pd1, buf2 + 100, 5000, 0)
+    check(mr_lengths() == [5000], "rdma res show: the MR is 5000 bytes now")
     data = pattern(2, 512)
-    check(fresh(pd1, "", mr.rkey, buf2 + 4096, data) == e.IBV_WC_SUCCESS,
+    check(fresh(pd1, mr.rkey, buf2 + 4096, data) == e.IBV_WC_SUCCESS,
           "new translation: a WRITE into the new memory lands")
     check(mem_alloc.read(buf2, 512, 4096) == data, "the data is in the new memory")
     check(mem_alloc.read(buf1, 512, 4096) == bytes(512), "the old memory is untouched")
-    check(fresh(pd1, "", mr.rkey, buf1, data) == e.IBV_WC_REM_ACCESS_ERR,
+    check(fresh(pd1, mr.rkey, buf1, data) == e.IBV_WC_REM_ACCESS_ERR,
           "a WRITE to the old memory's address is out of bounds (REM_ACCESS_ERR)")
-    check(fresh(pd1, "", mr.rkey, buf2 + 100 + 5000 - 100, data) == e.IBV_WC_REM_ACCESS_ERR,
+    was = mem_alloc.read(buf1, 512, 0)
+    check(fresh(pd1, old, buf1, data) == e.IBV_WC_REM_ACCESS_ERR
+          and mem_alloc.read(buf1, 512, 0) == was,
+          "the old rkey (remote write over the old memory) is dead")
+    check(fresh(pd1, mr.rkey, buf2 + 100 + 5000 - 100, data) == e.IBV_WC_REM_ACCESS_ERR,
           "a WRITE past the new end is out of bounds (REM_ACCESS_ERR)")
 
     # PD: pd2's QPs may use it, pd1's may not, remotely or locally.
+    old = mr.rkey
     mr.rereg(CH_PD, pd2, 0, 0, 0)
     data = pattern(3, 128)
-    check(fresh(pd1, "", mr.rkey, buf2 + 200, data) == e.IBV_WC_REM_ACCESS_ERR,
+    check(fresh(pd1, mr.rkey, buf2 + 200, data) == e.IBV_WC_REM_ACCESS_ERR,
           "moved to another PD: a QP of the old PD is refused (REM_ACCESS_ERR)")
-    check(fresh(pd2, "", mr.rkey, buf2 + 200, data) == e.IBV_WC_SUCCESS,
+    check(fresh(pd2, mr.rkey, buf2 + 200, data) == e.IBV_WC_SUCCESS,
           "moved to another PD: a QP of the new PD writes")
+    check(fresh(pd1, old, buf2 + 200, pattern(5, 128)) == e.IBV_WC_REM_ACCESS_ERR
+          and mem_alloc.read(buf2, 128, 200) == data,
+          "the old rkey (of the old PD) is dead")
     p = Pair(ctx, gid_index, pd1)
     status = p.write(p.dst.rkey, p.dst.buf, sge=SGE(buf2 + 200, 128, mr.lkey))
     p.close()
@@ -182,7 +197,7 @@ def main():
     # All three at once, back where it began.
     mr.rereg(TRANS | CH_PD | ACCESS, pd1, buf1, 2 * PAGE, RW)
     data = pattern(4, 64)
-    check(fresh(pd1, "", mr.rkey, buf1 + 8000, data) == e.IBV_WC_SUCCESS
+    check(fresh(pd1, mr.rkey, buf1 + 8000, data) == e.IBV_WC_SUCCESS
           and mem_alloc.read(buf1, 64, 8000) == data,
           "memory, PD and rights changed in one call: the WRITE lands")
 
@@ -191,35 +206,52 @@ def main():
     mr.rereg(CH_PD, pd1, 0, 0, 0)
     check((mr.lkey, mr.rkey) == keys, "rereg to its own PD: the same keys")
 
-    # What IB forbids: each fails, and the MR is as it was.
+    # What IB forbids: each fails, and the MR is as it was (remote write
+    # over buf1 in pd1).
+    def works():
+        data = pattern(6, 32)
+        return (fresh(pd1, mr.rkey, buf1 + 64, data) == e.IBV_WC_SUCCESS
+                and mem_alloc.read(buf1, 32, 64) == data)
+
     rereg_fails(mr, errno.EOPNOTSUPP, "rights with memory-window binding (no windows)",
-                ACCESS, pd1, access=RW | e.IBV_ACCESS_MW_BIND)
-    rereg_fails(mr, errno.EINVAL, "remote write without local write", ACCESS, pd1,
+                ACCESS, pd1, works, access=RW | e.IBV_ACCESS_MW_BIND)
+    rereg_fails(mr, errno.EINVAL, "remote write without local write", ACCESS, pd1, works,
                 access=e.IBV_ACCESS_REMOTE_WRITE)
-    rereg_fails(mr, errno.EFAULT, "memory that is not mapped", TRANS, pd1,
+    rereg_fails(mr, errno.EFAULT, "memory that is not mapped", TRANS, pd1, works,
                 addr=PAGE, length=PAGE)
-    rereg_fails(mr, errno.EINVAL, "memory longer than max_mr_size", TRANS, pd1,
+    rereg_fails(mr, errno.EINVAL, "memory longer than max_mr_size", TRANS, pd1, works,
                 addr=buf1, length=1 << 40)
-    check(fresh(pd1, "", mr.rkey, buf1, data) == e.IBV_WC_SUCCESS,
-          "after the refused reregistrations the MR works as before")
 
     # Pages pinned read-only cannot become writable without pinning them again.
-    ro = mem_alloc.mmap(length=PAGE, prot=mmap.PROT_READ,
+    ro = mem_alloc.mmap(length=PAGE, prot=mmap.PROT_READ | mmap.PROT_WRITE,
                         flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    mem_alloc.write(ro, pattern(7, 64), 64)
+    libc = ctypes.CDLL(None, use_errno=True)
+    check(libc.mprotect(ctypes.c_void_p(ro), PAGE, mmap.PROT_READ) == 0, "mprotect read-only")
     rmr = MR(pd1, PAGE, 0, address=ro)
+
+    def ro_works():
+        p = Pair(ctx, gid_index, pd1)
+        status = p.write(p.dst.rkey, p.dst.buf, sge=SGE(ro, 64, rmr.lkey))
+        ok = status == e.IBV_WC_SUCCESS and p.dst.read(64, 0) == pattern(7, 64)
+        p.close()
+        return ok
+
     rereg_fails(rmr, errno.EACCES, "write rights on pages pinned read-only", ACCESS, pd1,
-                access=LW)
-    p = Pair(ctx, gid_index, pd1)
-    status = p.write(p.dst.rkey, p.dst.buf, sge=SGE(ro, 64, rmr.lkey))
-    check(status == e.IBV_WC_SUCCESS and p.dst.read(64, 0) == bytes(64),
-          "the read-only MR still works as a WRITE's source")
-    p.close()
+                ro_works, access=LW)
     rmr.close()
 
-    # Many reregistrations leave one MR.
+    # Many reregistrations, half of them pinning other pages, leave one MR
+    # and no more pinned pages than before.
+    pinned = vm_pin()
     for i in range(200):
-        mr.rereg(ACCESS, pd1, 0, 0, RW if i % 2 else LW)
-    check(mr_count() == before, f"200 reregistrations later: {before} MR of this process")
+        if i % 2:
+            mr.rereg(ACCESS, pd1, 0, 0, LW if i % 4 == 1 else RW)
+        else:
+            mr.rereg(TRANS, pd1, buf1 if i % 4 else buf2, 2 * PAGE, 0)
+    check(mr_lengths() == [2 * PAGE], "200 reregistrations later: one MR of this process")
+    check(vm_pin() == pinned, f"200 reregistrations later: {pinned} kB pinned as before")
+    check(works(), "and it works")
 
     mr.close()
     pd1.close()
