@@ -63,12 +63,15 @@ result() {
 		fi
 	fi
 }
-# timed NAME CMD...: runs CMD; the result is its exit status, with its time.
+# timed [--log LOG] NAME CMD...: runs CMD; the result is its exit status,
+# with its time (and on failure the end of LOG).
 timed() {
-	local name=$1 s=$SECONDS
+	local log="" name s=$SECONDS
+	if [ "$1" = --log ]; then log=$2; shift 2; fi
+	name=$1
 	shift
 	"$@"
-	result "$name" $? $((SECONDS - s))
+	result "$name" $? $((SECONDS - s)) "$log"
 }
 
 # Layers: what TEST selects, and each one's wall time.
@@ -141,7 +144,7 @@ if want_layer style; then
 	layer style "style (rustfmt, checkpatch, clippy)"
 	# Kernel-side Rust of the overlay, with the kernel's own rustfmt settings.
 	krs=$(cd "$TOP" && find rust drivers samples -name '*.rs' | sort)
-	timed "rustfmt: kernel Rust ($(echo $krs | wc -w) files)" \
+	timed --log "$logs/rustfmt-kernel.log" "rustfmt: kernel Rust ($(echo $krs | wc -w) files)" \
 		in_sysroot bash -c "cd '$TOP' && rustfmt --edition 2021 --check \
 		--config-path '$(kernel_dir)/src/.rustfmt.toml' $(echo $krs) >'$logs/rustfmt-kernel.log' 2>&1"
 	# The C files of the overlay, the test modules and programs, and the
@@ -149,11 +152,11 @@ if want_layer style; then
 	# kernel's checkpatch. rdma-core's verbs return positive errno values,
 	# so the provider is not held to the kernel's negative ones.
 	cfiles=$(cd "$TOP" && find rust drivers include samples tools/testing/kmod tools/testing/e2e -name '*.[ch]' | sort)
-	timed "checkpatch: C files ($(echo $cfiles | wc -w))" \
+	timed --log "$logs/checkpatch.log" "checkpatch: C files ($(echo $cfiles | wc -w))" \
 		in_sysroot bash -c "cd '$TOP' && perl '$(kernel_dir)/src/scripts/checkpatch.pl' --no-tree --quiet \
 		-f $(echo $cfiles) >'$logs/checkpatch.log' 2>&1"
 	cfiles=$(cd "$TOP" && find tools/rdma-core -name '*.[ch]' | sort)
-	timed "checkpatch: rdma-core provider ($(echo $cfiles | wc -w) files)" \
+	timed --log "$logs/checkpatch-provider.log" "checkpatch: rdma-core provider ($(echo $cfiles | wc -w) files)" \
 		in_sysroot bash -c "cd '$TOP' && perl '$(kernel_dir)/src/scripts/checkpatch.pl' --no-tree --quiet \
 		--ignore USE_NEGATIVE_ERRNO -f $(echo $cfiles) >'$logs/checkpatch-provider.log' 2>&1"
 	# The QEMU patches, as qemu-devel would check them: QEMU's checkpatch on
@@ -161,15 +164,15 @@ if want_layer style; then
 	# expected).
 	qemu_src="$(dirname "$(dirname "$(qemu_bin)")")/src"
 	for p in "$TOP"/tools/qemu/patches/*.patch; do
-		timed "checkpatch (QEMU's): $(basename "$p")" \
+		timed --log "$logs/checkpatch-qemu-$(basename "$p" .patch).log" "checkpatch (QEMU's): $(basename "$p")" \
 			in_sysroot bash -c "perl '$qemu_src/scripts/checkpatch.pl' --no-signoff --quiet '$p' \
 			>'$logs/checkpatch-qemu-$(basename "$p" .patch).log' 2>&1"
 	done
 	for manifest in "$TOP"/tools/*/Cargo.toml; do
 		crate=$(basename "$(dirname "$manifest")")
-		timed "rustfmt: $crate" in_sysroot bash -c \
+		timed --log "$logs/rustfmt-$crate.log" "rustfmt: $crate" in_sysroot bash -c \
 			"cargo fmt --manifest-path '$manifest' --check >'$logs/rustfmt-$crate.log' 2>&1"
-		timed "clippy: $crate" in_sysroot bash -c \
+		timed --log "$logs/clippy-$crate.log" "clippy: $crate" in_sysroot bash -c \
 			"cargo clippy --locked --manifest-path '$manifest' --all-targets \
 			--target-dir '$VRDMA_CACHE/cargo-target' -j$JOBS -- -D warnings \
 			>'$logs/clippy-$crate.log' 2>&1"
@@ -199,7 +202,7 @@ if want_layer cargo; then
 	# Fuzzing of the backend's guest-facing parsers: a short run of each
 	# cargo-fuzz target (tools/vhost-user-rdma/fuzz/run.sh; corpora kept).
 	for target in ctrl_command work_request data_path; do
-		timed "fuzz vhost-user-rdma: $target (20 s)" in_sysroot bash -c \
+		timed --log "$logs/fuzz-$target.log" "fuzz vhost-user-rdma: $target (20 s)" in_sysroot bash -c \
 			"'$TOP/tools/vhost-user-rdma/fuzz/run.sh' 20 '$target' >'$logs/fuzz-$target.log' 2>&1"
 	done
 fi

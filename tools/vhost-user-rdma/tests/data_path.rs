@@ -1168,7 +1168,7 @@ fn reregistration_is_reg_then_dereg() {
     // 0x800 bytes at iova 0x1000_0000 over the page at DATA + 0x6_0000.
     let table = DATA + 0x7_0000;
     d.fill(table, &(DATA + 0x6_0000).to_le_bytes());
-    let mut reg = |d: &mut Dev| {
+    let reg = |d: &mut Dev| {
         let (st, r) = reg_user_mr(d, pd, ALL, 0x800, 0x1000_0000, table, 1);
         assert_eq!(
             st, VIRTIO_RDMA_S_OK,
