@@ -22,13 +22,14 @@
 #           (the backend's --rings): every QP and CQ, the kernel's and the
 #           processes', on rings. Results are named NAME@rings (TEST may
 #           name one: TEST=nvme-rdma@rings). A test about the virtqueue
-#           mode itself says "# modes: virtqueues" and is left out; one whose
+#           mode itself, or one the ring mode would only repeat, says
+#           "# modes: virtqueues" (and why) and is left out; one whose
 #           backend-args ask for --rings already runs in this mode.
 #
 # TEST="WORD..." runs only part: a word is a layer's name or an e2e test's
 # name (a shell pattern: TEST='nvme-*'); e.g. TEST=rdma-link runs that test
 # alone. Every line says how long it took, and the end gives each layer's
-# wall time. VRDMA_BUDGET (minutes, default 80) is how long make check may
+# wall time. VRDMA_BUDGET (minutes, default 85) is how long make check may
 # run, counted from make's start (VRDMA_CHECK_T0) so that the builds count
 # too: past it no further guest starts, and each test left out fails, saying
 # so, rather than CI's limit (90 min) killing the run without a verdict.
@@ -42,7 +43,7 @@ rm -rf "$logs"
 mkdir -p "$logs"
 passed=0 failed=0 failures=()
 t0=${VRDMA_CHECK_T0:-$(date +%s)}
-budget=$((${VRDMA_BUDGET:-80} * 60))
+budget=$((${VRDMA_BUDGET:-85} * 60))
 read -r -a test_words <<<"${TEST:-}"
 
 min_sec() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }

@@ -4,6 +4,8 @@
 # hw_counters name every counter of the protocol and agree; ib_write_bw
 # between two QPs of the device moves sent/received packets and bytes by
 # what it wrote; an RDMA WRITE with a bad key counts one rem_access_err.
+# modes: virtqueues (the device counts in the engine both modes share;
+# ring-mode traffic is counted by the same code)
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"

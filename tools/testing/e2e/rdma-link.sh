@@ -5,6 +5,8 @@
 # with ADD_GID/DEL_GID (seen in the backend's log) as addresses come and go;
 # port state following eth0's link; the binding dropped when eth0 goes away
 # and made again when it comes back, also when eth0 appears after the driver.
+# modes: virtqueues (the port and its GIDs involve no queue: the ring
+# mode would repeat it)
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"

@@ -9,6 +9,8 @@
 # work with the peer as before.
 # peer: bash tools/testing/e2e/reboot.sh peer
 # reboot
+# modes: virtqueues (a device reset destroys a device's objects whatever
+# their queues; ring-mode objects at a reset: backend-restart@rings)
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"

@@ -14,6 +14,9 @@
 # A client retries until its server listens (a refused connection reaches no
 # server). The run fails if either guest fails or reports a kernel problem.
 # peer: bash tools/testing/e2e/two-guests.sh peer
+# modes: virtqueues (in the ring mode, traffic between two guests is
+# tenants@rings's, NVMe over RDMA nvme-rdma@rings's, perftest and rping
+# verbs-clients@rings's)
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"

@@ -16,6 +16,6 @@
 # presents the device to it as an hns (with --no_ddp, else it asks
 # mlx5dv about out-of-order receives) and counts its wr_complete
 # calls; that perftest alone still takes ibv_post_send is checked too.
-# verbs-ex-rings.sh runs the same in the ring mode.
+# make check's e2e-rings layer runs it in the ring mode (verbs-ex@rings).
 set -euo pipefail
 source "$(dirname "$0")/lib/verbs-ex.sh"
