@@ -65,6 +65,8 @@ const CHECKED_STRUCTS: &[&str] = &[
     "virtio_rdma_ring_cqe",
     "virtio_rdma_cmd_create_cq_ring",
     "virtio_rdma_cmd_create_qp_ring",
+    "virtio_rdma_cmd_resize_cq_ring",
+    "virtio_rdma_rsp_resize_cq_ring",
     "virtio_rdma_comp_event",
 ];
 
@@ -141,6 +143,7 @@ const CHECKED_CONSTS: &[&str] = &[
     "VIRTIO_RDMA_QP_RING_F_USER",
     "VIRTIO_RDMA_CMD_CREATE_CQ_RING",
     "VIRTIO_RDMA_CMD_CREATE_QP_RING",
+    "VIRTIO_RDMA_CMD_RESIZE_CQ_RING",
 ];
 
 /// The arguments a queue index macro takes from a (max_cq, max_qp, n) point.

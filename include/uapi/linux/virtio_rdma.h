@@ -128,6 +128,7 @@ enum virtio_rdma_ctrl_cmd {
 	VIRTIO_RDMA_CMD_QUERY_COUNTERS = 19,
 	VIRTIO_RDMA_CMD_CREATE_CQ_RING = 20,	/* VIRTIO_RDMA_F_RINGS */
 	VIRTIO_RDMA_CMD_CREATE_QP_RING = 21,	/* VIRTIO_RDMA_F_RINGS */
+	VIRTIO_RDMA_CMD_RESIZE_CQ_RING = 22,	/* VIRTIO_RDMA_F_RINGS */
 };
 
 struct virtio_rdma_ctrl_hdr {
@@ -680,6 +681,29 @@ struct virtio_rdma_ring_cqe {
 struct virtio_rdma_cmd_create_cq_ring {
 	struct virtio_rdma_ring ring;
 	__le32 comp_vq;
+	__le32 reserved;
+};
+
+/*
+ * VIRTIO_RDMA_CMD_RESIZE_CQ_RING request: ring CQ cqn's completions go to
+ * ring from now on (same stride, depth as for CREATE_CQ_RING). Completion
+ * numbering goes on: completion n goes to slot n % ring.depth of the new
+ * ring, and the response says how many completions the old ring received
+ * (produced). The new ring's consumer is the driver's (it stores its count
+ * there before the command); the device fails the command with INVALID if
+ * the completions not consumed (produced - consumer) would not fit. An
+ * arming stored in the old ring carries over to the new one. Once the
+ * command succeeded the device no longer uses the old ring; a failed one
+ * leaves the CQ on its old ring.
+ */
+struct virtio_rdma_cmd_resize_cq_ring {
+	struct virtio_rdma_ring ring;
+	__le32 cqn;
+	__le32 reserved;
+};
+
+struct virtio_rdma_rsp_resize_cq_ring {
+	__le32 produced;
 	__le32 reserved;
 };
 

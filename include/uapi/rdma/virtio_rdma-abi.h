@@ -143,6 +143,36 @@ struct virtio_rdma_create_cq_resp {
 	struct virtio_rdma_uring ring;
 };
 
+/*
+ * RESIZE_CQ (ibv_resize_cq), whose cqe is the CQ's new size. Completion
+ * numbers go on across it: completion n is in slot n % depth of whichever
+ * ring holds it, with seq n + 1, and the process's consumer count does not
+ * change. It fails with EINVAL if the completions the process has not
+ * consumed do not fit in cqe, and leaves the CQ as it was on any failure.
+ *
+ * Without VIRTIO_RDMA_CAP_RINGS: no request data. The answer maps the new
+ * ring (as CREATE_CQ's); the driver has copied the completions not consumed
+ * into it, and its consumer is the old ring's. The process unmaps the old.
+ *
+ * With VIRTIO_RDMA_CAP_RINGS: the request names the new ring (as CREATE_CQ's
+ * request), whose record's consumer the process has set to its count. The
+ * answer's produced is the number of completions the old ring received:
+ * those not consumed are still in the old ring (the process copies them
+ * into the new one or reads them there), and the device writes the next
+ * ones into the new ring. An arming carries over.
+ */
+struct virtio_rdma_resize_cq_cmd {
+	__aligned_u64 addr;
+	__u32 depth;
+	__u32 reserved;
+};
+
+struct virtio_rdma_resize_cq_resp {
+	struct virtio_rdma_uring ring;	/* without VIRTIO_RDMA_CAP_RINGS */
+	__u32 produced;			/* with VIRTIO_RDMA_CAP_RINGS */
+	__u32 reserved;
+};
+
 /* CREATE_QP answer (zero with VIRTIO_RDMA_CAP_RINGS). */
 struct virtio_rdma_create_qp_resp {
 	struct virtio_rdma_uring sq;

@@ -311,6 +311,57 @@ pub(crate) unsafe extern "C" fn destroy_cq_callback<T: Driver>(
     0
 }
 
+// `resize_user_cq_callback` finds the verb's attribute bundle at its `driver_udata`.
+const _: () = assert!(
+    core::mem::offset_of!(
+        bindings::uverbs_attr_bundle__bindgen_ty_1__bindgen_ty_1,
+        driver_udata
+    ) == 0
+);
+
+/// `resize_user_cq` of the device's operations.
+///
+/// # Safety
+///
+/// Called by uverbs only (a user verb, in the calling process's context), with a live user CQ
+/// of driver `T`, held for reading for the verb, and the `driver_udata` of the verb's attribute
+/// bundle as `udata`.
+pub(crate) unsafe extern "C" fn resize_user_cq_callback<T: Driver>(
+    cq: *mut bindings::ib_cq,
+    cqe: c_uint,
+    udata: *mut bindings::ib_udata,
+) -> c_int {
+    from_result(|| {
+        if udata.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: `cq` is a live `Cq<T>` (function safety requirement).
+        let obj = unsafe { &*cq.cast::<Cq<T>>() };
+        // SAFETY: `udata` is the `driver_udata` of the verb's attribute bundle (function safety
+        // requirement), whose header also holds the verb's context: uverbs sets it (a context
+        // of this CQ's device, alive for the verb) before calling the driver.
+        let uctx = unsafe {
+            // `driver_udata` is the bundle's first member (checked below).
+            let bundle = udata.cast::<bindings::uverbs_attr_bundle>();
+            let context = (*bundle).__bindgen_anon_1.hdr.context;
+            if context.is_null() {
+                return Err(EINVAL);
+            }
+            Ucontext::<T>::from_raw(context)
+        };
+        // SAFETY: `udata` is the verb's valid udata (function safety requirement).
+        let mut udata = unsafe { Udata::from_raw(udata) };
+        let depth = T::resize_user_cq(obj, uctx, cqe, &mut udata)?;
+        // The CQ is resized now: a depth past `c_int` is told as the most it can say.
+        let depth = c_int::try_from(depth).unwrap_or(c_int::MAX);
+        // SAFETY: `cq` is valid. uverbs reads `cqe` for its answer after this returns; a second
+        // resize of the CQ may store it at the same time (the core holds the CQ only for
+        // reading), so the store is a single aligned one, as C's WRITE_ONCE.
+        unsafe { ptr::write_volatile(&raw mut (*cq).cqe, depth) };
+        Ok(0)
+    })
+}
+
 /// `poll_cq` of the device's operations.
 ///
 /// # Safety

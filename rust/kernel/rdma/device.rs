@@ -218,6 +218,20 @@ pub trait Driver: Sized + Send + Sync {
     /// memory. The abstraction has removed it from the registry and drops its data afterwards.
     fn destroy_cq(dev: &Device<Self>, cq: &Cq<Self>);
 
+    /// Resizes user CQ `cq` to hold at least `cqe` completions (`ibv_resize_cq`): `uctx` is
+    /// the CQ's user context, `udata` the provider's request with room for the answer. Returns
+    /// the number of completions the CQ holds now; on an error the CQ stays as it was. Runs in
+    /// the process's context (a user verb). The core holds the CQ only for reading: two
+    /// resizes of one CQ may run at once, and the driver serialises them.
+    fn resize_user_cq(
+        _cq: &Cq<Self>,
+        _uctx: &Ucontext<Self>,
+        _cqe: u32,
+        _udata: &mut Udata<'_>,
+    ) -> Result<u32> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
     /// Reaps up to the sink's capacity of completions. May run in any context, hard IRQ
     /// included: must not sleep.
     fn poll_cq(cq: &Cq<Self>, sink: &mut WcSink<'_, Self>) -> Result;
@@ -721,6 +735,9 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
     }
     if T::HAS_REREG_USER_MR {
         ops.rereg_user_mr = Some(mr::rereg_user_mr_callback::<T>);
+    }
+    if T::HAS_RESIZE_USER_CQ {
+        ops.resize_user_cq = Some(cq::resize_user_cq_callback::<T>);
     }
     if T::HAS_GET_LINK_LAYER {
         ops.get_link_layer = Some(get_link_layer_callback::<T>);

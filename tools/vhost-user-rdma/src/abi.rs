@@ -81,6 +81,8 @@ pub const VIRTIO_RDMA_QP_RING_F_USER: u32 = 1;
 pub const VIRTIO_RDMA_CMD_CREATE_CQ_RING: u32 = 20;
 /// Control command: create a QP whose rings are in guest memory.
 pub const VIRTIO_RDMA_CMD_CREATE_QP_RING: u32 = 21;
+/// Control command: give a ring CQ a new ring.
+pub const VIRTIO_RDMA_CMD_RESIZE_CQ_RING: u32 = 22;
 
 /// `struct virtio_rdma_ring`.
 #[allow(missing_docs)]
@@ -123,6 +125,25 @@ pub struct VirtioRdmaRingCqe {
 pub struct VirtioRdmaCmdCreateCqRing {
     pub ring: VirtioRdmaRing,
     pub comp_vq: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_resize_cq_ring`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdResizeCqRing {
+    pub ring: VirtioRdmaRing,
+    pub cqn: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_rsp_resize_cq_ring`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRspResizeCqRing {
+    pub produced: U32,
     pub reserved: U32,
 }
 

@@ -194,6 +194,9 @@ fn command_info(cmd: u32) -> Option<(&'static str, usize)> {
         }
         VIRTIO_RDMA_CMD_CREATE_CQ_RING => ("CREATE_CQ_RING", size_of::<VirtioRdmaRspCreateCq>()),
         VIRTIO_RDMA_CMD_CREATE_QP_RING => ("CREATE_QP_RING", size_of::<VirtioRdmaRspCreateQp>()),
+        VIRTIO_RDMA_CMD_RESIZE_CQ_RING => {
+            ("RESIZE_CQ_RING", size_of::<VirtioRdmaRspResizeCqRing>())
+        }
         _ => return None,
     })
 }
@@ -582,6 +585,7 @@ impl Ctrl {
             VIRTIO_RDMA_CMD_QUERY_COUNTERS => self.query_counters(body),
             VIRTIO_RDMA_CMD_CREATE_CQ_RING if self.rings_acked() => self.create_cq_ring(body),
             VIRTIO_RDMA_CMD_CREATE_QP_RING if self.rings_acked() => self.create_qp_ring(body),
+            VIRTIO_RDMA_CMD_RESIZE_CQ_RING if self.rings_acked() => self.resize_cq_ring(body),
             _ => {
                 self.guest_warn(format_args!("{name} is not implemented"));
                 Err(VIRTIO_RDMA_S_UNSUPPORTED)

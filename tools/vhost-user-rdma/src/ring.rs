@@ -360,6 +360,52 @@ impl CqRing {
         Ok(())
     }
 
+    /// The ring that takes over from this one (RESIZE_CQ_RING): `map`,
+    /// with the numbering going on (completion n in slot n % its depth) and
+    /// an arming of this ring moved over. Refused, and this ring left as it
+    /// was, if the completions not consumed (the new record's consumer says
+    /// how far the driver got) would not fit or a record cannot be reached.
+    pub fn resized(&self, mem: &GuestMemoryMmap, map: RingMap) -> Result<CqRing, String> {
+        let produced = self.produced.load(Ordering::Relaxed);
+        let consumer = map
+            .get(mem, CONSUMER)
+            .ok_or("the new ring's record cannot be read")?;
+        let pending = produced.wrapping_sub(consumer);
+        if pending > map.depth {
+            return Err(format!(
+                "{pending} completions not consumed (produced {produced}, consumer {consumer}) \
+                 do not fit in {} slots",
+                map.depth
+            ));
+        }
+        let arm = self
+            .map
+            .get(mem, ARM)
+            .ok_or("the old ring's record cannot be read")?;
+        if arm != VIRTIO_RDMA_CQ_ARM_NONE {
+            // Into the new record first: a failure leaves the old one armed.
+            if !map.set(mem, ARM, arm) {
+                return Err("the new ring's record cannot be written".into());
+            }
+            self.map.exchange(mem, ARM, arm, VIRTIO_RDMA_CQ_ARM_NONE);
+        }
+        Ok(CqRing {
+            map,
+            produced: AtomicU32::new(produced),
+            comp_vq: self.comp_vq,
+        })
+    }
+
+    /// Slots of the ring.
+    pub fn depth(&self) -> u32 {
+        self.map.depth
+    }
+
+    /// Completions written so far.
+    pub fn produced(&self) -> u32 {
+        self.produced.load(Ordering::Relaxed)
+    }
+
     /// After a completion: whether the CQ was armed for it (`solicited`: a
     /// solicited or failed one), disarming it if so.
     pub fn fire(&self, mem: &GuestMemoryMmap, solicited: bool) -> bool {

@@ -110,6 +110,47 @@ impl Ctrl {
         self.insert_cq("CREATE_CQ_RING", first..self.limits().cq_count(), cq)
     }
 
+    pub(crate) fn resize_cq_ring(&self, body: &[u8]) -> CmdResult {
+        const CMD: &str = "RESIZE_CQ_RING";
+        let req: VirtioRdmaCmdResizeCqRing = self.parse(CMD, body)?;
+        let cqn = req.cqn.get();
+        let Some(old) = self.lock().cq(cqn).and_then(|cq| cq.ring.clone()) else {
+            let why = format_args!("cqn {cqn} is not a ring CQ");
+            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
+        };
+        let guard = self.mem().memory();
+        let map = RingMap::load(&guard, &req.ring, 1, CqRing::STRIDE)
+            .map_err(|r| self.bad(CMD, format_args!("{}", r.why), r.status))?;
+        if map.stride() != CqRing::STRIDE {
+            let why = format_args!("stride {} is not {}", map.stride(), CqRing::STRIDE);
+            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_INVALID));
+        }
+        // No completion is written meanwhile: a control command holds the
+        // whole fabric (fabric.rs).
+        let new = old.resized(&guard, map).map_err(|why| {
+            self.bad(CMD, format_args!("cqn {cqn}: {why}"), VIRTIO_RDMA_S_INVALID)
+        })?;
+        let produced = new.produced();
+        let mut st = self.lock();
+        let Some(cq) = st.cqs.get_mut(cqn as usize).and_then(Option::as_mut) else {
+            return Err(VIRTIO_RDMA_S_NOT_FOUND);
+        };
+        debug!(
+            "{}: {CMD} cqn {cqn}: {} -> {} slots",
+            self.name(),
+            cq.cqe,
+            new.depth()
+        );
+        cq.cqe = new.depth();
+        cq.ring = Some(Arc::new(new));
+        Ok(VirtioRdmaRspResizeCqRing {
+            produced: U32::new(produced),
+            reserved: U32::new(0),
+        }
+        .as_bytes()
+        .to_vec())
+    }
+
     pub(crate) fn destroy_cq(&self, body: &[u8]) -> CmdResult {
         let req: VirtioRdmaCmdDestroyCq = self.parse("DESTROY_CQ", body)?;
         let cqn = req.cqn.get();

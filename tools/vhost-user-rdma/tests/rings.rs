@@ -529,3 +529,102 @@ fn virtqueue_qps_may_complete_into_ring_cqs() {
     assert_eq!(d.read(dst, 100), msg);
     d.finish();
 }
+
+/// RESIZE_CQ_RING of CQ `cqn` onto ring `i` of `depth` slots, whose record
+/// holds the consumer count `consumer`; (status, produced, the new ring).
+fn resize(d: &mut Dev, cqn: u32, i: u64, depth: u32, consumer: u32) -> (u8, u32, Ring) {
+    let (mut r, desc) = ring(d, i, depth, CQE);
+    d.mem.write_obj(consumer, r.field(4)).expect("consumer");
+    r.next = consumer;
+    let req = VirtioRdmaCmdResizeCqRing {
+        ring: desc,
+        cqn: cqn.into(),
+        reserved: 0.into(),
+    };
+    let (status, rsp) = d.cmd(VIRTIO_RDMA_CMD_RESIZE_CQ_RING, req.as_bytes(), 8);
+    let produced = if status == VIRTIO_RDMA_S_OK {
+        le32(&rsp, 0)
+    } else {
+        0
+    };
+    (status, produced, r)
+}
+
+#[test]
+fn a_resized_cq_ring_numbers_on_in_its_new_ring() {
+    let mut p = pair_with(0);
+    let write = |id: u64| small_write(id, p.key);
+    produce(&p.d, &mut p.a.1, &write(1));
+    assert_eq!(wait(&p.d, &mut p.cq, 1)[0].wr_id.get(), 1);
+    // Two more written, not consumed: completions 1 and 2 of the old ring.
+    produce(&p.d, &mut p.a.1, &write(2));
+    produce(&p.d, &mut p.a.1, &write(3));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while p
+        .d
+        .mem
+        .read_obj::<u32>(GuestAddress(p.cq.slot(2) + SEQ))
+        .expect("seq")
+        != 3
+    {
+        assert!(Instant::now() < deadline, "completion 2 never written");
+        thread::sleep(Duration::from_millis(1));
+    }
+    p.d.mem
+        .write_obj(VIRTIO_RDMA_CQ_ARM_NEXT, p.cq.field(12))
+        .expect("arm");
+
+    // Two completions not consumed do not fit in one slot: refused, the CQ
+    // stays on its ring, still armed.
+    let (status, _, _) = resize(&mut p.d, p.cqn, 5, 1, 1);
+    assert_eq!(status, VIRTIO_RDMA_S_INVALID);
+    let arm: u32 = p.d.mem.read_obj(p.cq.field(12)).expect("arm");
+    assert_eq!(arm, VIRTIO_RDMA_CQ_ARM_NEXT);
+    // Not a ring CQ, or no CQ at all.
+    let vq_cq = p.d.create_cq(4);
+    assert_eq!(resize(&mut p.d, vq_cq, 5, 4, 0).0, VIRTIO_RDMA_S_NOT_FOUND);
+    assert_eq!(
+        resize(&mut p.d, MAX_CQ + 7, 5, 4, 0).0,
+        VIRTIO_RDMA_S_NOT_FOUND
+    );
+
+    let (status, produced, mut new) = resize(&mut p.d, p.cqn, 6, 4, 1);
+    assert_eq!((status, produced), (VIRTIO_RDMA_S_OK, 3));
+    // The arming moved with the CQ.
+    let (old_arm, new_arm): (u32, u32) = (
+        p.d.mem.read_obj(p.cq.field(12)).expect("arm"),
+        p.d.mem.read_obj(new.field(12)).expect("arm"),
+    );
+    assert_eq!(
+        (old_arm, new_arm),
+        (VIRTIO_RDMA_CQ_ARM_NONE, VIRTIO_RDMA_CQ_ARM_NEXT)
+    );
+    // What was not consumed is still in the old ring, in order.
+    let old: Vec<u64> = take(&p.d, &mut p.cq)
+        .iter()
+        .map(|c| c.wr_id.get())
+        .collect();
+    assert_eq!(old, [2, 3]);
+    // The next completion is number 3: slot 3 of the new ring, which is
+    // where the process's count already points.
+    let q = comp_q(1);
+    p.d.post(q, &[0u8; 8], true);
+    produce(&p.d, &mut p.a.1, &write(4));
+    new.next = 3;
+    let got = wait(&p.d, &mut new, 1);
+    assert_eq!((got[0].wr_id.get(), got[0].status), (4, IB_WC_SUCCESS));
+    let seq: u32 =
+        p.d.mem
+            .read_obj(GuestAddress(p.cq.slot(3) + SEQ))
+            .expect("seq");
+    assert_eq!(seq, 0, "a completion went to the old ring");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.d.take_used(q).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the moved arming raised no event"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    p.d.finish();
+}

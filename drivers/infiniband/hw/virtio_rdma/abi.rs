@@ -165,6 +165,8 @@ pub(crate) mod cmd {
         bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_CQ_RING;
     pub(crate) const CREATE_QP_RING: u32 =
         bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_QP_RING;
+    pub(crate) const RESIZE_CQ_RING: u32 =
+        bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_RESIZE_CQ_RING;
 }
 
 /// `enum virtio_rdma_status`.
@@ -942,6 +944,33 @@ same_layout!(
     [ring, comp_vq, reserved]
 );
 
+/// `struct virtio_rdma_cmd_resize_cq_ring`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdResizeCqRing {
+    pub(crate) ring: Ring,
+    pub(crate) cqn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdResizeCqRing,
+    bindings::virtio_rdma_cmd_resize_cq_ring,
+    [ring, cqn, reserved]
+);
+
+/// `struct virtio_rdma_rsp_resize_cq_ring`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspResizeCqRing {
+    pub(crate) produced: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    RspResizeCqRing,
+    bindings::virtio_rdma_rsp_resize_cq_ring,
+    [produced, reserved]
+);
+
 /// `VIRTIO_RDMA_QP_RING_F_USER`: the rings of a QP belong to a process.
 pub(crate) const QP_RING_F_USER: u32 = bindings::VIRTIO_RDMA_QP_RING_F_USER;
 
@@ -1101,6 +1130,34 @@ same_layout!(
     CreateCqCmd,
     bindings::virtio_rdma_create_cq_cmd,
     [addr, depth, reserved]
+);
+
+/// `struct virtio_rdma_resize_cq_cmd`: the new ring of a user CQ (with [`CAP_RINGS`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct ResizeCqCmd {
+    pub(crate) addr: u64,
+    pub(crate) depth: u32,
+    pub(crate) reserved: u32,
+}
+same_layout!(
+    ResizeCqCmd,
+    bindings::virtio_rdma_resize_cq_cmd,
+    [addr, depth, reserved]
+);
+
+/// `struct virtio_rdma_resize_cq_resp`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct ResizeCqResp {
+    pub(crate) ring: Uring,
+    pub(crate) produced: u32,
+    pub(crate) reserved: u32,
+}
+same_layout!(
+    ResizeCqResp,
+    bindings::virtio_rdma_resize_cq_resp,
+    [ring, produced, reserved]
 );
 
 /// `struct virtio_rdma_create_qp_cmd`: the rings of a user QP (with [`CAP_RINGS`]).

@@ -23,7 +23,7 @@
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::{
-    bindings,
+    bindings, new_spinlock_irq,
     prelude::*,
     rdma::{
         self, CqInitAttr, CqNotify, CqRegistry, NewCq, QpRegistry, ResAttrs, Ucontext, Udata, Wc,
@@ -53,14 +53,17 @@ pub(crate) struct Cq {
     cqn: u32,
     /// The CQ's virtqueue.
     vq: u32,
-    /// CQE buffers lent to the device.
-    depth: u32,
+    /// CQE buffers lent to the device. Grows only under the queue's lock.
+    depth: AtomicU32,
     /// The consumer asked to be notified of the next completion.
     armed: AtomicBool,
     /// The kinds of device error (bits of [`bad`]) reported already: each once per CQ.
     warned: AtomicU32,
-    /// The ring of a user CQ (`None` for a kernel CQ).
-    ring: Option<CqRing>,
+    /// The ring of a user CQ (`None` for a kernel CQ). Its lock, taken under the queue's,
+    /// serialises the ring's producer and lets a resize replace the ring.
+    ring: Option<Pin<KBox<SpinLockIrq<CqRing>>>>,
+    /// A resize of this user CQ is under way: another one fails with [`EBUSY`].
+    resizing: AtomicBool,
     /// The ring in guest memory of a CQ with `VIRTIO_RDMA_F_RINGS` (which has no virtqueue:
     /// `vq` means nothing then).
     pub(crate) guest: Option<CqRings>,
@@ -84,7 +87,7 @@ impl Cq {
             return attrs.put_str(c"rings", rings);
         }
         attrs.put_u32(c"vq", self.vq)?;
-        attrs.put_u32(c"depth", self.depth)?;
+        attrs.put_u32(c"depth", self.depth.load(Ordering::Relaxed))?;
         attrs.put_u32(c"armed", self.armed.load(Ordering::Relaxed).into())?;
         let rings = if self.ring.is_some() {
             c"user"
@@ -127,10 +130,11 @@ pub(crate) fn create(
             data: Cq {
                 cqn,
                 vq: 0,
-                depth: guest.depth(),
+                depth: AtomicU32::new(guest.depth()),
                 armed: AtomicBool::new(false),
                 warned: AtomicU32::new(0),
                 ring: None,
+                resizing: AtomicBool::new(false),
                 guest: Some(guest),
             },
         });
@@ -144,7 +148,9 @@ pub(crate) fn create(
         Some((uctx, udata)) => {
             // No request data is defined.
             udata.read_request(&mut [])?;
-            (Some(CqRing::new(uctx, attr.cqe)?), Some(udata))
+            let ring = CqRing::new(uctx, attr.cqe)?;
+            let ring = KBox::pin_init(new_spinlock_irq!(ring, "virtio_rdma_ucq_ring"), GFP_KERNEL)?;
+            (Some(ring), Some(udata))
         }
         None => (None, None),
     };
@@ -160,10 +166,11 @@ pub(crate) fn create(
     let cq = Cq {
         cqn,
         vq: 0,
-        depth: 0,
+        depth: AtomicU32::new(0),
         armed: AtomicBool::new(false),
         warned: AtomicU32::new(0),
         ring,
+        resizing: AtomicBool::new(false),
         guest: None,
     };
     let Some(vq) = dev.config.layout.cq(cqn) else {
@@ -189,9 +196,11 @@ pub(crate) fn create(
     }
     let mut cq = Cq { vq, ..cq };
     let answered = match (udata, &cq.ring) {
-        (Some(udata), Some(ring)) => ring
-            .describe()
-            .and_then(|ring| udata.write_response(abi::CreateCqResp { ring }.as_bytes())),
+        (Some(udata), Some(ring)) => {
+            // Not under the ring's lock: the answer is copied to the process.
+            let ring = ring.lock().describe();
+            ring.and_then(|ring| udata.write_response(abi::CreateCqResp { ring }.as_bytes()))
+        }
         _ => Ok(()),
     };
     if let Err(e) = answered.and_then(|()| fill(dev, &mut cq, bufs)) {
@@ -200,7 +209,7 @@ pub(crate) fn create(
         return Err(e);
     }
     Ok(NewCq {
-        depth: cq.depth,
+        depth: *cq.depth.get_mut(),
         index: cqn,
         data: cq,
     })
@@ -226,7 +235,7 @@ fn fill(dev: &Device<'_>, cq: &mut Cq, bufs: KVec<KBox<CqeBuf>>) -> Result {
             );
             e
         })?;
-        cq.depth += 1;
+        *cq.depth.get_mut() += 1;
     }
     let notify = q.kick_prepare();
     drop(q);
@@ -234,6 +243,95 @@ fn fill(dev: &Device<'_>, cq: &mut Cq, bufs: KVec<KBox<CqeBuf>>) -> Result {
         queue.notify();
     }
     Ok(())
+}
+
+/// Resizes user CQ `cq` to hold at least `cqe` completions. A resize of the same CQ under way
+/// makes it [`EBUSY`]; on any error the CQ stays as it was.
+pub(crate) fn resize_user(
+    cq: &rdma::Cq<RdmaDev<'_>>,
+    uctx: &Ucontext<RdmaDev<'_>>,
+    cqe: u32,
+    udata: &mut Udata<'_>,
+) -> Result<u32> {
+    let dev = cq.device();
+    if cqe == 0 || cqe > dev.config.raw.max_cqe.get() {
+        return Err(EINVAL);
+    }
+    // Checked before anything changes: once the CQ has its new ring, the process must learn
+    // where it is.
+    if udata.out_len() < core::mem::size_of::<abi::ResizeCqResp>() {
+        return Err(EINVAL);
+    }
+    if cq.resizing.swap(true, Ordering::Acquire) {
+        return Err(EBUSY);
+    }
+    let resized = match &cq.guest {
+        Some(guest) => rings::resize_user_cq(cq, guest, cqe, udata),
+        None => resize_queue(cq, uctx, cqe, udata),
+    };
+    cq.resizing.store(false, Ordering::Release);
+    resized
+}
+
+/// [`resize_user`] of a CQ with a virtqueue: the queue gets more CQE buffers if the CQ grows
+/// (the device needs no command: it writes into whatever buffers it has), and the process a new
+/// ring into which the completions it has not consumed are copied (the numbering goes on, so
+/// its consumer index stays right). A CQ that shrinks keeps its buffers lent; its ring's room
+/// is what bounds it. The old ring goes when the process unmaps it.
+fn resize_queue(
+    cq: &rdma::Cq<RdmaDev<'_>>,
+    uctx: &Ucontext<RdmaDev<'_>>,
+    cqe: u32,
+    udata: &mut Udata<'_>,
+) -> Result<u32> {
+    let dev = cq.device();
+    let Some(ring) = &cq.ring else {
+        return Err(EINVAL);
+    };
+    // No request data is defined.
+    udata.read_request(&mut [])?;
+    // Allocate first: nothing may sleep once the queue is locked.
+    let more = cqe.saturating_sub(cq.depth.load(Ordering::Relaxed));
+    let mut bufs = KVec::with_capacity(more as usize, GFP_KERNEL)?;
+    for _ in 0..more {
+        bufs.push(KBox::new(CqeBuf::new_zeroed(), GFP_KERNEL)?, GFP_KERNEL)?;
+    }
+    let mut new = CqRing::new(uctx, cqe)?;
+    let resp = abi::ResizeCqResp {
+        ring: new.describe()?,
+        produced: 0,
+        reserved: 0,
+    };
+    let queue = queue(dev, cq)?;
+    let mut q = queue.lock::<CqeBuf>()?;
+    let old = {
+        let mut cur = ring.lock();
+        new.take_over(&cur, cqe)?;
+        core::mem::replace(&mut *cur, new)
+    };
+    for buf in bufs {
+        if let Err((e, _)) = q.add(buf, 0, CQE_LEN) {
+            // The CQ holds fewer than asked; it overruns sooner, as the process learns.
+            dev_warn!(
+                dev.as_ref(),
+                "CQ {}: cannot lend more CQE buffers: {:?}
+",
+                cq.cqn,
+                e
+            );
+            break;
+        }
+        cq.depth.fetch_add(1, Ordering::Relaxed);
+    }
+    let notify = q.kick_prepare();
+    drop(q);
+    if notify {
+        queue.notify();
+    }
+    // Outside the locks: an mmap entry goes.
+    drop(old);
+    udata.write_response(resp.as_bytes())?;
+    Ok(cq.depth.load(Ordering::Relaxed).min(resp.ring.depth))
 }
 
 /// Tells the device to destroy CQ `cqn`; returns whether the device confirmed that it has no
@@ -274,14 +372,15 @@ pub(crate) fn destroy(dev: &Device<'_>, cq: &Cq) {
         back += 1;
     }
     // A stopped device gives nothing back; its queues are emptied when they go.
-    if back < cq.depth && !dev.health.stopped() {
+    let depth = cq.depth.load(Ordering::Relaxed);
+    if back < depth && !dev.health.stopped() {
         // The rest stay lent to the device until it is reset (then they are freed).
         dev_warn!(
             dev.as_ref(),
             "CQ {}: the device kept {} of {} CQE buffers after DESTROY_CQ\n",
             cq.cqn,
-            cq.depth - back,
-            cq.depth
+            depth - back,
+            depth
         );
     }
 }
@@ -630,15 +729,16 @@ pub(crate) fn flushed(qp: &rdma::Qp<RdmaDev<'_>>, posted: &Posted) -> CqeBuf {
 /// flushed, in the order they were posted, as far as the ring has room (the device failed: it
 /// will not complete them, and the process learns so from its ring, as from a device). Returns
 /// whether any was.
-fn flush_to_ring(cq: &rdma::Cq<RdmaDev<'_>>, ring: &CqRing) -> bool {
+fn flush_to_ring(cq: &rdma::Cq<RdmaDev<'_>>, ring: &SpinLockIrq<CqRing>) -> bool {
     let dev = cq.device();
     let Ok(queue) = queue(dev, cq) else {
         return false;
     };
-    // The queue's lock serialises the ring's producer (`to_ring`).
+    // The queue's lock, then the ring's, as `to_ring` takes them.
     let Ok(_q) = queue.lock::<CqeBuf>() else {
         return false;
     };
+    let ring = ring.lock();
     let mut any = false;
     dev.ctrl.queues().handler().get_ref().qps.each(|qp| {
         for queue in [Queue::Send, Queue::Recv] {
@@ -683,7 +783,7 @@ pub(crate) fn kick(cqs: &CqRegistry<RdmaDev<'_>>, cqn: u32) {
 pub(crate) fn kick_all(cqs: &CqRegistry<RdmaDev<'_>>) {
     cqs.each(|cq| {
         if let Some(rings::CqRing::User(ring)) = cq.guest.as_ref().map(|g| &g.ring) {
-            if cq.device().health.stopped() && rings::flush_user_cq(cq, ring) {
+            if cq.device().health.stopped() && rings::flush_user_cq(cq, &ring.lock()) {
                 cq.completion_event();
             }
             return;
@@ -704,11 +804,12 @@ pub(crate) fn kick_all(cqs: &CqRegistry<RdmaDev<'_>>) {
 /// learns as `IB_EVENT_CQ_ERR`.
 fn to_ring<'a>(
     cq: &rdma::Cq<RdmaDev<'a>>,
-    ring: &CqRing,
+    ring: &SpinLockIrq<CqRing>,
     qps: &QpRegistry<RdmaDev<'a>>,
     q: &mut VirtqueueGuard<'_, CqeBuf>,
 ) -> (bool, core::result::Result<(), DeviceError>) {
     let dev = cq.device();
+    let ring = ring.lock();
     let mut lent = false;
     let mut lost = 0u32;
     let mut checked = Ok(());

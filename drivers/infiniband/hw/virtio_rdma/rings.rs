@@ -429,8 +429,9 @@ impl Drop for GuestRing {
 
 /// Where the ring of a CQ with a ring is.
 pub(crate) enum CqRing {
-    /// A process's ring, which it polls and arms itself.
-    User(GuestRing),
+    /// A process's ring, which it polls and arms itself. Locked so that a resize can replace
+    /// it.
+    User(Pin<KBox<SpinLockIrq<GuestRing>>>),
     /// A kernel CQ's ring, which the driver polls and arms (`cq.rs`).
     Kernel(Pin<KBox<SpinLockIrq<CompRing>>>),
 }
@@ -446,7 +447,7 @@ impl CqRings {
     /// Runs `f` on the ring (under its lock for a kernel CQ).
     fn with_ring<R>(&self, f: impl FnOnce(&GuestRing) -> R) -> R {
         match &self.ring {
-            CqRing::User(ring) => f(ring),
+            CqRing::User(ring) => f(&ring.lock()),
             CqRing::Kernel(comp) => f(comp.lock().ring()),
         }
     }
@@ -490,7 +491,11 @@ pub(crate) fn create_cq(
             let mut cmd = abi::CreateCqCmd::new_zeroed();
             udata.read_request(cmd.as_mut_bytes())?;
             check_cq_cmd(&cmd, attr.cqe, dev.config.raw.max_cqe.get())?;
-            CqRing::User(GuestRing::pin(dev, cmd.addr, cmd.depth, CQE_STRIDE)?)
+            let ring = GuestRing::pin(dev, cmd.addr, cmd.depth, CQE_STRIDE)?;
+            CqRing::User(KBox::pin_init(
+                new_spinlock_irq!(ring, "virtio_rdma_ucq_ring"),
+                GFP_KERNEL,
+            )?)
         }
         None => {
             let depth = attr.cqe.checked_next_power_of_two().ok_or(EINVAL)?;
@@ -548,6 +553,56 @@ pub(crate) fn create_cq(
         }
     }
     Ok((cqn, cq))
+}
+
+/// Resizes user CQ `cq`, whose rings are `guest`, to at least `cqe` completions (within the
+/// device's limit, checked already): the ring the process names in its request replaces the
+/// CQ's at the device (RESIZE_CQ_RING), and the answer tells the process how many completions
+/// the old ring received (it takes those not consumed from there). The old ring goes back to
+/// the process; after a command the device may have done (a timeout), both stay pinned.
+pub(crate) fn resize_user_cq(
+    cq: &rdma::Cq<RdmaDev<'_>>,
+    guest: &CqRings,
+    cqe: u32,
+    udata: &mut Udata<'_>,
+) -> Result<u32> {
+    let dev = cq.device();
+    let CqRing::User(ring) = &guest.ring else {
+        return Err(EINVAL);
+    };
+    let mut req = abi::ResizeCqCmd::new_zeroed();
+    udata.read_request(req.as_mut_bytes())?;
+    // The same ring description as at creation.
+    let cmd = abi::CreateCqCmd {
+        addr: req.addr,
+        depth: req.depth,
+        reserved: req.reserved,
+    };
+    check_cq_cmd(&cmd, cqe, dev.config.raw.max_cqe.get())?;
+    let new = GuestRing::pin(dev, cmd.addr, cmd.depth, CQE_STRIDE)?;
+    let rsp: abi::RspResizeCqRing = dev
+        .ctrl
+        .exec(
+            abi::cmd::RESIZE_CQ_RING,
+            &abi::CmdResizeCqRing {
+                ring: new.lend(),
+                cqn: cq.index().into(),
+                reserved: 0.into(),
+            },
+        )
+        .inspect_err(|&e| new.refused(e))?;
+    let depth = new.depth();
+    let old = core::mem::replace(&mut *ring.lock(), new);
+    // The device uses only the new ring now; unpinning may sleep: outside the lock.
+    old.release();
+    drop(old);
+    let resp = abi::ResizeCqResp {
+        ring: abi::Uring::new_zeroed(),
+        produced: rsp.produced.get(),
+        reserved: 0,
+    };
+    udata.write_response(resp.as_bytes())?;
+    Ok(depth)
 }
 
 /// The rings of a QP with rings.

@@ -23,7 +23,7 @@ use kernel::{
     prelude::*,
     rdma::{Ucontext, UserMmap},
 };
-use zerocopy::{FromBytes, IntoBytes};
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 use crate::{abi, cq::CqeBuf, verbs::RdmaDev};
 
@@ -143,6 +143,32 @@ impl CqRing {
     /// What the provider needs to map and poll the ring.
     pub(crate) fn describe(&self) -> Result<abi::Uring> {
         self.slots.describe()
+    }
+
+    /// Takes over from `old`, the ring this one replaces (a resize): the completions the
+    /// process has not consumed are copied into the slots of the same numbers here, the
+    /// process's consumer index with them, and the numbering goes on. [`EINVAL`] if more than
+    /// `max` were not consumed (or the process's consumer index says more than `old` holds).
+    pub(crate) fn take_over(&mut self, old: &CqRing, max: u32) -> Result {
+        let producer = old.producer.load(Ordering::Relaxed);
+        let consumer = old.slots.map.read_u32(CONSUMER)?;
+        let pending = producer.wrapping_sub(consumer);
+        if pending > max || pending > old.slots.depth || pending > self.slots.depth {
+            return Err(EINVAL);
+        }
+        let mut cqe = abi::Ucqe::new_zeroed();
+        for i in 0..pending {
+            let n = consumer.wrapping_add(i);
+            old.slots
+                .map
+                .read(old.slots.offset(n), cqe.as_mut_bytes())?;
+            // Whatever the process wrote over it meanwhile: the slot holds completion `n`.
+            cqe.seq = n.wrapping_add(1);
+            self.slots.map.write(self.slots.offset(n), cqe.as_bytes())?;
+        }
+        self.slots.map.write_u32(CONSUMER, consumer)?;
+        self.producer.store(producer, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Whether the next slot is free: the process has consumed what was there. Its consumer

@@ -274,6 +274,16 @@ impl rdma::Driver for RdmaDev<'_> {
         cq::destroy(dev, cq)
     }
 
+    fn resize_user_cq(
+        cq: &rdma::Cq<Self>,
+        uctx: &rdma::Ucontext<Self>,
+        cqe: u32,
+        udata: &mut Udata<'_>,
+    ) -> Result<u32> {
+        cq.device().health.check()?;
+        cq::resize_user(cq, uctx, cqe, udata)
+    }
+
     fn poll_cq(cq: &rdma::Cq<Self>, sink: &mut WcSink<'_, Self>) -> Result {
         cq::poll(cq, sink)
     }

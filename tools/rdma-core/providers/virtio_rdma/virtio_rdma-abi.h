@@ -14,6 +14,8 @@ DECLARE_DRV_CMD(uvrdma_alloc_ucontext, IB_USER_VERBS_CMD_GET_CONTEXT,
 		empty, virtio_rdma_alloc_ucontext_resp);
 DECLARE_DRV_CMD(uvrdma_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
 		virtio_rdma_create_cq_cmd, virtio_rdma_create_cq_resp);
+DECLARE_DRV_CMD(uvrdma_resize_cq, IB_USER_VERBS_CMD_RESIZE_CQ,
+		virtio_rdma_resize_cq_cmd, virtio_rdma_resize_cq_resp);
 DECLARE_DRV_CMD(uvrdma_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		virtio_rdma_create_qp_cmd, virtio_rdma_create_qp_resp);
 DECLARE_DRV_CMD(uvrdma_create_ah, IB_USER_VERBS_CMD_CREATE_AH,

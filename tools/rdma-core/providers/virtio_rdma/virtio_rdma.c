@@ -358,16 +358,21 @@ static int vrdma_alloc_ring(struct vrdma_ring *ring, uint32_t entries,
  * Only once the kernel destroyed the queue (or never made it): until then
  * the device may use a ring of ours.
  */
+static void vrdma_free_ring_mem(void *buf, size_t length, bool own)
+{
+	if (own) {
+		ibv_dofork_range(buf, length);
+		free(buf);
+	} else {
+		munmap(buf, length);
+	}
+}
+
 static void vrdma_free_ring(struct vrdma_ring *ring)
 {
 	if (!ring->buf)
 		return;
-	if (ring->own) {
-		ibv_dofork_range(ring->buf, ring->length);
-		free(ring->buf);
-	} else {
-		munmap(ring->buf, ring->length);
-	}
+	vrdma_free_ring_mem(ring->buf, ring->length, ring->own);
 	pthread_spin_destroy(&ring->lock);
 	ring->buf = NULL;
 }
@@ -541,6 +546,94 @@ static void vrdma_cq_release(struct vrdma_cq *cq)
 	vrdma_store(&cq->ring, &cq->ring.rec->consumer, cq->consumer);
 }
 
+/*
+ * Ring mode, after a resize: the completions not polled yet, from the
+ * consumer up to the @produced the old ring received, go from @old into
+ * the CQ's new ring, each in the slot of its number, its sequence number
+ * last (the device writes the next ones into other slots meanwhile). A slot
+ * whose sequence number is not its own ends the copy: the device's count is
+ * not trusted further than the ring shows.
+ */
+static void vrdma_cq_move(struct vrdma_cq *cq, struct vrdma_ring *old,
+			  uint32_t produced)
+{
+	uint32_t n, left = produced - cq->consumer;
+	struct virtio_rdma_ring_cqe *from, *to;
+
+	left = min_t(uint32_t, left, min_t(uint32_t, old->depth, cq->ring.depth));
+	for (n = cq->consumer; left; n++, left--) {
+		from = vrdma_slot(old, n);
+		to = vrdma_slot(&cq->ring, n);
+		if (vrdma_load(old, &from->seq) != n + 1)
+			break;
+		to->cqe = from->cqe;
+		vrdma_store(&cq->ring, &to->seq, n + 1);
+	}
+}
+
+/*
+ * ibv_resize_cq. Completion numbers go on across it (the user ABI's
+ * RESIZE_CQ), so the consumer stays. Without rings in guest memory the
+ * kernel has copied the completions not polled into the new ring it maps;
+ * with them this process gives the new ring, the device writes the next
+ * completions there, and those not polled come over from the old one here.
+ * Under the CQ's lock: no poll sees a ring in between.
+ */
+static int vrdma_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct vrdma_cq *cq = to_vcq(ibcq);
+	struct uvrdma_resize_cq_resp resp = {};
+	struct uvrdma_resize_cq cmd = {};
+	size_t cmd_size = sizeof(cmd.ibv_cmd);	/* no request data */
+	struct vrdma_ring new = {}, old;
+	int ret;
+
+	if (cqe <= 0)
+		return EINVAL;
+	pthread_spin_lock(&cq->ring.lock);
+	if (cq->ring.own) {
+		ret = vrdma_alloc_ring(&new, cqe,
+				       sizeof(struct virtio_rdma_ring_cqe));
+		if (ret)
+			goto out;
+		/* What is not polled must fit: the device counts from here. */
+		vrdma_store(&new, &new.rec->consumer, cq->consumer);
+		cmd.addr = (uintptr_t)new.buf;
+		cmd.depth = new.depth;
+		cmd_size = sizeof(cmd);
+	}
+	ret = ibv_cmd_resize_cq(ibcq, cqe, &cmd.ibv_cmd, cmd_size,
+				&resp.ibv_resp, sizeof(resp));
+	if (ret) {
+		vrdma_free_ring(&new);
+		goto out;
+	}
+	if (!cq->ring.own) {
+		/*
+		 * The kernel fills the new ring now: if it cannot be mapped,
+		 * this CQ gets no more completions (as rxe's).
+		 */
+		ret = vrdma_map_ring(ibcq->context->cmd_fd, &new, &resp.ring,
+				     sizeof(struct virtio_rdma_ucqe));
+		if (ret)
+			goto out;
+	}
+	old = cq->ring;
+	cq->ring.buf = new.buf;
+	cq->ring.length = new.length;
+	cq->ring.rec = new.rec;
+	cq->ring.slots = new.slots;
+	cq->ring.depth = new.depth;
+	cq->ring.stride = new.stride;
+	pthread_spin_destroy(&new.lock);
+	if (cq->ring.own)
+		vrdma_cq_move(cq, &old, resp.produced);
+	vrdma_free_ring_mem(old.buf, old.length, old.own);
+out:
+	pthread_spin_unlock(&cq->ring.lock);
+	return ret;
+}
+
 static int vrdma_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 {
 	struct vrdma_cq *cq = to_vcq(ibcq);
@@ -670,11 +763,14 @@ static void vrdma_cq_ex_ops(struct vrdma_cq *cq)
 static int vrdma_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	struct vrdma_cq *cq = to_vcq(ibcq);
-	uint32_t *arm = &cq->ring.rec->arm;
 	uint32_t none = htole32(VIRTIO_RDMA_CQ_ARM_NONE);
+	uint32_t *arm;
 
 	if (!cq->ring.own)
 		return ibv_cmd_req_notify_cq(ibcq, solicited_only);
+	/* Not into a ring a resize is replacing (the arming moves with it). */
+	pthread_spin_lock(&cq->ring.lock);
+	arm = &cq->ring.rec->arm;
 	if (!solicited_only)
 		vrdma_store(&cq->ring, arm, VIRTIO_RDMA_CQ_ARM_NEXT);
 	else	/* as in IB, this does not weaken an arm for the next one */
@@ -682,6 +778,7 @@ static int vrdma_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 					    htole32(VIRTIO_RDMA_CQ_ARM_SOLICITED),
 					    false, __ATOMIC_RELEASE,
 					    __ATOMIC_RELAXED);
+	pthread_spin_unlock(&cq->ring.lock);
 	/*
 	 * The device reads arm after a full barrier once it wrote a
 	 * completion; this one orders the store before the caller's next
@@ -1549,6 +1646,7 @@ static const struct verbs_context_ops vrdma_ctx_ops = {
 static const struct verbs_context_ops vrdma_user_qp_ops = {
 	.create_cq = vrdma_create_cq,
 	.create_cq_ex = vrdma_create_cq_ex,
+	.resize_cq = vrdma_resize_cq,
 	.destroy_cq = vrdma_destroy_cq,
 	.poll_cq = vrdma_poll_cq,
 	.req_notify_cq = vrdma_req_notify_cq,
