@@ -351,16 +351,18 @@ run_shared() {
 # run_e2e WANT: the e2e tests that WANT (want_e2e or want_e2e_rings) selects,
 # in the mode set in $mode and $mode_args.
 run_e2e() {
-	local want=$1 n t bargs peer reboot s shared=()
+	local want=$1 n t bargs tmo peer reboot s shared=()
 	for n in $e2e_names; do
 		$want "$n" || continue
 		t="$E2E/$n.sh"
 		# A test may ask for backend options with a "# backend-args: ..."
 		# line, and a "# peer: CMD" line runs CMD in a second guest beside it
 		# (run.sh --peer), a "# reboot" line lets the guest reboot (run.sh
-		# --reboot); such a test, and one that says "# guest: own", gets a
+		# --reboot), a "# timeout: SECONDS" line bounds its guest (else
+		# 900 s); such a test, and one that says "# guest: own", gets a
 		# guest of its own.
 		bargs=$(sed -n 's/^# backend-args: //p' "$t" | head -1)
+		tmo=$(sed -n 's/^# timeout: \([0-9]*\)$/\1/p' "$t" | head -1)
 		peer=$(sed -n 's/^# peer: //p' "$t" | head -1)
 		reboot=""
 		if grep -q '^# reboot$' "$t"; then reboot=--reboot; fi
@@ -378,7 +380,7 @@ run_e2e() {
 		fi
 		in_budget "e2e: $n$mode" || continue
 		s=$SECONDS
-		"$RUN" --kmemleak --timeout "$(limit 900)" --backend-args "$bargs" ${peer:+--peer "$peer"} \
+		"$RUN" --kmemleak --timeout "$(limit "${tmo:-900}")" --backend-args "$bargs" ${peer:+--peer "$peer"} \
 			$reboot --out "$logs/e2e-$n$mode" -- "bash tools/testing/e2e/$n.sh" >"$logs/e2e-$n$mode.log" 2>&1
 		result "e2e: $n$mode (own guest)" $? $((SECONDS - s)) "$logs/e2e-$n$mode.log"
 	done

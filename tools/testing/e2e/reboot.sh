@@ -9,8 +9,12 @@
 # work with the peer as before.
 # peer: bash tools/testing/e2e/reboot.sh peer
 # reboot
+# timeout: 480
 # modes: virtqueues (a device reset destroys a device's objects whatever
 # their queues; ring-mode objects at a reset: backend-restart@rings)
+# (It takes 140-230 s here; once, its second boot hung under TCG right
+# after "sysrq: Resetting", which cost 900 s: hence the timeout, and a
+# rebooting guest's console is not quiet, to show how far it got.)
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"

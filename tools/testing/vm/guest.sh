@@ -86,7 +86,9 @@ append="console=ttyS0 root=root rootfstype=9p ro"
 append+=" rootflags=trans=virtio,version=9p2000.L,cache=loose"
 append+=" init=/opt/tools/testing/vm/init.sh panic=-1 kasan_multi_shot"
 append+=" vrdma.mode=$mode vrdma.kmemleak=$kmemleak"
-[ "$mode" = shell ] || append+=" quiet"
+# A guest that may reboot keeps its boot messages: one whose second boot
+# hung showed nothing after "sysrq: Resetting".
+[ "$mode" = shell ] || [ "$reboot" = 1 ] || append+=" quiet"
 # KUnit suites run only where a run asks for them (--append kunit.enable=1).
 [[ "$extra" == *kunit.enable=* ]] || append+=" kunit.enable=0"
 append+=" $extra"
