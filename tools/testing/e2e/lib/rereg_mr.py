@@ -19,14 +19,15 @@ import time
 
 import pyverbs.enums as e
 from pyverbs import mem_alloc
-from pyverbs.addr import AHAttr, GID, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
+
+import rc
 
 DEV = "virtio_rdma0"
 PAGE = 4096
@@ -59,17 +60,7 @@ class Pair:
         cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
         init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq, cap=cap)
         self.a, self.b = QP(pd, init), QP(pd, init)
-        gid = ctx.query_gid(1, gid_index)
-        for qp, peer in ((self.a, self.b), (self.b, self.a)):
-            attr = QPAttr(port_num=1)
-            attr.qp_access_flags = RW
-            gr = GlobalRoute(dgid=GID(str(gid)), sgid_index=gid_index, hop_limit=64)
-            attr.ah_attr = AHAttr(port_num=1, is_global=1, gr=gr)
-            attr.dest_qp_num = peer.qp_num
-            attr.rq_psn = attr.sq_psn = 0
-            attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
-            attr.min_rnr_timer, attr.timeout, attr.retry_cnt, attr.rnr_retry = 12, 14, 7, 7
-            qp.to_rts(attr)
+        rc.connect_pair(ctx, gid_index, self.a, self.b, RW)
 
     def write(self, rkey, addr, data=None, sge=None):
         """The status of an RDMA WRITE of `data` (from the source MR) or of

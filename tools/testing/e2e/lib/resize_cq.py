@@ -16,14 +16,15 @@ import sys
 import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GID, GlobalRoute
 from pyverbs.cq import CQ, CompChannel
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
+
+import rc
 
 DEV = "virtio_rdma0"
 RW = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
@@ -49,17 +50,7 @@ class Writer:
         self.a = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=other_cq, cap=cap))
         self.b = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=other_cq, rcq=other_cq,
                                    cap=cap))
-        gid = ctx.query_gid(1, gid_index)
-        for qp, peer in ((self.a, self.b), (self.b, self.a)):
-            attr = QPAttr(port_num=1)
-            attr.qp_access_flags = RW
-            gr = GlobalRoute(dgid=GID(str(gid)), sgid_index=gid_index, hop_limit=64)
-            attr.ah_attr = AHAttr(port_num=1, is_global=1, gr=gr)
-            attr.dest_qp_num = peer.qp_num
-            attr.rq_psn = attr.sq_psn = 0
-            attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
-            attr.min_rnr_timer, attr.timeout, attr.retry_cnt, attr.rnr_retry = 12, 14, 7, 7
-            qp.to_rts(attr)
+        rc.connect_pair(ctx, gid_index, self.a, self.b, RW)
         self.next = 1
 
     def write(self, n):
