@@ -258,6 +258,15 @@ if want_layer runner && in_budget "runner contract"; then
 	"$RUN" --timeout 20 -- 'sleep 1000' >"$logs/runner-timeout.log" 2>&1
 	expect_rc 124 "$logs/runner-timeout.log" "did not finish within"
 	result "runner: a hung guest is killed with a clear message" $? $((SECONDS - s)) "$logs/runner-timeout.log"
+	# A guest that never reaches init.sh (init=/bin/cat waits on the console
+	# for ever) stands for an early-boot hang: the runner shows where its
+	# vCPUs are, boots it once more, and then gives up.
+	s=$SECONDS
+	VRDMA_BOOT_LIMIT=5 "$RUN" --timeout 300 --append init=/bin/cat -- true >"$logs/runner-boot-hang.log" 2>&1
+	expect_rc 124 "$logs/runner-boot-hang.log" "hung in early boot twice" &&
+		[ "$(grep -c "did not reach init within 5s" "$logs/runner-boot-hang.log")" = 2 ] &&
+		grep -q "^look 3: ffffffff[0-9a-f]* [a-z_]" "$logs/runner-boot-hang.log"
+	result "runner: a guest hung in early boot is shown, booted again, then failed" $? $((SECONDS - s)) "$logs/runner-boot-hang.log"
 	# The checkers must be able to fail a test: provoke a WARN (lkdtm) and a
 	# leak (the kmemleak sample module) and expect the runner's verdicts.
 	s=$SECONDS

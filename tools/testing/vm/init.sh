@@ -106,11 +106,11 @@ kmemleak_clear() {
 # only later anyway). A guest killed before the end is a failed run, so a
 # leak it did not get to scan for cannot pass unseen.
 # suite_starts holds each test's start in jiffies, suite_names its name.
+# Read in one sweep (awk): bash's read seeks back after each line, and a
+# seek in /proc/timer_list regenerates it, shifted as timers come and go,
+# so the "jiffies:" line could be missed.
 jiffies() {
-	local k v
-	while read -r k v _; do
-		[ "$k" = jiffies: ] && { echo "$v"; return; }
-	done </proc/timer_list
+	awk '$1 == "jiffies:" { print $2; exit }' /proc/timer_list
 }
 # leak_found BLOCK: files one leak report with the test it belongs to:
 # appended to its kmemleak.log, and a test that had passed fails (97).
@@ -119,7 +119,8 @@ leak_found() {
 	[[ "$block" =~ jiffies\ ([0-9]+) ]] || return 0
 	j=${BASH_REMATCH[1]}
 	for i in "${!suite_starts[@]}"; do
-		[ "$j" -ge "${suite_starts[$i]}" ] && owner=${suite_names[$i]}
+		[[ ${suite_starts[$i]} =~ ^[0-9]+$ ]] && [ "$j" -ge "${suite_starts[$i]}" ] &&
+			owner=${suite_names[$i]}
 	done
 	if [ -z "$owner" ]; then
 		echo "$block" >>/mnt/run/boot-leaks.log # booting's: kept, not judged
