@@ -39,6 +39,9 @@ const CHECKED_STRUCTS: &[&str] = &[
     "virtio_rdma_rsp_map_mr_sg",
     "virtio_rdma_cmd_reg_user_mr",
     "virtio_rdma_cmd_dereg_mr",
+    "virtio_rdma_cmd_alloc_mw",
+    "virtio_rdma_rsp_alloc_mw",
+    "virtio_rdma_cmd_dealloc_mw",
     "virtio_rdma_cmd_create_qp",
     "virtio_rdma_rsp_create_qp",
     "virtio_rdma_av",
@@ -55,6 +58,7 @@ const CHECKED_STRUCTS: &[&str] = &[
     "virtio_rdma_sq_atomic",
     "virtio_rdma_sq_ud",
     "virtio_rdma_sq_reg",
+    "virtio_rdma_sq_bind",
     "virtio_rdma_sq_req",
     "virtio_rdma_sge",
     "virtio_rdma_rq_req",
@@ -144,6 +148,8 @@ const CHECKED_CONSTS: &[&str] = &[
     "VIRTIO_RDMA_CMD_CREATE_CQ_RING",
     "VIRTIO_RDMA_CMD_CREATE_QP_RING",
     "VIRTIO_RDMA_CMD_RESIZE_CQ_RING",
+    "VIRTIO_RDMA_CMD_ALLOC_MW",
+    "VIRTIO_RDMA_CMD_DEALLOC_MW",
 ];
 
 /// The arguments a queue index macro takes from a (max_cq, max_qp, n) point.

@@ -129,6 +129,8 @@ enum virtio_rdma_ctrl_cmd {
 	VIRTIO_RDMA_CMD_CREATE_CQ_RING = 20,	/* VIRTIO_RDMA_F_RINGS */
 	VIRTIO_RDMA_CMD_CREATE_QP_RING = 21,	/* VIRTIO_RDMA_F_RINGS */
 	VIRTIO_RDMA_CMD_RESIZE_CQ_RING = 22,	/* VIRTIO_RDMA_F_RINGS */
+	VIRTIO_RDMA_CMD_ALLOC_MW = 23,
+	VIRTIO_RDMA_CMD_DEALLOC_MW = 24,
 };
 
 struct virtio_rdma_ctrl_hdr {
@@ -338,6 +340,28 @@ struct virtio_rdma_cmd_dereg_mr {
 	__le32 reserved;
 };
 
+/*
+ * VIRTIO_RDMA_CMD_ALLOC_MW request: a memory window of PD pdn, unbound.
+ * Its handle comes from the MR handle space (max_mr covers both).
+ */
+struct virtio_rdma_cmd_alloc_mw {
+	__le32 pdn;
+	__u8 mw_type;			/* IB_MW_TYPE_1 or IB_MW_TYPE_2 */
+	__u8 reserved[3];
+};
+
+/* VIRTIO_RDMA_CMD_ALLOC_MW response. */
+struct virtio_rdma_rsp_alloc_mw {
+	__le32 mwn;
+	__le32 rkey;			/* (mwn << 8) | key byte */
+};
+
+/* VIRTIO_RDMA_CMD_DEALLOC_MW request (no response body). */
+struct virtio_rdma_cmd_dealloc_mw {
+	__le32 mwn;
+	__le32 reserved;
+};
+
 /* VIRTIO_RDMA_CMD_CREATE_QP request. */
 struct virtio_rdma_cmd_create_qp {
 	__le32 pdn;
@@ -530,11 +554,29 @@ struct virtio_rdma_sq_reg {
 	__le64 pages;			/* guest-physical */
 };
 
+/*
+ * IB_WR_BIND_MW: bind the window whose rkey is mw_rkey to
+ * [addr, addr + length) of the MR whose lkey is mr_lkey, with rights
+ * access (remote ones, and IB_ZERO_BASED); the window's rkey becomes
+ * new_rkey (same handle, the consumer's key byte). length 0 unbinds a
+ * type 1 window.
+ */
+struct virtio_rdma_sq_bind {
+	__le64 addr;
+	__le64 length;
+	__le32 mw_rkey;
+	__le32 new_rkey;
+	__le32 mr_lkey;
+	__le32 access;			/* enum ib_access_flags */
+	__le64 reserved;
+};
+
 union virtio_rdma_sq_wr {
 	struct virtio_rdma_sq_rdma rdma;	/* RDMA_WRITE*, RDMA_READ */
 	struct virtio_rdma_sq_atomic atomic;	/* ATOMIC_* */
 	struct virtio_rdma_sq_ud ud;		/* any send on a UD/GSI QP */
 	struct virtio_rdma_sq_reg reg;		/* REG_MR */
+	struct virtio_rdma_sq_bind bind;	/* BIND_MW */
 	__u8 raw[40];
 };
 

@@ -83,6 +83,38 @@ pub const VIRTIO_RDMA_CMD_CREATE_CQ_RING: u32 = 20;
 pub const VIRTIO_RDMA_CMD_CREATE_QP_RING: u32 = 21;
 /// Control command: give a ring CQ a new ring.
 pub const VIRTIO_RDMA_CMD_RESIZE_CQ_RING: u32 = 22;
+/// Control command: allocate a memory window.
+pub const VIRTIO_RDMA_CMD_ALLOC_MW: u32 = 23;
+/// Control command: deallocate a memory window.
+pub const VIRTIO_RDMA_CMD_DEALLOC_MW: u32 = 24;
+
+/// `struct virtio_rdma_cmd_alloc_mw`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdAllocMw {
+    pub pdn: U32,
+    pub mw_type: u8,
+    pub reserved: [u8; 3],
+}
+
+/// `struct virtio_rdma_rsp_alloc_mw`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRspAllocMw {
+    pub mwn: U32,
+    pub rkey: U32,
+}
+
+/// `struct virtio_rdma_cmd_dealloc_mw`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdDeallocMw {
+    pub mwn: U32,
+    pub reserved: U32,
+}
 
 /// `struct virtio_rdma_ring`.
 #[allow(missing_docs)]
@@ -733,6 +765,20 @@ pub struct VirtioRdmaSqReg {
     pub iova: U64,
     pub length: U64,
     pub pages: U64,
+}
+
+/// `struct virtio_rdma_sq_bind`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaSqBind {
+    pub addr: U64,
+    pub length: U64,
+    pub mw_rkey: U32,
+    pub new_rkey: U32,
+    pub mr_lkey: U32,
+    pub access: U32,
+    pub reserved: U64,
 }
 
 /// `struct virtio_rdma_sq_req`.

@@ -75,10 +75,11 @@ impl State {
     /// What the tables hold, for log lines.
     fn census(&self) -> String {
         format!(
-            "{} PDs, {} MRs ({} page-table entries), {} CQs, {} QPs, {} GIDs",
+            "{} PDs, {} MRs ({} page-table entries), {} windows, {} CQs, {} QPs, {} GIDs",
             self.pds.len(),
             self.mrs.len(),
             self.mr_pages,
+            self.mrs.mw_count(),
             self.cqs.iter().flatten().count(),
             self.qps.iter().flatten().count(),
             self.gids.len()
@@ -197,6 +198,8 @@ fn command_info(cmd: u32) -> Option<(&'static str, usize)> {
         VIRTIO_RDMA_CMD_RESIZE_CQ_RING => {
             ("RESIZE_CQ_RING", size_of::<VirtioRdmaRspResizeCqRing>())
         }
+        VIRTIO_RDMA_CMD_ALLOC_MW => ("ALLOC_MW", size_of::<VirtioRdmaRspAllocMw>()),
+        VIRTIO_RDMA_CMD_DEALLOC_MW => ("DEALLOC_MW", 0),
         _ => return None,
     })
 }
@@ -583,6 +586,8 @@ impl Ctrl {
             VIRTIO_RDMA_CMD_DESTROY_QP => self.destroy_qp(body),
             VIRTIO_RDMA_CMD_REQ_NOTIFY_CQ => self.req_notify_cq(body),
             VIRTIO_RDMA_CMD_QUERY_COUNTERS => self.query_counters(body),
+            VIRTIO_RDMA_CMD_ALLOC_MW => self.alloc_mw(body),
+            VIRTIO_RDMA_CMD_DEALLOC_MW => self.dealloc_mw(body),
             VIRTIO_RDMA_CMD_CREATE_CQ_RING if self.rings_acked() => self.create_cq_ring(body),
             VIRTIO_RDMA_CMD_CREATE_QP_RING if self.rings_acked() => self.create_qp_ring(body),
             VIRTIO_RDMA_CMD_RESIZE_CQ_RING if self.rings_acked() => self.resize_cq_ring(body),

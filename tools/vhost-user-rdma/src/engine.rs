@@ -564,7 +564,7 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
         let parsed = wqe::parse_send(&bytes, caps.max_send_sge, caps.max_inline_data).and_then(
             |w| match user {
                 // Only what a process may post, from a process's ring.
-                Some(ud) => match wqe::check_user(&w, ud) {
+                Some(ud) => match wqe::check_user(&w, ud).and_then(|()| local_inv_user(ctrl, &w)) {
                     Ok(()) => Ok(w),
                     Err(why) => Err(wqe::Malformed {
                         wr_id: w.wr_id,
@@ -699,6 +699,7 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
     match w.opcode {
         IB_WR_REG_MR => return Exec::Done(reg_mr(ctrl, s.pdn, w), 0),
         IB_WR_LOCAL_INV => return Exec::Done(local_inv(ctrl, s.pdn, w.ex), 0),
+        IB_WR_BIND_MW => return Exec::Done(bind_mw(ctrl, qpn, s.pdn, w), 0),
         _ => {}
     }
     if matches!(s.qp_type, IB_QPT_UD | IB_QPT_GSI) {
@@ -900,7 +901,7 @@ pub(crate) fn fuzz_resolve(ctrl: &Ctrl, pdn: u32, sges: &[Sge], access: u32) -> 
 }
 
 /// For the fuzz targets: resolves an SQ element's SGEs and executes it if
-/// it is a local operation (REG_MR, LOCAL_INV).
+/// it is a local operation (REG_MR, LOCAL_INV, BIND_MW).
 #[cfg(feature = "fuzzing")]
 pub(crate) fn fuzz_local(ctrl: &Ctrl, pdn: u32, w: &SendWqe) -> u8 {
     if w.send_flags & IB_SEND_INLINE == 0 {
@@ -909,6 +910,7 @@ pub(crate) fn fuzz_local(ctrl: &Ctrl, pdn: u32, w: &SendWqe) -> u8 {
     match w.opcode {
         IB_WR_REG_MR => reg_mr(ctrl, pdn, w),
         IB_WR_LOCAL_INV => local_inv(ctrl, pdn, w.ex),
+        IB_WR_BIND_MW => bind_mw(ctrl, 0, pdn, w),
         _ => IB_WC_SUCCESS,
     }
 }
@@ -940,8 +942,8 @@ fn resolve(st: &State, pdn: u32, sges: &[Sge], access: u32, limit: u64) -> Resul
     Ok(out)
 }
 
-/// Remote access: rkey, PD of the responder QP, MR and QP access rights,
-/// bounds.
+/// Remote access: rkey (an MR's or a window's), PD of the responder QP,
+/// MR or window and QP access rights, bounds.
 fn resolve_remote(peer: &Peer, rkey: u32, addr: u64, len: u64, access: u32) -> Result<Ranges, ()> {
     if len == 0 {
         return Ok(Ranges::new());
@@ -951,11 +953,9 @@ fn resolve_remote(peer: &Peer, rkey: u32, addr: u64, len: u64, access: u32) -> R
     if qp.attr.qp_access_flags.get() & access != access {
         return Err(());
     }
-    let mr = st.mrs.by_key(rkey).ok_or(())?;
-    if mr.pdn != qp.pdn || mr.access & access != access {
-        return Err(());
-    }
-    mr.translate(addr, len).map_err(|_| ())
+    st.mrs
+        .remote(rkey, peer.qpn, qp.pdn, addr, len, access)
+        .ok_or(())
 }
 
 /// Slices of guest memory for `ranges`, one per range unless a range
@@ -1407,9 +1407,20 @@ fn atomic(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) ->
     IB_WC_SUCCESS
 }
 
-/// Invalidates the fast-reg MR of `pdn` whose key is `rkey`.
+/// Invalidates the fast-reg MR or frees the bound type 2 window of `pdn`
+/// whose key is `rkey` (a type 1 window is not invalidated, o10-37.2.26).
 fn invalidate(ctrl: &Ctrl, pdn: u32, rkey: u32) -> bool {
     let mut st = ctrl.lock();
+    if let Some(w) = st.mrs.mw_mut(rkey >> 8) {
+        let ok = w.pdn == pdn
+            && w.key == (rkey & 0xff) as u8
+            && w.mw_type == IB_MW_TYPE_2
+            && w.bound.is_some();
+        if ok {
+            w.bound = None;
+        }
+        return ok;
+    }
     match st.mrs.get_mut(rkey >> 8) {
         Some(mr)
             if mr.pdn == pdn
@@ -1429,6 +1440,50 @@ fn local_inv(ctrl: &Ctrl, pdn: u32, rkey: u32) -> u8 {
     } else {
         ctrl.guest_warn(format_args!("LOCAL_INV of key {rkey:#x} refused"));
         IB_WC_LOC_QP_OP_ERR
+    }
+}
+
+/// A process invalidates windows only: fast-registration MRs are the
+/// kernel's (a PD does not say whose they are).
+fn local_inv_user(ctrl: &Ctrl, w: &SendWqe) -> Result<(), String> {
+    if w.opcode != IB_WR_LOCAL_INV || ctrl.lock().mrs.mw(w.ex >> 8).is_some() {
+        return Ok(());
+    }
+    Err(format!(
+        "LOCAL_INV of key {:#x}: a process invalidates only windows",
+        w.ex
+    ))
+}
+
+/// Binds (or unbinds) a memory window for QP `qpn` of PD `pdn`.
+fn bind_mw(ctrl: &Ctrl, qpn: u32, pdn: u32, w: &SendWqe) -> u8 {
+    let req = w.bind();
+    let mut st = ctrl.lock();
+    let mwn = req.mw_rkey >> 8;
+    let checked = match st.mrs.mw(mwn) {
+        Some(mw) if mw.key == (req.mw_rkey & 0xff) as u8 => {
+            let mrn = req.mr_lkey >> 8;
+            let mr = st.mrs.by_key(req.mr_lkey).map(|mr| (mrn, mr));
+            mw.check_bind(qpn, pdn, &req, mr)
+        }
+        _ => Err("no window has that rkey"),
+    };
+    match checked {
+        Ok(binding) => {
+            if let Some(mw) = st.mrs.mw_mut(mwn) {
+                mw.key = (req.new_rkey & 0xff) as u8;
+                mw.bound = binding;
+            }
+            IB_WC_SUCCESS
+        }
+        Err(why) => {
+            drop(st);
+            ctrl.guest_warn(format_args!(
+                "QP {qpn}: wr_id {}: BIND_MW of rkey {:#x}: {why}",
+                w.wr_id, req.mw_rkey
+            ));
+            IB_WC_MW_BIND_ERR
+        }
     }
 }
 

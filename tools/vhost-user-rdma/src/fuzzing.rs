@@ -174,7 +174,14 @@ pub fn work_request(data: &[u8]) -> bool {
         assert!(wqe::known_opcode(w.opcode));
         assert!(w.sges.len() <= max_sge as usize);
         assert!(w.inline.len() <= max_inline as usize);
-        let _ = (w.rdma(), w.atomic(), w.ud(), w.reg(), w.payload_len());
+        let _ = (
+            w.rdma(),
+            w.atomic(),
+            w.ud(),
+            w.reg(),
+            w.bind(),
+            w.payload_len(),
+        );
         let _ = (w.signaled(false), wqe::wc_opcode(w.opcode));
         let status = crate::engine::fuzz_local(&ctrl, keys.pdn, &w);
         if matches!(w.opcode, IB_WR_REG_MR | IB_WR_LOCAL_INV) {
@@ -279,6 +286,13 @@ pub fn ctrl_seeds() -> Vec<Vec<u8>> {
         user.npages = U32::new(2);
         s.extend(record(VIRTIO_RDMA_CMD_REG_USER_MR, user.as_bytes(), 16));
         s.extend(record(VIRTIO_RDMA_CMD_DEREG_MR, &pair(1, 0), 0));
+        let mw = VirtioRdmaCmdAllocMw {
+            pdn: U32::new(pdn),
+            mw_type: IB_MW_TYPE_2,
+            reserved: [0; 3],
+        };
+        s.extend(record(VIRTIO_RDMA_CMD_ALLOC_MW, mw.as_bytes(), 8));
+        s.extend(record(VIRTIO_RDMA_CMD_DEALLOC_MW, &pair(1, 0), 0));
     }
     seeds.push(s);
 

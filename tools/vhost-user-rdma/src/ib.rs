@@ -49,11 +49,21 @@ pub const IB_ACCESS_LOCAL_WRITE: u32 = 1;
 pub const IB_ACCESS_REMOTE_WRITE: u32 = 1 << 1;
 pub const IB_ACCESS_REMOTE_READ: u32 = 1 << 2;
 pub const IB_ACCESS_REMOTE_ATOMIC: u32 = 1 << 3;
-/// Access bits the device implements.
+pub const IB_ACCESS_MW_BIND: u32 = 1 << 4;
+pub const IB_ZERO_BASED: u32 = 1 << 5;
+/// Access bits the device implements for MRs.
 pub const ACCESS_SUPPORTED: u32 = IB_ACCESS_LOCAL_WRITE
     | IB_ACCESS_REMOTE_WRITE
     | IB_ACCESS_REMOTE_READ
-    | IB_ACCESS_REMOTE_ATOMIC;
+    | IB_ACCESS_REMOTE_ATOMIC
+    | IB_ACCESS_MW_BIND;
+/// Access bits a window may be bound with.
+pub const MW_ACCESS_SUPPORTED: u32 =
+    IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | IB_ZERO_BASED;
+
+// enum ib_mw_type
+pub const IB_MW_TYPE_1: u8 = 1;
+pub const IB_MW_TYPE_2: u8 = 2;
 
 // enum ib_wr_opcode
 pub const IB_WR_RDMA_WRITE: u8 = 0;
@@ -64,6 +74,7 @@ pub const IB_WR_RDMA_READ: u8 = 4;
 pub const IB_WR_ATOMIC_CMP_AND_SWP: u8 = 5;
 pub const IB_WR_ATOMIC_FETCH_AND_ADD: u8 = 6;
 pub const IB_WR_LOCAL_INV: u8 = 7;
+pub const IB_WR_BIND_MW: u8 = 8;
 pub const IB_WR_SEND_WITH_INV: u8 = 9;
 pub const IB_WR_REG_MR: u8 = 0x20;
 
@@ -79,6 +90,7 @@ pub const IB_WC_LOC_LEN_ERR: u8 = 1;
 pub const IB_WC_LOC_QP_OP_ERR: u8 = 2;
 pub const IB_WC_LOC_PROT_ERR: u8 = 4;
 pub const IB_WC_WR_FLUSH_ERR: u8 = 5;
+pub const IB_WC_MW_BIND_ERR: u8 = 6;
 pub const IB_WC_REM_INV_REQ_ERR: u8 = 9;
 pub const IB_WC_REM_ACCESS_ERR: u8 = 10;
 pub const IB_WC_REM_OP_ERR: u8 = 11;
@@ -92,6 +104,7 @@ pub const IB_WC_RDMA_WRITE: u8 = 1;
 pub const IB_WC_RDMA_READ: u8 = 2;
 pub const IB_WC_COMP_SWAP: u8 = 3;
 pub const IB_WC_FETCH_ADD: u8 = 4;
+pub const IB_WC_BIND_MW: u8 = 5;
 pub const IB_WC_LOCAL_INV: u8 = 6;
 pub const IB_WC_REG_MR: u8 = 10;
 pub const IB_WC_RECV: u8 = 1 << 7;

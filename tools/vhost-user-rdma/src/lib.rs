@@ -27,6 +27,7 @@ pub mod hostile;
 pub mod ib;
 pub mod limits;
 pub mod mr;
+pub mod mw;
 pub mod qp;
 pub mod ratelimit;
 pub mod resources;

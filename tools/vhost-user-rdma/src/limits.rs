@@ -33,9 +33,16 @@ pub const IB_DEVICE_SYS_IMAGE_GUID: u64 = 1 << 11;
 pub const IB_DEVICE_RC_RNR_NAK_GEN: u64 = 1 << 12;
 /// `IB_DEVICE_MEM_MGT_EXTENSIONS`.
 pub const IB_DEVICE_MEM_MGT_EXTENSIONS: u64 = 1 << 21;
+/// `IB_DEVICE_MEM_WINDOW`.
+pub const IB_DEVICE_MEM_WINDOW: u64 = 1 << 17;
+/// `IB_DEVICE_MEM_WINDOW_TYPE_2B`.
+pub const IB_DEVICE_MEM_WINDOW_TYPE_2B: u64 = 1 << 24;
 /// Capabilities reported in `device_cap_flags`.
-pub const DEVICE_CAP_FLAGS: u64 =
-    IB_DEVICE_SYS_IMAGE_GUID | IB_DEVICE_RC_RNR_NAK_GEN | IB_DEVICE_MEM_MGT_EXTENSIONS;
+pub const DEVICE_CAP_FLAGS: u64 = IB_DEVICE_SYS_IMAGE_GUID
+    | IB_DEVICE_RC_RNR_NAK_GEN
+    | IB_DEVICE_MEM_MGT_EXTENSIONS
+    | IB_DEVICE_MEM_WINDOW
+    | IB_DEVICE_MEM_WINDOW_TYPE_2B;
 /// PCI vendor ID of virtio devices (Red Hat).
 pub const VENDOR_ID: u32 = 0x1af4;
 /// Vendor part ID: the virtio device ID.
@@ -497,6 +504,13 @@ impl Limits {
         self.max_mr
     }
 
+    /// Memory windows a device may hold: windows take their handles from
+    /// the MRs' (one key space), so MRs and windows together stay within
+    /// `max_mr`.
+    pub fn max_mw(&self) -> u32 {
+        self.max_mr
+    }
+
     /// Page-table entries all MRs of a device may hold together, for a
     /// guest of `guest_bytes` of memory: what the operator set, else
     /// [`MR_PAGES_PER_GUEST_PAGE`] per guest page, at least
@@ -606,7 +620,7 @@ impl Limits {
             max_qp_rd_atom: U32::new(MAX_QP_RD_ATOM),
             max_res_rd_atom: U32::new(MAX_QP_RD_ATOM * self.max_qp),
             max_qp_init_rd_atom: U32::new(MAX_QP_RD_ATOM),
-            max_mw: U32::new(0),
+            max_mw: U32::new(self.max_mw()),
             max_mcast_grp: U32::new(0),
             max_mcast_qp_attach: U32::new(0),
             max_total_mcast_qp_attach: U32::new(0),

@@ -17,6 +17,7 @@ use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 use crate::abi::{VIRTIO_RDMA_PAGE_SIZE, VIRTIO_RDMA_S_FAULT, VIRTIO_RDMA_S_INVALID};
 use crate::ib;
+use crate::mw::Mw;
 use crate::resources::HandleTable;
 
 /// Guest-physical ranges (address, length): kept inline up to four, so
@@ -200,11 +201,13 @@ impl Mr {
     }
 }
 
-/// The MRs of one device.
+/// The MRs and memory windows of one device: one handle space, so that
+/// the handle of a key names one or the other.
 #[derive(Debug)]
 pub struct MrTable {
     handles: HandleTable,
     mrs: HashMap<u32, Mr>,
+    windows: HashMap<u32, Mw>,
 }
 
 impl MrTable {
@@ -214,6 +217,7 @@ impl MrTable {
         MrTable {
             handles: HandleTable::new(capacity.min((1 << 24) - 1)),
             mrs: HashMap::new(),
+            windows: HashMap::new(),
         }
     }
 
@@ -248,9 +252,83 @@ impl MrTable {
             .filter(|mr| mr.valid && mr.key == (key & 0xff) as u8)
     }
 
-    /// Whether any MR belongs to `pdn`.
+    /// Whether any MR or window belongs to `pdn`.
     pub fn uses_pd(&self, pdn: u32) -> bool {
-        self.mrs.values().any(|mr| mr.pdn == pdn)
+        self.mrs.values().any(|mr| mr.pdn == pdn) || self.windows.values().any(|w| w.pdn == pdn)
+    }
+
+    /// Adds window `mw`; its handle, or `None` when the handle space is full.
+    pub fn insert_mw(&mut self, mw: Mw) -> Option<u32> {
+        let mwn = self.handles.alloc()?;
+        self.windows.insert(mwn, mw);
+        Some(mwn)
+    }
+
+    /// Window `mwn`.
+    pub fn mw(&self, mwn: u32) -> Option<&Mw> {
+        self.windows.get(&mwn)
+    }
+
+    /// Window `mwn`, mutable.
+    pub fn mw_mut(&mut self, mwn: u32) -> Option<&mut Mw> {
+        self.windows.get_mut(&mwn)
+    }
+
+    /// Removes window `mwn`.
+    pub fn remove_mw(&mut self, mwn: u32) -> Option<Mw> {
+        let mw = self.windows.remove(&mwn)?;
+        self.handles.free(mwn);
+        Some(mw)
+    }
+
+    /// Windows allocated.
+    pub fn mw_count(&self) -> usize {
+        self.windows.len()
+    }
+
+    /// Whether a window is bound to MR `mrn` (which may then not go).
+    pub fn has_windows(&self, mrn: u32) -> bool {
+        self.windows
+            .values()
+            .any(|w| w.bound.as_ref().is_some_and(|b| b.mrn == mrn))
+    }
+
+    /// Frees the type 2 windows bound to QP `qpn` (it is going: a QP that
+    /// later takes its number must not reach them).
+    pub fn unbind_qp(&mut self, qpn: u32) {
+        for w in self.windows.values_mut() {
+            if w.bound.as_ref().is_some_and(|b| b.qpn == Some(qpn)) {
+                w.bound = None;
+            }
+        }
+    }
+
+    /// Guest-physical ranges of a remote `access` of `[addr, addr + len)`
+    /// with `rkey` through QP `qpn` of PD `pdn`: an MR of that PD granting
+    /// the access, or a window bound for it (its MR still valid).
+    pub fn remote(
+        &self,
+        rkey: u32,
+        qpn: u32,
+        pdn: u32,
+        addr: u64,
+        len: u64,
+        access: u32,
+    ) -> Option<Ranges> {
+        let (mr, addr) = if let Some(w) = self.windows.get(&(rkey >> 8)) {
+            if w.key != (rkey & 0xff) as u8 {
+                return None;
+            }
+            let (mrn, start) = w.reach(qpn, pdn, addr, len, access)?;
+            (self.mrs.get(&mrn).filter(|mr| mr.valid)?, start)
+        } else {
+            let mr = self.by_key(rkey)?;
+            if mr.pdn != pdn || mr.access & access != access {
+                return None;
+            }
+            (mr, addr)
+        };
+        mr.translate(addr, len).ok()
     }
 
     /// MRs registered.

@@ -18,6 +18,7 @@ use crate::fabric::Fabric;
 use crate::ib::*;
 use crate::limits;
 use crate::mr::{self, Mr, MrKind, PageMap};
+use crate::mw::Mw;
 use crate::qp::{self, Qp, QpCaps, QpRings};
 use crate::ring::{self, CqRing, RingMap, WorkRing};
 use crate::stats::Counter;
@@ -392,6 +393,11 @@ impl Ctrl {
         let mrn = req.mrn.get();
         let removed = {
             let mut st = self.lock();
+            if st.mrs.get(mrn).is_some() && st.mrs.has_windows(mrn) {
+                drop(st);
+                let why = format_args!("mrn {mrn} has windows bound to it");
+                return Err(self.bad("DEREG_MR", why, VIRTIO_RDMA_S_BUSY));
+            }
             let mr = st.mrs.remove(mrn);
             if let Some(mr) = &mr {
                 st.mr_pages = st.mr_pages.saturating_sub(mr.table_cost());
@@ -403,6 +409,59 @@ impl Ctrl {
             return Err(self.bad("DEREG_MR", why, VIRTIO_RDMA_S_NOT_FOUND));
         }
         debug!("{}: DEREG_MR mrn {mrn}", self.name());
+        Ok(Vec::new())
+    }
+
+    pub(crate) fn alloc_mw(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdAllocMw = self.parse("ALLOC_MW", body)?;
+        let (pdn, mw_type) = (req.pdn.get(), req.mw_type);
+        if !matches!(mw_type, IB_MW_TYPE_1 | IB_MW_TYPE_2) {
+            let why = format_args!("window type {mw_type} is neither 1 nor 2");
+            return Err(self.bad("ALLOC_MW", why, VIRTIO_RDMA_S_INVALID));
+        }
+        self.check_pd_access("ALLOC_MW", pdn, 0)?;
+        let key = match self.key_byte() {
+            Ok(k) => k,
+            Err(e) => {
+                error!("{}: ALLOC_MW: no random key byte: {e}", self.name());
+                return Err(VIRTIO_RDMA_S_NO_RESOURCE);
+            }
+        };
+        let max = self.limits().max_mw() as usize;
+        let mut st = self.lock();
+        let mwn = if st.mrs.mw_count() < max {
+            st.mrs.insert_mw(Mw::new(pdn, mw_type, key))
+        } else {
+            None
+        };
+        drop(st);
+        let Some(mwn) = mwn else {
+            self.stats().inc(Counter::OverQuota);
+            let why = format_args!("no window or MR handle is free");
+            return Err(self.bad("ALLOC_MW", why, VIRTIO_RDMA_S_NO_RESOURCE));
+        };
+        let rkey = mr::make_key(mwn, key);
+        debug!(
+            "{}: ALLOC_MW type {mw_type} -> mwn {mwn} rkey {rkey:#x}",
+            self.name()
+        );
+        Ok(VirtioRdmaRspAllocMw {
+            mwn: U32::new(mwn),
+            rkey: U32::new(rkey),
+        }
+        .as_bytes()
+        .to_vec())
+    }
+
+    pub(crate) fn dealloc_mw(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdDeallocMw = self.parse("DEALLOC_MW", body)?;
+        let mwn = req.mwn.get();
+        // A bound window goes with its binding (IB's Deallocate MW).
+        if self.lock().mrs.remove_mw(mwn).is_none() {
+            let why = format_args!("mwn {mwn} does not exist");
+            return Err(self.bad("DEALLOC_MW", why, VIRTIO_RDMA_S_NOT_FOUND));
+        }
+        debug!("{}: DEALLOC_MW mwn {mwn}", self.name());
         Ok(Vec::new())
     }
 
@@ -584,9 +643,12 @@ impl Ctrl {
         // Outstanding elements go back to the driver without completions
         // (as IB's destroy: the consumer drains first if it cares).
         engine::discard(self, qpn);
-        if let Some(slot) = self.lock().qps.get_mut(qpn as usize) {
+        let mut st = self.lock();
+        if let Some(slot) = st.qps.get_mut(qpn as usize) {
             *slot = None;
         }
+        st.mrs.unbind_qp(qpn);
+        drop(st);
         self.ring_qps_mut().retain(|(n, _)| *n != qpn);
         debug!("{}: DESTROY_QP qpn {qpn}", self.name());
         Ok(Vec::new())

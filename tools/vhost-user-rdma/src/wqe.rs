@@ -6,10 +6,11 @@ use smallvec::SmallVec;
 use zerocopy::FromBytes;
 
 use crate::abi::{
-    VirtioRdmaRqReq, VirtioRdmaSge, VirtioRdmaSqAtomic, VirtioRdmaSqRdma, VirtioRdmaSqReg,
-    VirtioRdmaSqReq, VirtioRdmaSqUd,
+    VirtioRdmaRqReq, VirtioRdmaSge, VirtioRdmaSqAtomic, VirtioRdmaSqBind, VirtioRdmaSqRdma,
+    VirtioRdmaSqReg, VirtioRdmaSqReq, VirtioRdmaSqUd,
 };
 use crate::ib::*;
+use crate::mw::BindReq;
 
 /// Header size of an SQ element.
 pub const SQ_HDR_LEN: usize = core::mem::size_of::<VirtioRdmaSqReq>();
@@ -106,6 +107,7 @@ pub fn known_opcode(opcode: u8) -> bool {
             | IB_WR_ATOMIC_CMP_AND_SWP
             | IB_WR_ATOMIC_FETCH_AND_ADD
             | IB_WR_LOCAL_INV
+            | IB_WR_BIND_MW
             | IB_WR_SEND_WITH_INV
             | IB_WR_REG_MR
     )
@@ -164,9 +166,9 @@ const USER_SEND_FLAGS: u32 = IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITE
 const CONTROLLED_QKEY: u32 = 1 << 31;
 
 /// Checks that a process may post `w` on a QP (UD if `ud`): sends (the only
-/// operation of UD), RDMA WRITE/READ and atomics, no controlled Q_Key.
-/// Registration and invalidation are the kernel's: a REG_MR element carries
-/// guest-physical addresses.
+/// operation of UD), RDMA WRITE/READ, atomics, window binding and
+/// invalidation, no controlled Q_Key. Registration is the kernel's: a
+/// REG_MR element carries guest-physical addresses.
 pub fn check_user(w: &SendWqe, ud: bool) -> Result<(), String> {
     let send = matches!(w.opcode, IB_WR_SEND | IB_WR_SEND_WITH_IMM);
     let other = matches!(
@@ -176,6 +178,9 @@ pub fn check_user(w: &SendWqe, ud: bool) -> Result<(), String> {
             | IB_WR_RDMA_READ
             | IB_WR_ATOMIC_CMP_AND_SWP
             | IB_WR_ATOMIC_FETCH_AND_ADD
+            | IB_WR_BIND_MW
+            | IB_WR_LOCAL_INV
+            | IB_WR_SEND_WITH_INV
     );
     if !(send || (!ud && other)) {
         return Err(format!(
@@ -248,6 +253,21 @@ impl SendWqe {
             .unwrap_or_default()
     }
 
+    /// The BIND_MW part.
+    pub fn bind(&self) -> BindReq {
+        let b = VirtioRdmaSqBind::read_from_prefix(&self.wr)
+            .map(|(v, _)| v)
+            .unwrap_or_default();
+        BindReq {
+            mw_rkey: b.mw_rkey.get(),
+            new_rkey: b.new_rkey.get(),
+            mr_lkey: b.mr_lkey.get(),
+            addr: b.addr.get(),
+            length: b.length.get(),
+            access: b.access.get(),
+        }
+    }
+
     /// Whether the element asks for a completion (or the QP does).
     pub fn signaled(&self, sq_sig_all: bool) -> bool {
         sq_sig_all || self.send_flags & IB_SEND_SIGNALED != 0
@@ -271,6 +291,7 @@ pub fn wc_opcode(opcode: u8) -> u8 {
         IB_WR_ATOMIC_CMP_AND_SWP => IB_WC_COMP_SWAP,
         IB_WR_ATOMIC_FETCH_AND_ADD => IB_WC_FETCH_ADD,
         IB_WR_LOCAL_INV => IB_WC_LOCAL_INV,
+        IB_WR_BIND_MW => IB_WC_BIND_MW,
         IB_WR_REG_MR => IB_WC_REG_MR,
         _ => IB_WC_SEND,
     }

@@ -422,6 +422,48 @@ fn a_process_ring_runs_only_what_a_process_may_post() {
 }
 
 #[test]
+fn a_process_binds_and_invalidates_its_windows() {
+    let mut p = pair_with(VIRTIO_RDMA_QP_RING_F_USER);
+    // 0x800 bytes at 0x1000_0000 over one page, windows may be bound to it.
+    let (iova, page, table) = (0x1000_0000, DATA + 0x6_0000, DATA + 0x7_0000);
+    p.d.fill(table, &page.to_le_bytes());
+    let access = ALL | IB_ACCESS_MW_BIND;
+    let (st, r) = reg_user_mr(&mut p.d, 1, access, 0x800, iova, table, 1);
+    assert_eq!(st, VIRTIO_RDMA_S_OK);
+    let (st, _, w) = alloc_mw(&mut p.d, 1, IB_MW_TYPE_2);
+    assert_eq!(st, VIRTIO_RDMA_S_OK);
+    let (bound, rw) = (next_key(w), IB_ACCESS_REMOTE_WRITE);
+    // Bound on a, reached by b (a's peer), until a invalidates it.
+    let el = bind_wr(1, w, bound, le32(&r, 4), iova, 0x800, rw);
+    produce(&p.d, &mut p.a.1, &el);
+    let got = wait(&p.d, &mut p.cq, 1);
+    assert_eq!(
+        (got[0].status, got[0].opcode),
+        (IB_WC_SUCCESS, IB_WC_BIND_MW)
+    );
+    let write = |id| {
+        let to = rdma(iova + 8, bound);
+        wqe(
+            id,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &to,
+            &[(DATA, 8, p.key)],
+        )
+    };
+    let mut b = p.b;
+    produce(&p.d, &mut b.1, &write(2));
+    assert_eq!(wait(&p.d, &mut p.cq, 1)[0].status, IB_WC_SUCCESS);
+    let inv = wqe(3, IB_WR_LOCAL_INV, IB_SEND_SIGNALED, bound, &[], &[]);
+    produce(&p.d, &mut p.a.1, &inv);
+    assert_eq!(wait(&p.d, &mut p.cq, 1)[0].status, IB_WC_SUCCESS);
+    produce(&p.d, &mut b.1, &write(4));
+    assert_eq!(wait(&p.d, &mut p.cq, 1)[0].status, IB_WC_REM_ACCESS_ERR);
+    p.d.finish();
+}
+
+#[test]
 fn a_producer_beyond_the_ring_fails_only_its_qp() {
     let mut p = pair_with(VIRTIO_RDMA_QP_RING_F_USER);
     p.d.mem

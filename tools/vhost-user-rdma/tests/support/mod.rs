@@ -739,6 +739,48 @@ pub fn wqe(
     b
 }
 
+/// ALLOC_MW: (status, window handle, rkey).
+pub fn alloc_mw(d: &mut Dev, pdn: u32, mw_type: u8) -> (u8, u32, u32) {
+    let req = VirtioRdmaCmdAllocMw {
+        pdn: U32::new(pdn),
+        mw_type,
+        reserved: [0; 3],
+    };
+    let (st, r) = d.cmd(VIRTIO_RDMA_CMD_ALLOC_MW, req.as_bytes(), 8);
+    if st != VIRTIO_RDMA_S_OK {
+        return (st, 0, 0);
+    }
+    (st, le32(&r, 0), le32(&r, 4))
+}
+
+/// A signaled BIND_MW element: window `mw_rkey` (to become `new_rkey`)
+/// over `[addr, addr + length)` of MR `mr_lkey`.
+pub fn bind_wr(
+    wr_id: u64,
+    mw_rkey: u32,
+    new_rkey: u32,
+    mr_lkey: u32,
+    addr: u64,
+    length: u64,
+    access: u32,
+) -> Vec<u8> {
+    let b = VirtioRdmaSqBind {
+        addr: U64::new(addr),
+        length: U64::new(length),
+        mw_rkey: U32::new(mw_rkey),
+        new_rkey: U32::new(new_rkey),
+        mr_lkey: U32::new(mr_lkey),
+        access: U32::new(access),
+        reserved: U64::new(0),
+    };
+    wqe(wr_id, IB_WR_BIND_MW, IB_SEND_SIGNALED, 0, b.as_bytes(), &[])
+}
+
+/// Window or MR key `rkey` with its next key byte.
+pub fn next_key(rkey: u32) -> u32 {
+    (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
+}
+
 pub fn rdma(addr: u64, rkey: u32) -> Vec<u8> {
     VirtioRdmaSqRdma {
         remote_addr: U64::new(addr),
