@@ -22,6 +22,7 @@ mod device;
 mod gid;
 mod mmap;
 mod mr;
+mod mw;
 mod netdev;
 mod pd;
 mod qp;
@@ -39,6 +40,7 @@ pub use device::{Device, DeviceInfo, Driver, LinkLayer, NodeType, Registration};
 pub use gid::GidAttr;
 pub use mmap::UserMmap;
 pub use mr::{DmaTable, Mr, NewMr, UserRange};
+pub use mw::{Mw, MwType, NewMw};
 pub use netdev::PortNetdev;
 pub use pd::Pd;
 pub use qp::{

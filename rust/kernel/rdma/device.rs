@@ -8,6 +8,7 @@ use super::{
     cq::{self, CqInitAttr, CqNotify, CqRegistry, NewCq, WcSink},
     mmap,
     mr::{self, Mr, NewMr},
+    mw::{self, MwType, NewMw},
     netdev::PortNetdev,
     pd,
     qp::{self, NewQp, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs, WorkQueue},
@@ -195,9 +196,26 @@ pub trait Driver: Sized + Send + Sync {
     /// Adds the page at DMA address `addr` to the MR being mapped. Any context.
     fn mr_set_page(mr: &Mr<Self>, addr: u64) -> Result;
 
-    /// Deregisters an MR. The core frees it whatever happens: a device that fails to
+    /// Deregisters an MR. An error that gives the MR's part back (the device refused: memory
+    /// windows are bound to it) leaves the MR registered, and the verb fails with it; the core
+    /// may try again later. Otherwise the MR is gone whatever happened: a device that failed to
     /// deregister it can only be reported.
-    fn dereg_mr(dev: &Device<Self>, mr: Self::Mr);
+    fn dereg_mr(dev: &Device<Self>, mr: Self::Mr) -> core::result::Result<(), (Error, Self::Mr)>;
+
+    /// The driver's part of a memory window ([`Mw`](super::Mw)).
+    type Mw: Send + Sync;
+
+    /// Allocates a memory window of `pd` (a process's: only processes have windows). Runs in
+    /// the process's context (a user verb).
+    fn alloc_mw(_pd: &Pd<Self>, _mw_type: MwType) -> Result<NewMw<Self::Mw>> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Deallocates a memory window (a bound one is unbound first). The core frees it whatever
+    /// happens: a device that fails to can only be reported.
+    fn dealloc_mw(_dev: &Device<Self>, _mw: Self::Mw) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// The driver's part of a completion queue ([`Cq`](super::Cq)).
     type Cq: Send + Sync;
@@ -735,6 +753,11 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
     }
     if T::HAS_REREG_USER_MR {
         ops.rereg_user_mr = Some(mr::rereg_user_mr_callback::<T>);
+    }
+    if T::HAS_ALLOC_MW {
+        ops.alloc_mw = Some(mw::alloc_mw_callback::<T>);
+        ops.dealloc_mw = Some(mw::dealloc_mw_callback::<T>);
+        ops.size_ib_mw = mw::Mw::<T>::SIZE;
     }
     if T::HAS_RESIZE_USER_CQ {
         ops.resize_user_cq = Some(cq::resize_user_cq_callback::<T>);

@@ -406,12 +406,26 @@ pub(crate) unsafe extern "C" fn dereg_mr_callback<T: Driver>(
     mr: *mut bindings::ib_mr,
     _udata: *mut bindings::ib_udata,
 ) -> c_int {
-    // SAFETY: `mr` is a `KBox<Mr<T>>` leaked by `box_mr` (type invariant), given back exactly
-    // once.
-    let mr = unsafe { KBox::from_raw(mr.cast::<Mr<T>>()) };
-    // SAFETY: The core set `device` to the MR's device, of driver `T`, which outlives it.
-    let dev = unsafe { Device::<T>::from_raw((*mr.ib.get()).device) };
-    let Mr { data, .. } = KBox::into_inner(mr);
-    T::dereg_mr(dev, data);
-    0
+    let mr = mr.cast::<Mr<T>>();
+    // SAFETY: `mr` is a live `KBox<Mr<T>>` leaked by `box_mr` (type invariant); the core set
+    // `device` to the MR's device, of driver `T`, which outlives it.
+    let dev = unsafe { Device::<T>::from_raw((*(*mr).ib.get()).device) };
+    // SAFETY: `data` is initialised (type invariant); it is moved out here and either written
+    // back below or never read again.
+    let data = unsafe { (&raw const (*mr).data).read() };
+    match T::dereg_mr(dev, data) {
+        Ok(()) => {
+            // SAFETY: `mr` came from `KBox::into_raw` (type invariant) and the core gives it
+            // back exactly once, on success; `data` was moved out, so the box is freed as
+            // uninitialised memory.
+            drop(unsafe { KBox::from_raw(mr.cast::<MaybeUninit<Mr<T>>>()) });
+            0
+        }
+        Err((err, data)) => {
+            // SAFETY: `data` was moved out above and not dropped: the MR is whole again and
+            // stays registered, as the core expects after an error.
+            unsafe { (&raw mut (*mr).data).write(data) };
+            err.to_errno()
+        }
+    }
 }

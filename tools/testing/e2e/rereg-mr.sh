@@ -4,7 +4,7 @@
 # memory and PD change, alone and at once, and RDMA WRITEs between two RC
 # QPs of the device land or fail as the MR's new state says (its old keys
 # are dead); what IB forbids (write rights on pages pinned read-only,
-# memory-window binding, remote write without local write, unmapped or
+# on-demand paging, remote write without local write, unmapped or
 # oversized memory) fails with its errno and leaves the MR working. Then
 # nothing of the process is left (rdma res show), nor leaked (the runner).
 set -euo pipefail

@@ -167,6 +167,8 @@ pub(crate) mod cmd {
         bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_QP_RING;
     pub(crate) const RESIZE_CQ_RING: u32 =
         bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_RESIZE_CQ_RING;
+    pub(crate) const ALLOC_MW: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_ALLOC_MW;
+    pub(crate) const DEALLOC_MW: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEALLOC_MW;
 }
 
 /// `enum virtio_rdma_status`.
@@ -511,6 +513,42 @@ same_layout!(
     CmdDeregMr,
     bindings::virtio_rdma_cmd_dereg_mr,
     [mrn, reserved]
+);
+
+/// `struct virtio_rdma_cmd_alloc_mw`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdAllocMw {
+    pub(crate) pdn: U32,
+    pub(crate) mw_type: u8,
+    pub(crate) reserved: [u8; 3],
+}
+same_layout!(
+    CmdAllocMw,
+    bindings::virtio_rdma_cmd_alloc_mw,
+    [pdn, mw_type, reserved]
+);
+
+/// `struct virtio_rdma_rsp_alloc_mw`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspAllocMw {
+    pub(crate) mwn: U32,
+    pub(crate) rkey: U32,
+}
+same_layout!(RspAllocMw, bindings::virtio_rdma_rsp_alloc_mw, [mwn, rkey]);
+
+/// `struct virtio_rdma_cmd_dealloc_mw`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdDeallocMw {
+    pub(crate) mwn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdDeallocMw,
+    bindings::virtio_rdma_cmd_dealloc_mw,
+    [mwn, reserved]
 );
 
 /// The MR number a key names (`VIRTIO_RDMA_KEY_MRN`).

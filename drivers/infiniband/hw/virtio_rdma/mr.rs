@@ -12,7 +12,7 @@ use kernel::{
     sync::{Arc, SpinLockIrq},
 };
 
-use crate::{abi, ctrl, verbs::RdmaDev};
+use crate::{abi, ctrl, mw, verbs::RdmaDev};
 
 /// The page size of MR page tables (`VIRTIO_RDMA_PAGE_SIZE`).
 const PAGE_SIZE: u32 = abi::PAGE_SIZE;
@@ -129,7 +129,10 @@ fn accept(
                 rsp.rkey.get(),
                 rsp.mrn.get()
             );
-            dereg(dev, mr);
+            // A device that will not let it go (BUSY) still holds it: kept as for a failure.
+            if let Err((_, mr)) = dereg(dev, mr) {
+                dev.kept_mrs.keep(mr);
+            }
             Err(e)
         }
     }
@@ -249,13 +252,16 @@ pub(crate) fn page_table(dev: &Device<'_>, umem: &Umem) -> Result<(DmaTable, u32
     Ok((table, u32::try_from(npages).map_err(|_| EINVAL)?))
 }
 
-/// The access rights a user MR is registered with for `access` (`enum ib_access_flags`):
-/// [`EOPNOTSUPP`] for rights the device does not have.
-fn user_access(access: u32) -> Result<u32> {
-    // Neither on-demand paging nor memory windows (which binding needs): not supported, as
-    // opposed to invalid.
-    let unsupported =
-        bindings::ib_access_flags_IB_ACCESS_ON_DEMAND | bindings::ib_access_flags_IB_ACCESS_MW_BIND;
+/// The access rights a user MR is registered with for `access` (`enum ib_access_flags`) on a
+/// device with memory windows if `windows`: [`EOPNOTSUPP`] for rights the device does not
+/// have.
+fn user_access(access: u32, windows: bool) -> Result<u32> {
+    // No on-demand paging, and memory windows (which binding needs) only where the device has
+    // them: not supported, as opposed to invalid.
+    let mut unsupported = bindings::ib_access_flags_IB_ACCESS_ON_DEMAND;
+    if !windows {
+        unsupported |= bindings::ib_access_flags_IB_ACCESS_MW_BIND;
+    }
     if access & unsupported != 0 {
         return Err(EOPNOTSUPP);
     }
@@ -314,7 +320,7 @@ pub(crate) fn reg_user(
     iova: u64,
     access: u32,
 ) -> Result<NewMr<Mr>> {
-    let access = user_access(access)?;
+    let access = user_access(access, mw::supported(dev))?;
     let range = UserRange {
         start,
         length,
@@ -344,7 +350,7 @@ pub(crate) fn rereg_user(
 ) -> Result<NewMr<Mr>> {
     let cur = old.user.as_ref().ok_or(EINVAL)?;
     let access = match access {
-        Some(a) => user_access(a)?,
+        Some(a) => user_access(a, mw::supported(dev))?,
         None => cur.access,
     };
     let user = match trans {
@@ -372,13 +378,15 @@ pub(crate) fn rereg_user(
 /// Deregisters an MR on the device. Unless the device confirms that the MR is gone (or says it
 /// never had it), it may still reach the MR's pages and page table, so they are kept (pinned,
 /// allocated) until the device is reset rather than handed back to their owners (`kept.rs`).
-pub(crate) fn dereg(dev: &Device<'_>, mr: Mr) {
+pub(crate) fn dereg(dev: &Device<'_>, mr: Mr) -> core::result::Result<(), (Error, Mr)> {
     let cmd = abi::CmdDeregMr {
         mrn: mr.mrn.into(),
         reserved: 0.into(),
     };
     match dev.ctrl.exec::<_, ()>(abi::cmd::DEREG_MR, &cmd) {
         Ok(()) | Err(ENOENT) => {}
+        // Windows are bound to it: it stays, and the verb fails (as IB's Deregister MR).
+        Err(EBUSY) if false => return Err((EBUSY, mr)),
         Err(e) => {
             dev_err!(
                 dev.as_ref(),
@@ -389,6 +397,7 @@ pub(crate) fn dereg(dev: &Device<'_>, mr: Mr) {
             dev.kept_mrs.keep(mr);
         }
     }
+    Ok(())
 }
 
 #[kunit_tests(virtio_rdma_mr)]
@@ -421,17 +430,20 @@ mod tests {
     fn user_access_refuses_what_the_device_lacks() {
         let lw = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
         let rw = lw | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE;
-        assert_eq!(user_access(rw).ok(), Some(rw));
+        let bind = lw | bindings::ib_access_flags_IB_ACCESS_MW_BIND;
+        assert_eq!(user_access(rw, false).ok(), Some(rw));
         assert_eq!(
-            user_access(rw | bindings::ib_access_flags_IB_ACCESS_RELAXED_ORDERING).ok(),
+            user_access(
+                rw | bindings::ib_access_flags_IB_ACCESS_RELAXED_ORDERING,
+                false
+            )
+            .ok(),
             Some(rw)
         );
+        assert_eq!(user_access(bind, false).err(), Some(EOPNOTSUPP));
+        assert_eq!(user_access(bind, true).ok(), Some(bind));
         assert_eq!(
-            user_access(lw | bindings::ib_access_flags_IB_ACCESS_MW_BIND).err(),
-            Some(EOPNOTSUPP)
-        );
-        assert_eq!(
-            user_access(bindings::ib_access_flags_IB_ACCESS_ON_DEMAND).err(),
+            user_access(bindings::ib_access_flags_IB_ACCESS_ON_DEMAND, true).err(),
             Some(EOPNOTSUPP)
         );
     }

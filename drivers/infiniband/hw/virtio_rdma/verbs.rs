@@ -10,9 +10,9 @@ use kernel::{
     bindings,
     prelude::*,
     rdma::{
-        self, CounterDesc, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, NewCq,
-        NewMr, NewQp, PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, ResAttrs, RoceAv,
-        SendWrs, Udata, UserRange, WcSink, WorkQueue,
+        self, CounterDesc, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, MwType,
+        NewCq, NewMr, NewMw, NewQp, PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, ResAttrs,
+        RoceAv, SendWrs, Udata, UserRange, WcSink, WorkQueue,
     },
     sync::Arc,
 };
@@ -26,6 +26,7 @@ use crate::{
     health::Health,
     kept::Kept,
     mr::{self, Mr},
+    mw::{self, Mw},
     port::{self, Link, Port},
     qp::{self, DevQp},
     rings::KeptRing,
@@ -36,7 +37,10 @@ use crate::{
 /// them): fast registration, RNR NAKs, the system image GUID.
 const DEVICE_CAP_FLAGS: u64 = (bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS
     | bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
-    | bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID) as u64;
+    | bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
+    | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
+    | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B)
+    as u64;
 
 /// The driver's data of one RDMA device.
 pub(crate) struct RdmaDev<'a> {
@@ -129,6 +133,7 @@ impl rdma::Driver for RdmaDev<'_> {
     type Pd = Pd;
     type Cq = Cq;
     type Mr = Mr;
+    type Mw = Mw;
     type Qp = DevQp;
     type Ah = DevAh;
 
@@ -160,7 +165,11 @@ impl rdma::Driver for RdmaDev<'_> {
         // Checked by `config::validate`: an `enum ib_atomic_cap` value.
         attr.atomic_cap = u32::from(c.atomic_cap);
         // The driver has no memory windows, whatever the device offers.
-        attr.max_mw = 0;
+        attr.max_mw = if mw::supported(dev) {
+            c.max_mw.get()
+        } else {
+            0
+        };
         attr.max_mcast_grp = c.max_mcast_grp.get();
         attr.max_mcast_qp_attach = c.max_mcast_qp_attach.get();
         attr.max_total_mcast_qp_attach = c.max_total_mcast_qp_attach.get();
@@ -318,8 +327,17 @@ impl rdma::Driver for RdmaDev<'_> {
         mr::rereg_user(pd.device(), mr, pd.pdn, trans, access)
     }
 
-    fn dereg_mr(dev: &Device<Self>, mr: Mr) {
+    fn dereg_mr(dev: &Device<Self>, mr: Mr) -> core::result::Result<(), (Error, Mr)> {
         mr::dereg(dev, mr)
+    }
+
+    fn alloc_mw(pd: &rdma::Pd<Self>, mw_type: MwType) -> Result<NewMw<Mw>> {
+        pd.device().health.check()?;
+        mw::alloc(pd.device(), pd.pdn, mw_type)
+    }
+
+    fn dealloc_mw(dev: &Device<Self>, mw: Mw) {
+        mw::dealloc(dev, mw)
     }
 
     fn qp_registry<'d>(dev: &'d Device<Self>) -> &'d QpRegistry<Self> {

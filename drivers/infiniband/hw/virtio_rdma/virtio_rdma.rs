@@ -35,6 +35,7 @@ mod health;
 mod kept;
 mod kernel_rings;
 mod mr;
+mod mw;
 mod port;
 mod qp;
 mod queues;

@@ -262,10 +262,11 @@ const CONTROLLED_QKEY: u32 = 1 << 31;
 
 /// Checks a send element a process wrote for a QP with limits `cap` (UD if `ud`); returns its
 /// length. Only what a process may post passes: sends (the only operation of UD), RDMA
-/// WRITE/READ and atomics, with at most `cap`'s SGEs or inline data. Memory registration and
-/// invalidation are the kernel's (a REG_MR element carries guest-physical addresses), and so
-/// are controlled Q_Keys. Keys, addresses and lengths are the device's to check: a bad one
-/// completes in error.
+/// WRITE/READ, atomics, and binding and invalidating windows, with at most `cap`'s SGEs or
+/// inline data. Memory registration is the kernel's (a REG_MR element carries guest-physical
+/// addresses), and so are controlled Q_Keys. An invalidation reaches only keys of the QP's own
+/// PD, which holds no fast-registration MR (only the kernel has those). Keys, addresses and
+/// lengths are the device's to check: a bad one completes in error.
 pub(crate) fn check_user_send(buf: &SqBuf, cap: &QpCap, ud: bool) -> Result<usize> {
     let (req, _) = abi::SqReq::read_from_prefix(&buf.bytes).map_err(|_| EINVAL)?;
     let opcode = u32::from(req.opcode);
@@ -282,6 +283,9 @@ pub(crate) fn check_user_send(buf: &SqBuf, cap: &QpCap, ud: bool) -> Result<usiz
         bindings::ib_wr_opcode_IB_WR_RDMA_READ
             | bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP
             | bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD
+            | bindings::ib_wr_opcode_IB_WR_BIND_MW
+            | bindings::ib_wr_opcode_IB_WR_LOCAL_INV
+            | bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV
     );
     if !(send || (!ud && (write || other))) {
         return Err(EINVAL);
@@ -563,13 +567,17 @@ mod tests {
             check(&user_send(send, signaled, 1, 0), true),
             Ok(SQ_REQ_LEN + SGE_LEN)
         );
-        // Kernel-only operations, and anything but sends on UD.
+        // Windows: bound and invalidated by the process, not on UD.
         for op in [
-            bindings::ib_wr_opcode_IB_WR_REG_MR,
+            bindings::ib_wr_opcode_IB_WR_BIND_MW,
             bindings::ib_wr_opcode_IB_WR_LOCAL_INV,
             bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV,
-            0xff,
         ] {
+            assert_eq!(check(&user_send(op, 0, 0, 0), false), Ok(SQ_REQ_LEN));
+            assert_eq!(check(&user_send(op, 0, 0, 0), true), Err(EINVAL));
+        }
+        // Kernel-only operations, and anything but sends on UD.
+        for op in [bindings::ib_wr_opcode_IB_WR_REG_MR, 0xff] {
             assert_eq!(check(&user_send(op, 0, 1, 0), false), Err(EINVAL));
         }
         assert_eq!(check(&user_send(write, 0, 1, 0), true), Err(EINVAL));

@@ -73,6 +73,7 @@ pub(crate) fn wc_opcode(wr: u32) -> u8 {
         bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => bindings::ib_wc_opcode_IB_WC_COMP_SWAP,
         bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => bindings::ib_wc_opcode_IB_WC_FETCH_ADD,
         bindings::ib_wr_opcode_IB_WR_LOCAL_INV => bindings::ib_wc_opcode_IB_WC_LOCAL_INV,
+        bindings::ib_wr_opcode_IB_WR_BIND_MW => bindings::ib_wc_opcode_IB_WC_BIND_MW,
         bindings::ib_wr_opcode_IB_WR_REG_MR => bindings::ib_wc_opcode_IB_WC_REG_MR,
         _ => bindings::ib_wc_opcode_IB_WC_SEND,
     };
@@ -349,6 +350,10 @@ mod tests {
         assert_eq!(
             wc_opcode(bindings::ib_wr_opcode_IB_WR_REG_MR),
             bindings::ib_wc_opcode_IB_WC_REG_MR as u8
+        );
+        assert_eq!(
+            wc_opcode(bindings::ib_wr_opcode_IB_WR_BIND_MW),
+            bindings::ib_wc_opcode_IB_WC_BIND_MW as u8
         );
     }
 }

@@ -285,6 +285,64 @@ static int vrdma_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 	return ret;
 }
 
+static struct ibv_mw *vrdma_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type)
+{
+	struct ib_uverbs_alloc_mw_resp resp;
+	struct ibv_alloc_mw cmd;
+	struct ibv_mw *mw;
+	int ret;
+
+	mw = calloc(1, sizeof(*mw));
+	if (!mw)
+		return NULL;
+	ret = ibv_cmd_alloc_mw(pd, type, mw, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret) {
+		free(mw);
+		errno = ret;
+		return NULL;
+	}
+	return mw;
+}
+
+static int vrdma_dealloc_mw(struct ibv_mw *mw)
+{
+	int ret;
+
+	ret = ibv_cmd_dealloc_mw(mw);
+	if (ret)
+		return ret;
+	free(mw);
+	return 0;
+}
+
+static int vrdma_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			   struct ibv_send_wr **bad_wr);
+
+/*
+ * ibv_bind_mw (type 1): a BIND_MW request with the window's next rkey,
+ * which the window carries from now on (an error completion leaves the
+ * caller to undo that, as with rxe).
+ */
+static int vrdma_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+			 struct ibv_mw_bind *mw_bind)
+{
+	struct ibv_send_wr wr = {}, *bad;
+	int ret;
+
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.wr_id = mw_bind->wr_id;
+	wr.send_flags = mw_bind->send_flags;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = mw_bind->bind_info;
+	ret = vrdma_post_send(qp, &wr, &bad);
+	if (ret)
+		return ret;
+	mw->rkey = wr.bind_mw.rkey;
+	return 0;
+}
+
 static void vrdma_init_ring(struct vrdma_ring *ring, void *buf, size_t length,
 			    bool own, size_t slots, uint32_t depth,
 			    uint32_t stride)
@@ -840,7 +898,9 @@ static bool vrdma_caps_fit(const struct vrdma_qp *qp,
 			   IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
 #define VRDMA_RC_SEND_OPS (VRDMA_UC_SEND_OPS | IBV_QP_EX_WITH_RDMA_READ | \
 			   IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
-			   IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+			   IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | \
+			   IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
+			   IBV_QP_EX_WITH_SEND_WITH_INV)
 
 static void vrdma_qp_ex_ops(struct vrdma_qp *qp);
 
@@ -1143,6 +1203,20 @@ static int vrdma_sq_ud(struct virtio_rdma_sq_req *req, struct ibv_ah *ibah,
 	return 0;
 }
 
+/* The BIND_MW part: @mw (rkey now) to become @rkey, over @info. */
+static void vrdma_sq_bind(struct virtio_rdma_sq_req *req,
+			  const struct ibv_mw *mw, uint32_t rkey,
+			  const struct ibv_mw_bind_info *info)
+{
+	req->wr.bind.addr = htole64(info->addr);
+	req->wr.bind.length = htole64(info->length);
+	req->wr.bind.mw_rkey = htole32(mw->rkey);
+	req->wr.bind.new_rkey = htole32(rkey);
+	/* Unbinding a type 1 window (length 0) names no MR. */
+	req->wr.bind.mr_lkey = htole32(info->mr ? info->mr->lkey : 0);
+	req->wr.bind.access = htole32(info->mw_access_flags);
+}
+
 /* The bytes of a send slot after the header, for SGEs or inline data. */
 static size_t vrdma_sq_room(const struct vrdma_qp *qp)
 {
@@ -1197,6 +1271,10 @@ static int vrdma_encode_send(struct vrdma_qp *qp, struct ibv_send_wr *wr,
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 		ex = wr->imm_data;
 		break;
+	case IBV_WR_LOCAL_INV:
+	case IBV_WR_SEND_WITH_INV:
+		ex = wr->invalidate_rkey;
+		break;
 	default:
 		break;
 	}
@@ -1223,7 +1301,19 @@ static int vrdma_encode_send(struct vrdma_qp *qp, struct ibv_send_wr *wr,
 			break;
 		case IBV_WR_SEND:
 		case IBV_WR_SEND_WITH_IMM:
+		case IBV_WR_SEND_WITH_INV:
 			break;
+		case IBV_WR_BIND_MW:
+			if (!wr->bind_mw.mw)
+				return EINVAL;
+			vrdma_sq_bind(req, wr->bind_mw.mw, wr->bind_mw.rkey,
+				      &wr->bind_mw.bind_info);
+			/* fallthrough */
+		case IBV_WR_LOCAL_INV:
+			/* Local operations carry no data. */
+			if (wr->send_flags & IBV_SEND_INLINE)
+				return EINVAL;
+			return vrdma_sq_sges(qp, req, NULL, 0);
 		default:
 			return EINVAL;
 		}
@@ -1458,6 +1548,26 @@ static void vrdma_wr_atomic_fetch_add(struct ibv_qp_ex *ibqp, uint32_t rkey,
 }
 
 /* The request being built, for a setter; a setter before any is an error. */
+static void vrdma_wr_bind_mw(struct ibv_qp_ex *ibqp, struct ibv_mw *mw,
+			     uint32_t rkey,
+			     const struct ibv_mw_bind_info *info)
+{
+	struct virtio_rdma_sq_req *req = vrdma_wr_new(ibqp, IBV_WR_BIND_MW, 0);
+
+	if (req)
+		vrdma_sq_bind(req, mw, rkey, info);
+}
+
+static void vrdma_wr_local_inv(struct ibv_qp_ex *ibqp, uint32_t invalidate_rkey)
+{
+	vrdma_wr_new(ibqp, IBV_WR_LOCAL_INV, invalidate_rkey);
+}
+
+static void vrdma_wr_send_inv(struct ibv_qp_ex *ibqp, uint32_t invalidate_rkey)
+{
+	vrdma_wr_new(ibqp, IBV_WR_SEND_WITH_INV, invalidate_rkey);
+}
+
 static struct virtio_rdma_sq_req *vrdma_wr_cur(struct vrdma_qp *qp)
 {
 	if (!qp->wr_req)
@@ -1579,6 +1689,9 @@ static void vrdma_qp_ex_ops(struct vrdma_qp *qp)
 		q->wr_rdma_read = vrdma_wr_rdma_read;
 		q->wr_atomic_cmp_swp = vrdma_wr_atomic_cmp_swp;
 		q->wr_atomic_fetch_add = vrdma_wr_atomic_fetch_add;
+		q->wr_bind_mw = vrdma_wr_bind_mw;
+		q->wr_local_inv = vrdma_wr_local_inv;
+		q->wr_send_inv = vrdma_wr_send_inv;
 	}
 	if (type == IBV_QPT_UD)
 		q->wr_set_ud_addr = vrdma_wr_set_ud_addr;
@@ -1659,6 +1772,10 @@ static const struct verbs_context_ops vrdma_user_qp_ops = {
 	.post_recv = vrdma_post_recv,
 	.create_ah = vrdma_create_ah,
 	.destroy_ah = vrdma_destroy_ah,
+	/* Windows are bound and invalidated by work requests. */
+	.alloc_mw = vrdma_alloc_mw,
+	.dealloc_mw = vrdma_dealloc_mw,
+	.bind_mw = vrdma_bind_mw,
 };
 
 static struct verbs_context *vrdma_alloc_context(struct ibv_device *ibdev,

@@ -204,8 +204,8 @@ def main():
         return (fresh(pd1, mr.rkey, buf1 + 64, data) == e.IBV_WC_SUCCESS
                 and mem_alloc.read(buf1, 32, 64) == data)
 
-    rereg_fails(mr, errno.EOPNOTSUPP, "rights with memory-window binding (no windows)",
-                ACCESS, pd1, works, access=RW | e.IBV_ACCESS_MW_BIND)
+    rereg_fails(mr, errno.EOPNOTSUPP, "rights with on-demand paging (no ODP)",
+                ACCESS, pd1, works, access=RW | e.IBV_ACCESS_ON_DEMAND)
     rereg_fails(mr, errno.EINVAL, "remote write without local write", ACCESS, pd1, works,
                 access=e.IBV_ACCESS_REMOTE_WRITE)
     rereg_fails(mr, errno.EFAULT, "memory that is not mapped", TRANS, pd1, works,

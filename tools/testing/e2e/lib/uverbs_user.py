@@ -63,14 +63,17 @@ def through_rdma_core(max_qp, max_cq, max_qp_wr, max_cqe):
                 check(mr.read(11, 0) == b"virtio-rdma", "the registered pages hold the data")
             with CQ(ctx, 16) as cq:
                 check(cq.cqe >= 16, f"user CQ of {cq.cqe} entries")
-            # No memory windows: an MR they could bind to is not supported (not invalid).
-            check(attr.max_mw == 0, "no memory windows")
+            # Memory windows (mw.sh binds them): an MR they can bind to registers;
+            # on-demand paging is not supported (not invalid).
+            check(attr.max_mw > 0, f"{attr.max_mw} memory windows")
+            MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_MW_BIND).close()
+            check(True, "an MR with IBV_ACCESS_MW_BIND registers")
             try:
-                MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_MW_BIND).close()
-                check(False, "an MR with IBV_ACCESS_MW_BIND is refused")
+                MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_ON_DEMAND).close()
+                check(False, "an MR with IBV_ACCESS_ON_DEMAND is refused")
             except PyverbsRDMAError as err:
                 check(err.error_code == errno.EOPNOTSUPP,
-                      f"an MR with IBV_ACCESS_MW_BIND: {os.strerror(err.error_code)}")
+                      f"an MR with IBV_ACCESS_ON_DEMAND: {os.strerror(err.error_code)}")
 
 
 # include/uapi/rdma/ib_user_verbs.h: the write() command interface.
