@@ -284,7 +284,6 @@ int main(void)
 
 	struct { const char *what; uint8_t op; uint16_t sge; uint32_t inl; } bad[] = {
 		{ "REG_MR (the kernel's; it carries guest-physical pages)", KERNEL_WR_REG_MR, 1, 0 },
-		{ "LOCAL_INV", IB_UVERBS_WR_LOCAL_INV, 0, 0 },
 		{ "an unknown opcode", 0xee, 1, 0 },
 		{ "more SGEs than the QP has", IB_UVERBS_WR_SEND, 2, 0 },
 		{ "more inline data than the QP has", IB_UVERBS_WR_SEND, 0, 65 },

@@ -7,7 +7,7 @@
  * not a power of two, too small a stride, memory it cannot pin), then rings
  * it corrupts every way a process can: a producer far past the ring,
  * elements only the kernel may post (REG_MR with a guest-physical page
- * table, LOCAL_INV), more SGEs than the QP has, random bytes, a key it does
+ * table, LOCAL_INV of an MR), more SGEs than the QP has, random bytes, a key it does
  * not own. Each gets its errno or an error completion on that QP only, the
  * memory the forged page table names is unchanged, and the provider's QPs
  * keep working. Exits non-zero on the first unmet expectation.
@@ -401,7 +401,8 @@ int main(void)
 	struct { const char *what; int kind; int status; } corrupt[] = {
 		{ "REG_MR with a forged guest-physical page table (the kernel's)",
 		  0, IBV_WC_LOC_QP_OP_ERR },
-		{ "LOCAL_INV of its own MR (the kernel's)", 1, IBV_WC_LOC_QP_OP_ERR },
+		{ "LOCAL_INV of its own MR (a process invalidates only windows)", 1,
+		  IBV_WC_LOC_QP_OP_ERR },
 		{ "more SGEs than the QP has", 2, IBV_WC_LOC_QP_OP_ERR },
 		{ "a producer far past the ring", 3, IBV_WC_LOC_QP_OP_ERR },
 		{ "random bytes in every slot", 4, IBV_WC_LOC_QP_OP_ERR },

@@ -240,9 +240,8 @@ static void nothing_posted(struct ibv_qp_ex *qx, struct ibv_cq_ex *cq,
 int main(void)
 {
 	static const uint64_t bad_ops[] = {
-		IBV_QP_EX_WITH_LOCAL_INV, IBV_QP_EX_WITH_BIND_MW,
-		IBV_QP_EX_WITH_SEND_WITH_INV, IBV_QP_EX_WITH_TSO,
-		IBV_QP_EX_WITH_FLUSH, IBV_QP_EX_WITH_ATOMIC_WRITE,
+		IBV_QP_EX_WITH_TSO, IBV_QP_EX_WITH_FLUSH,
+		IBV_QP_EX_WITH_ATOMIC_WRITE,
 	};
 	const uint64_t rc_ops = IBV_QP_EX_WITH_SEND |
 		IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |
