@@ -315,18 +315,21 @@ impl MrTable {
         len: u64,
         access: u32,
     ) -> Option<Ranges> {
-        let (mr, addr) = if let Some(w) = self.windows.get(&(rkey >> 8)) {
-            if w.key != (rkey & 0xff) as u8 {
-                return None;
-            }
-            let (mrn, start) = w.reach(qpn, pdn, addr, len, access)?;
-            (self.mrs.get(&mrn).filter(|mr| mr.valid)?, start)
-        } else {
+        // MRs first: the common case costs one lookup (handles are one space,
+        // so a handle names an MR or a window, never both).
+        let (mr, addr) = if self.mrs.contains_key(&(rkey >> 8)) {
             let mr = self.by_key(rkey)?;
             if mr.pdn != pdn || mr.access & access != access {
                 return None;
             }
             (mr, addr)
+        } else {
+            let w = self.windows.get(&(rkey >> 8))?;
+            if w.key != (rkey & 0xff) as u8 {
+                return None;
+            }
+            let (mrn, start) = w.reach(qpn, pdn, addr, len, access)?;
+            (self.mrs.get(&mrn).filter(|mr| mr.valid)?, start)
         };
         mr.translate(addr, len).ok()
     }
