@@ -386,7 +386,7 @@ pub(crate) fn dereg(dev: &Device<'_>, mr: Mr) -> core::result::Result<(), (Error
     match dev.ctrl.exec::<_, ()>(abi::cmd::DEREG_MR, &cmd) {
         Ok(()) | Err(ENOENT) => {}
         // Windows are bound to it: it stays, and the verb fails (as IB's Deregister MR).
-        Err(EBUSY) if false => return Err((EBUSY, mr)),
+        Err(EBUSY) => return Err((EBUSY, mr)),
         Err(e) => {
             dev_err!(
                 dev.as_ref(),
