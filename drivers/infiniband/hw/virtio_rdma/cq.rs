@@ -775,6 +775,25 @@ pub(crate) fn kick(cqs: &CqRegistry<RdmaDev<'_>>, cqn: u32) {
     }
 }
 
+/// Once the device has stopped: completes the requests left on the rings of the process's QPs
+/// that report to `cq`, flushed, into the CQ's ring, and has its consumer poll if it armed the
+/// CQ. Returns whether `cq` is a process's CQ with a ring in guest memory.
+fn flush_user_ring(cq: &rdma::Cq<RdmaDev<'_>>) -> bool {
+    let Some(rings::CqRing::User(ring)) = cq.guest.as_ref().map(|g| &g.ring) else {
+        return false;
+    };
+    if cq.device().health.stopped() && rings::flush_user_cq(cq, &ring.lock()) {
+        cq.completion_event();
+    }
+    true
+}
+
+/// A process posted to a QP of a stopped device (its doorbell): the requests go to CQ `cqn`
+/// flushed, as they would on a QP in the error state.
+pub(crate) fn flush_user(cqs: &CqRegistry<RdmaDev<'_>>, cqn: u32) {
+    cqs.with(cqn, |cq| flush_user_ring(cq));
+}
+
 /// The device just failed: has the consumer of every armed kernel CQ poll (which flushes the
 /// requests outstanding on its QPs), and flushes those of user QPs into their CQs' rings.
 /// User CQs with rings in guest memory get the requests left on their QPs' rings once the
@@ -782,10 +801,7 @@ pub(crate) fn kick(cqs: &CqRegistry<RdmaDev<'_>>, cqn: u32) {
 /// their requests.
 pub(crate) fn kick_all(cqs: &CqRegistry<RdmaDev<'_>>) {
     cqs.each(|cq| {
-        if let Some(rings::CqRing::User(ring)) = cq.guest.as_ref().map(|g| &g.ring) {
-            if cq.device().health.stopped() && rings::flush_user_cq(cq, &ring.lock()) {
-                cq.completion_event();
-            }
+        if flush_user_ring(cq) {
             return;
         }
         let pending = match &cq.ring {

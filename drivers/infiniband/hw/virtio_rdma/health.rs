@@ -10,7 +10,8 @@
 //! fails the device, once: its consumers get `IB_EVENT_DEVICE_FATAL`; from then on every
 //! request outstanding on a kernel QP, and every request posted later, completes with
 //! `IB_WC_WR_FLUSH_ERR` out of the driver's tables (`wr_table.rs`), never the device; user
-//! QPs' doorbells and new objects fail with `EIO`. Control commands still go to the device,
+//! QPs' doorbells and new objects fail with `EIO` (once the device stopped, a doorbell of a
+//! process's rings in guest memory also flushes what it posted into its CQ's ring). Control commands still go to the device,
 //! so that it releases what it holds (and confirms before memory is freed).
 //!
 //! A device that sets `DEVICE_NEEDS_RESET` (its backend went away) has stopped: it touches no

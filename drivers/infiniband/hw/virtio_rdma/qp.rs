@@ -876,9 +876,16 @@ fn post_failed(qp: &Qp<'_>, queue: Queue, requests: impl Iterator<Item = Posted>
 /// The doorbell of a user QP: lends the device the elements its process added to the ring of
 /// `wq` since the last doorbell; for a QP with rings in guest memory, which the device reads
 /// itself, only kicks the notification queue (the device asked for it in the ring's record).
-/// [`EIO`] once the device failed.
+/// [`EIO`] once the device failed; once it stopped, the requests on a ring in guest memory
+/// complete flushed (the driver set NOTIFY in every such ring when it stopped, so that each post
+/// comes here).
 pub(crate) fn ring_doorbell(qp: &Qp<'_>, wq: WorkQueue) -> Result {
     let dev = qp.device();
+    if matches!(qp.queues, Queues::Guest(_)) && dev.health.stopped() {
+        let cqs = &dev.ctrl.queues().handler().get_ref().cqs;
+        cq::flush_user(cqs, qp.cqn(matches!(wq, WorkQueue::Send)));
+        return Err(EIO);
+    }
     dev.health.check()?;
     let vqs = match &qp.queues {
         Queues::Virtqueues(vqs) => vqs,

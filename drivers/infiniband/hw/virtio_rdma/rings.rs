@@ -344,13 +344,15 @@ impl<'a> FlushCq<'a> {
 const CQ_CONSUMER: usize = core::mem::offset_of!(abi::RingRecord, consumer);
 const WQ_PRODUCER: usize = core::mem::offset_of!(abi::RingRecord, producer);
 const WQ_CONSUMER: usize = core::mem::offset_of!(abi::RingRecord, consumer);
+const WQ_FLAGS: usize = core::mem::offset_of!(abi::RingRecord, flags);
 const CQ_ARM: usize = core::mem::offset_of!(abi::RingRecord, arm);
 const CQE_SEQ: usize = core::mem::offset_of!(abi::RingCqe, seq);
 
 /// After the device stopped (it touches no memory any more): completes the requests left on
 /// the work rings of the process's QPs that report to CQ `cq` (whose ring is `ring`), flushed,
 /// into that ring, in posting order, as far as it has room, and marks them taken (the work
-/// ring's consumer), as the device would have. Requests are those between the device's
+/// ring's consumer), as the device would have, and asks the process to ring the doorbell
+/// (NOTIFY) on its next post. Requests are those between the device's
 /// consumer and the process's producer (at most a ring's depth: the process's producer is its
 /// own business); requests the device had taken are its own and are not known here. Returns
 /// whether the process should be woken: it armed the CQ and a completion was written.
@@ -400,6 +402,9 @@ pub(crate) fn flush_user_cq(cq: &rdma::Cq<RdmaDev<'_>>, ring: &GuestRing) -> boo
                 consumer = consumer.wrapping_add(1);
             }
             let _ = wq.set_word(WQ_CONSUMER, consumer);
+            // Whatever the device last asked for: the process's next post rings the doorbell,
+            // which flushes it (`qp::ring_doorbell`), or it would wait for the device forever.
+            let _ = wq.set_word(WQ_FLAGS, abi::RING_F_NOTIFY);
         }
     });
     // Woken only if it asked (`arm`), once, as the device does.

@@ -6,8 +6,11 @@ virtio_rdma0 with receives posted that nothing will ever match; FLAG is
 written once they are. The process then only polls its CQ (the ring the
 driver fills), never posting again, so nothing it does can tell it that the
 device failed: the driver must complete the receives itself, flushed, into
-the ring. Exits 0 once every receive came back with IBV_WC_WR_FLUSH_ERR in
-posting order, 1 on anything else or after SECONDS.
+the ring. Then it posts one receive more, as a process that goes on
+posting does: the post fails with an errno, or the receive comes back
+flushed (a QP in error completes what is posted to it); it must not vanish.
+Exits 0 once every receive came back with IBV_WC_WR_FLUSH_ERR in posting
+order and the late one ended so, 1 on anything else or after SECONDS.
 
 usage: flush_wait.py FLAG SECONDS
 """
@@ -18,6 +21,7 @@ import time
 import pyverbs.enums as e
 from pyverbs.cq import CQ
 from pyverbs.device import Context
+from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
@@ -58,6 +62,24 @@ def main():
         print(f"expected {RECVS} receives flushed in order: {want}")
         return 1
     print(f"all {RECVS} receives came back flushed, in order")
+
+    sge = SGE(mr.buf, SLOT, mr.lkey)
+    try:
+        qp.post_recv(RecvWR(wr_id=200, num_sge=1, sg=[sge]))
+    except PyverbsRDMAError as err:
+        print(f"a receive posted after the failure: refused ({err})")
+        return 0
+    late = []
+    end = time.monotonic() + 10
+    while not late and time.monotonic() < end:
+        n, wcs = cq.poll(num_entries=1)
+        late = [(wc.wr_id, wc.status) for wc in wcs[:n]]
+        if n == 0:
+            time.sleep(0.05)
+    if late != [(200, e.IBV_WC_WR_FLUSH_ERR)]:
+        print(f"a receive posted after the failure: {late or 'no completion in 10 s'}")
+        return 1
+    print("a receive posted after the failure came back flushed")
     return 0
 
 
