@@ -72,6 +72,12 @@ const CHECKED_STRUCTS: &[&str] = &[
     "virtio_rdma_cmd_resize_cq_ring",
     "virtio_rdma_rsp_resize_cq_ring",
     "virtio_rdma_comp_event",
+    "virtio_rdma_cmd_create_srq",
+    "virtio_rdma_rsp_create_srq",
+    "virtio_rdma_cmd_modify_srq",
+    "virtio_rdma_cmd_query_srq",
+    "virtio_rdma_rsp_query_srq",
+    "virtio_rdma_cmd_destroy_srq",
 ];
 
 /// Header constants (enumerators and macros) that `src/abi.rs` defines too.
@@ -150,6 +156,13 @@ const CHECKED_CONSTS: &[&str] = &[
     "VIRTIO_RDMA_CMD_RESIZE_CQ_RING",
     "VIRTIO_RDMA_CMD_ALLOC_MW",
     "VIRTIO_RDMA_CMD_DEALLOC_MW",
+    "VIRTIO_RDMA_CMD_CREATE_SRQ",
+    "VIRTIO_RDMA_CMD_MODIFY_SRQ",
+    "VIRTIO_RDMA_CMD_QUERY_SRQ",
+    "VIRTIO_RDMA_CMD_DESTROY_SRQ",
+    "VIRTIO_RDMA_SRQ_F_USER",
+    "VIRTIO_RDMA_EVENT_SRQ_LIMIT_REACHED",
+    "VIRTIO_RDMA_EVENT_QP_LAST_WQE_REACHED",
 ];
 
 /// The arguments a queue index macro takes from a (max_cq, max_qp, n) point.

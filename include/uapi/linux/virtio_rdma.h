@@ -59,7 +59,9 @@ struct virtio_rdma_config {
 	__le32 max_ring_qp;		/* QPs with rings, qpn max_qp.. */
 	__le32 max_ring_cq;		/* CQs with rings, cqn max_cq.. */
 	__le32 num_comp_vqs;		/* completion-event virtqueues */
-	__le32 reserved1;
+	__le32 max_srq;			/* shared receive queues (0: none) */
+	__le32 max_srq_wr;		/* receives an SRQ holds */
+	__le32 max_srq_sge;		/* SGEs of an SRQ's receive */
 };
 
 #define VIRTIO_RDMA_CONFIG_SPACE_SIZE	256
@@ -131,6 +133,10 @@ enum virtio_rdma_ctrl_cmd {
 	VIRTIO_RDMA_CMD_RESIZE_CQ_RING = 22,	/* VIRTIO_RDMA_F_RINGS */
 	VIRTIO_RDMA_CMD_ALLOC_MW = 23,
 	VIRTIO_RDMA_CMD_DEALLOC_MW = 24,
+	VIRTIO_RDMA_CMD_CREATE_SRQ = 25,	/* VIRTIO_RDMA_F_RINGS */
+	VIRTIO_RDMA_CMD_MODIFY_SRQ = 26,	/* VIRTIO_RDMA_F_RINGS */
+	VIRTIO_RDMA_CMD_QUERY_SRQ = 27,		/* VIRTIO_RDMA_F_RINGS */
+	VIRTIO_RDMA_CMD_DESTROY_SRQ = 28,	/* VIRTIO_RDMA_F_RINGS */
 };
 
 struct virtio_rdma_ctrl_hdr {
@@ -375,7 +381,7 @@ struct virtio_rdma_cmd_create_qp {
 	__le32 max_recv_sge;
 	__le32 recv_cqn;
 	__le32 max_inline_data;
-	__le32 reserved1;
+	__le32 srqn;			/* 0, or the SRQ its receives come from */
 };
 
 /* VIRTIO_RDMA_CMD_CREATE_QP response. */
@@ -790,11 +796,80 @@ enum virtio_rdma_event_type {
 	VIRTIO_RDMA_EVENT_QP_FATAL = 1,		/* IB_EVENT_QP_FATAL */
 	VIRTIO_RDMA_EVENT_QP_REQ_ERR = 2,	/* IB_EVENT_QP_REQ_ERR */
 	VIRTIO_RDMA_EVENT_QP_ACCESS_ERR = 3,	/* IB_EVENT_QP_ACCESS_ERR */
+	/* element is an srqn: fewer receives than its armed limit are left */
+	VIRTIO_RDMA_EVENT_SRQ_LIMIT_REACHED = 15, /* IB_EVENT_SRQ_LIMIT_REACHED */
+	/* element is a qpn of a QP with an SRQ: it entered ERR and takes no more */
+	VIRTIO_RDMA_EVENT_QP_LAST_WQE_REACHED = 16, /* IB_EVENT_QP_LAST_WQE_REACHED */
 };
 
 struct virtio_rdma_event {
 	__le32 event_type;		/* enum virtio_rdma_event_type */
-	__le32 element;			/* cqn or qpn, as the type says */
+	__le32 element;			/* cqn, qpn or srqn, as the type says */
+};
+
+/*
+ * Shared receive queues (VIRTIO_RDMA_F_RINGS, max_srq > 0). An SRQ is a
+ * work ring in guest memory (as an RQ ring: elements in the receive queue
+ * format, stride and depth as for CREATE_QP_RING) whose receives serve
+ * every QP created with its srqn. Such a QP has no RQ of its own
+ * (max_recv_wr and max_recv_sge 0; CREATE_QP_RING's rq all zero); its
+ * receive completions go to its own recv_cqn and name it. A receive's
+ * lkeys are checked against the SRQ's PD.
+ *
+ * VIRTIO_RDMA_CMD_CREATE_SRQ request: max_wr (1..max_srq_wr, at most
+ * ring.depth), max_sge (0..max_srq_sge), srq_limit (0: not armed, else below
+ * max_wr). VIRTIO_RDMA_SRQ_F_USER: the ring belongs to a process (as
+ * VIRTIO_RDMA_QP_RING_F_USER). Response: srqn, 1..max_srq.
+ */
+#define VIRTIO_RDMA_SRQ_F_USER		(1 << 0)
+
+struct virtio_rdma_cmd_create_srq {
+	struct virtio_rdma_ring ring;
+	__le32 pdn;
+	__le32 max_wr;
+	__le32 max_sge;
+	__le32 srq_limit;
+	__le32 flags;			/* VIRTIO_RDMA_SRQ_F_* */
+	__le32 reserved;
+};
+
+struct virtio_rdma_rsp_create_srq {
+	__le32 srqn;
+	__le32 reserved;
+};
+
+/*
+ * VIRTIO_RDMA_CMD_MODIFY_SRQ request: arms the limit (srq_limit > 0 and
+ * below max_wr) or disarms it (0). When a receive taken leaves fewer than
+ * srq_limit receives in the SRQ, the device reports
+ * VIRTIO_RDMA_EVENT_SRQ_LIMIT_REACHED once and disarms. The SRQ's size
+ * cannot change (the device does not offer IB_DEVICE_SRQ_RESIZE).
+ */
+struct virtio_rdma_cmd_modify_srq {
+	__le32 srqn;
+	__le32 srq_limit;
+};
+
+/* VIRTIO_RDMA_CMD_QUERY_SRQ request: srqn. */
+struct virtio_rdma_cmd_query_srq {
+	__le32 srqn;
+	__le32 reserved;
+};
+
+struct virtio_rdma_rsp_query_srq {
+	__le32 max_wr;
+	__le32 max_sge;
+	__le32 srq_limit;		/* 0 once the limit event was reported */
+	__le32 reserved;
+};
+
+/*
+ * VIRTIO_RDMA_CMD_DESTROY_SRQ request: srqn; VIRTIO_RDMA_S_BUSY while a QP
+ * still takes receives from it. Receives left in it end without completions.
+ */
+struct virtio_rdma_cmd_destroy_srq {
+	__le32 srqn;
+	__le32 reserved;
 };
 
 #endif /* _UAPI_LINUX_VIRTIO_RDMA_H */

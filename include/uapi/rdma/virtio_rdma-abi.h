@@ -130,6 +130,21 @@ struct virtio_rdma_create_qp_cmd {
 };
 
 /*
+ * CREATE_SRQ request (VIRTIO_RDMA_CAP_RINGS; a QP with an SRQ names no RQ
+ * ring: rq_addr, rq_depth and rq_stride 0): the SRQ's ring, laid out as an
+ * RQ ring; depth a power of two, at least max_wr; stride room for a receive
+ * of max_sge entries. No answer. POST_SRQ_RECV without work requests is the
+ * SRQ's doorbell.
+ */
+struct virtio_rdma_create_srq_cmd {
+	__aligned_u64 addr;
+	__u32 depth;
+	__u32 stride;
+	__u32 reserved;
+	__u32 reserved1;
+};
+
+/*
  * CREATE_CQ without VIRTIO_RDMA_CAP_RINGS: no request data. The answer maps the CQ's ring, slots of
  * struct virtio_rdma_ucqe: the driver moves each completion into slot
  * producer % depth as it arrives (interrupt context, no system call), and

@@ -87,6 +87,77 @@ pub const VIRTIO_RDMA_CMD_RESIZE_CQ_RING: u32 = 22;
 pub const VIRTIO_RDMA_CMD_ALLOC_MW: u32 = 23;
 /// Control command: deallocate a memory window.
 pub const VIRTIO_RDMA_CMD_DEALLOC_MW: u32 = 24;
+/// Control command: create a shared receive queue (rings).
+pub const VIRTIO_RDMA_CMD_CREATE_SRQ: u32 = 25;
+/// Control command: arm or disarm an SRQ's limit.
+pub const VIRTIO_RDMA_CMD_MODIFY_SRQ: u32 = 26;
+/// Control command: an SRQ's size and limit.
+pub const VIRTIO_RDMA_CMD_QUERY_SRQ: u32 = 27;
+/// Control command: destroy an SRQ.
+pub const VIRTIO_RDMA_CMD_DESTROY_SRQ: u32 = 28;
+/// CREATE_SRQ flag: the ring belongs to a process.
+pub const VIRTIO_RDMA_SRQ_F_USER: u32 = 1;
+
+/// `struct virtio_rdma_cmd_create_srq`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdCreateSrq {
+    pub ring: VirtioRdmaRing,
+    pub pdn: U32,
+    pub max_wr: U32,
+    pub max_sge: U32,
+    pub srq_limit: U32,
+    pub flags: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_rsp_create_srq`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRspCreateSrq {
+    pub srqn: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_modify_srq`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdModifySrq {
+    pub srqn: U32,
+    pub srq_limit: U32,
+}
+
+/// `struct virtio_rdma_cmd_query_srq`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdQuerySrq {
+    pub srqn: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_rsp_query_srq`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRspQuerySrq {
+    pub max_wr: U32,
+    pub max_sge: U32,
+    pub srq_limit: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_destroy_srq`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdDestroySrq {
+    pub srqn: U32,
+    pub reserved: U32,
+}
 
 /// `struct virtio_rdma_cmd_alloc_mw`.
 #[allow(missing_docs)]
@@ -209,6 +280,10 @@ pub const VIRTIO_RDMA_EVENT_QP_FATAL: u32 = 1;
 pub const VIRTIO_RDMA_EVENT_QP_REQ_ERR: u32 = 2;
 /// Responder QP `element` moved to error on a remote access violation.
 pub const VIRTIO_RDMA_EVENT_QP_ACCESS_ERR: u32 = 3;
+/// A receive taken left fewer receives in SRQ `element` than its limit.
+pub const VIRTIO_RDMA_EVENT_SRQ_LIMIT_REACHED: u32 = 15;
+/// QP `element`, which takes receives from an SRQ, entered ERR.
+pub const VIRTIO_RDMA_EVENT_QP_LAST_WQE_REACHED: u32 = 16;
 
 /// `enum virtio_rdma_ctrl_cmd`.
 pub const VIRTIO_RDMA_CMD_QUERY_PORT: u32 = 1;
@@ -307,7 +382,9 @@ pub struct VirtioRdmaConfig {
     pub max_ring_qp: U32,
     pub max_ring_cq: U32,
     pub num_comp_vqs: U32,
-    pub reserved1: U32,
+    pub max_srq: U32,
+    pub max_srq_wr: U32,
+    pub max_srq_sge: U32,
 }
 
 /// `struct virtio_rdma_ctrl_hdr`: first bytes of every control request.
@@ -605,7 +682,7 @@ pub struct VirtioRdmaCmdCreateQp {
     pub max_recv_sge: U32,
     pub recv_cqn: U32,
     pub max_inline_data: U32,
-    pub reserved1: U32,
+    pub srqn: U32,
 }
 
 /// `struct virtio_rdma_rsp_create_qp`.

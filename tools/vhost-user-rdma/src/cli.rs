@@ -118,6 +118,10 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = limits::MAX_RING_OBJECTS, requires = "rings")]
     pub ring_max_qp: u32,
 
+    /// With --rings: shared receive queues of each device (0: none).
+    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_MAX_SRQ, requires = "rings")]
+    pub max_srq: u32,
+
     /// With --rings: completion-event virtqueues (interrupt vectors).
     #[arg(long, value_name = "N", default_value_t = 2, requires = "rings")]
     pub comp_vqs: u32,
@@ -194,6 +198,7 @@ impl Cli {
                     self.comp_vqs,
                     self.poll_us,
                 )
+                .and_then(|r| r.with_max_srq(self.max_srq))
             })
             .transpose()
     }

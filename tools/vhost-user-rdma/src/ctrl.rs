@@ -32,6 +32,8 @@ use crate::mr::MrTable;
 use crate::qp::{Qp, QpRings};
 use crate::ratelimit::{RateLimit, Verdict};
 use crate::resources::{GidEntry, GidTable, HandleTable};
+use crate::ring::WorkRing;
+use crate::srq::SrqTable;
 use crate::stats::{Counter, Stats};
 use crate::vring::{Mem, RdmaVring};
 
@@ -57,6 +59,8 @@ pub struct State {
     pub(crate) mr_pages: u64,
     /// Each QP's route, by qpn (`fabric.rs`).
     pub(crate) routes: Vec<Option<Route>>,
+    /// Shared receive queues, by srqn.
+    pub(crate) srqs: SrqTable,
 }
 
 impl State {
@@ -69,19 +73,21 @@ impl State {
             qps: (0..limits.qp_count()).map(|_| None).collect(),
             mr_pages: 0,
             routes: (0..limits.qp_count()).map(|_| None).collect(),
+            srqs: SrqTable::new(limits.max_srq()),
         }
     }
 
     /// What the tables hold, for log lines.
     fn census(&self) -> String {
         format!(
-            "{} PDs, {} MRs ({} page-table entries), {} windows, {} CQs, {} QPs, {} GIDs",
+            "{} PDs, {} MRs ({} page-table entries), {} windows, {} CQs, {} QPs, {} SRQs, {} GIDs",
             self.pds.len(),
             self.mrs.len(),
             self.mr_pages,
             self.mrs.mw_count(),
             self.cqs.iter().flatten().count(),
             self.qps.iter().flatten().count(),
+            self.srqs.len(),
             self.gids.len()
         )
     }
@@ -200,6 +206,10 @@ fn command_info(cmd: u32) -> Option<(&'static str, usize)> {
         }
         VIRTIO_RDMA_CMD_ALLOC_MW => ("ALLOC_MW", size_of::<VirtioRdmaRspAllocMw>()),
         VIRTIO_RDMA_CMD_DEALLOC_MW => ("DEALLOC_MW", 0),
+        VIRTIO_RDMA_CMD_CREATE_SRQ => ("CREATE_SRQ", size_of::<VirtioRdmaRspCreateSrq>()),
+        VIRTIO_RDMA_CMD_MODIFY_SRQ => ("MODIFY_SRQ", 0),
+        VIRTIO_RDMA_CMD_QUERY_SRQ => ("QUERY_SRQ", size_of::<VirtioRdmaRspQuerySrq>()),
+        VIRTIO_RDMA_CMD_DESTROY_SRQ => ("DESTROY_SRQ", 0),
         _ => return None,
     })
 }
@@ -414,7 +424,7 @@ impl Ctrl {
     }
 
     /// Polls the device's rings once, unless they sleep: serves every SQ
-    /// with work and every QP whose RQ grew (`serve(qpn, sq, rq)`). After
+    /// with work and every QP whose RQ, or SRQ, grew (`serve(qpn, sq, rq)`). After
     /// `poll` without work the rings go to sleep: each asks the driver to
     /// notify, then (the doorbell protocol's second half) is checked once
     /// more. Returns whether the device still polls.
@@ -462,24 +472,66 @@ impl Ctrl {
         let guard = self.mem.memory();
         for (_, r) in self.ring_qps_mut().iter() {
             r.sq.ask_notify(&guard, on);
-            r.rq.ask_notify(&guard, on);
+            if let Some(rq) = &r.rq {
+                rq.ask_notify(&guard, on);
+            }
+        }
+        for srq in self.srq_rings() {
+            srq.ask_notify(&guard, on);
         }
     }
 
-    /// One look at every ring; whether any had work.
+    /// The rings of the SRQs.
+    fn srq_rings(&self) -> Vec<Arc<WorkRing>> {
+        self.lock()
+            .srqs
+            .iter()
+            .map(|(_, s)| s.ring.clone())
+            .collect()
+    }
+
+    /// One look at every ring; whether any had work. Receives posted to an
+    /// SRQ are new receives for every QP created with it (each may have a
+    /// sender stalled on RNR).
     fn serve_rings(&self, serve: &impl Fn(u32, bool, bool)) -> bool {
-        let todo: Vec<(u32, bool, bool)> = {
+        let mut todo: Vec<(u32, bool, bool)> = {
             let guard = self.mem.memory();
             self.ring_qps_mut()
                 .iter()
-                .map(|(qpn, r)| (*qpn, r.sq.has_work(&guard), r.rq.moved(&guard)))
+                .map(|(qpn, r)| {
+                    let rq = r.rq.as_ref().is_some_and(|rq| rq.moved(&guard));
+                    (*qpn, r.sq.has_work(&guard), rq)
+                })
                 .filter(|(_, sq, rq)| *sq || *rq)
                 .collect()
+        };
+        let grown: Vec<u32> = {
+            let guard = self.mem.memory();
+            let st = self.lock();
+            st.srqs
+                .iter()
+                .filter(|(_, s)| s.ring.moved(&guard))
+                .map(|(n, _)| n)
+                .collect()
+        };
+        let grown = !grown.is_empty() && {
+            let st = self.lock();
+            let takers = st.qps.iter().enumerate().filter_map(|(n, q)| {
+                let srqn = q.as_ref()?.srq?.srqn;
+                grown.contains(&srqn).then_some(n as u32)
+            });
+            for qpn in takers {
+                match todo.iter_mut().find(|t| t.0 == qpn) {
+                    Some(t) => t.2 = true,
+                    None => todo.push((qpn, false, true)),
+                }
+            }
+            true
         };
         for (qpn, sq, rq) in &todo {
             serve(*qpn, *sq, *rq);
         }
-        !todo.is_empty()
+        grown || !todo.is_empty()
     }
 
     /// The event virtqueue.
@@ -591,6 +643,10 @@ impl Ctrl {
             VIRTIO_RDMA_CMD_CREATE_CQ_RING if self.rings_acked() => self.create_cq_ring(body),
             VIRTIO_RDMA_CMD_CREATE_QP_RING if self.rings_acked() => self.create_qp_ring(body),
             VIRTIO_RDMA_CMD_RESIZE_CQ_RING if self.rings_acked() => self.resize_cq_ring(body),
+            VIRTIO_RDMA_CMD_CREATE_SRQ if self.rings_acked() => self.create_srq(body),
+            VIRTIO_RDMA_CMD_MODIFY_SRQ if self.rings_acked() => self.modify_srq(body),
+            VIRTIO_RDMA_CMD_QUERY_SRQ if self.rings_acked() => self.query_srq(body),
+            VIRTIO_RDMA_CMD_DESTROY_SRQ if self.rings_acked() => self.destroy_srq(body),
             _ => {
                 self.guest_warn(format_args!("{name} is not implemented"));
                 Err(VIRTIO_RDMA_S_UNSUPPORTED)
@@ -670,9 +726,13 @@ impl Ctrl {
         let pdn = req.pdn.get();
         let mut st = self.lock();
         if st.pds.contains(pdn)
-            && (st.mrs.uses_pd(pdn) || st.qps.iter().flatten().any(|q| q.pdn == pdn))
+            && (st.mrs.uses_pd(pdn)
+                || st.qps.iter().flatten().any(|q| q.pdn == pdn)
+                || st.srqs.uses_pd(pdn))
         {
-            self.guest_warn(format_args!("DESTROY_PD: pdn {pdn} still has MRs or QPs"));
+            self.guest_warn(format_args!(
+                "DESTROY_PD: pdn {pdn} still has MRs, QPs or SRQs"
+            ));
             return Err(VIRTIO_RDMA_S_BUSY);
         }
         if !st.pds.free(pdn) {

@@ -137,7 +137,7 @@ fn wq_of(ctrl: &Ctrl, qpn: u32, side: Side) -> Option<Wq<'_>> {
     let rings = st.qp(qpn)?.rings.as_ref()?;
     Some(Wq::Ring(match side {
         Side::Send => rings.sq.clone(),
-        Side::Recv => rings.rq.clone(),
+        Side::Recv => rings.rq.clone()?,
     }))
 }
 
@@ -146,9 +146,17 @@ fn sq_of(ctrl: &Ctrl, qpn: u32) -> Option<Wq<'_>> {
     wq_of(ctrl, qpn, Side::Send)
 }
 
-/// The RQ of QP `qpn`.
+/// The RQ of QP `qpn` (a QP with an SRQ has none: only a virtqueue the
+/// driver does not use).
 fn rq_of(ctrl: &Ctrl, qpn: u32) -> Option<Wq<'_>> {
     wq_of(ctrl, qpn, Side::Recv)
+}
+
+/// The RQ virtqueue a receive of QP `qpn` came from and goes back to:
+/// none for a QP with an SRQ, whose receives are consumed from its ring.
+fn recv_vring(ctrl: &Ctrl, qpn: u32) -> Option<&RdmaVring> {
+    let own = ctrl.lock().qp(qpn).is_some_and(|q| q.srq.is_none());
+    ctrl.rq_vring(qpn).filter(|_| own)
 }
 
 /// SQ elements one pass executes before the device's other queues get
@@ -410,13 +418,25 @@ pub fn to_error(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) -> bool {
     };
     if changed {
         debug!("{}: QP {qpn} moves to error", ctrl.name());
-        flush(fabric, ctrl, qpn);
+        entered_error(fabric, ctrl, qpn);
     }
     changed
 }
 
+/// What follows QP `qpn`'s move into ERR: its flush, then for a QP with an
+/// SRQ the "last WQE reached" event (its receive completions are all out,
+/// and it takes no more receives from the SRQ).
+pub fn entered_error(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
+    flush(fabric, ctrl, qpn);
+    if ctrl.lock().qp(qpn).is_some_and(|q| q.srq.is_some()) {
+        event::post(ctrl, Event::QpLastWqeReached(qpn));
+    }
+}
+
 /// Completes every outstanding SQ and RQ element of QP `qpn` with
-/// IB_WC_WR_FLUSH_ERR (signaled or not, as IB flushes).
+/// IB_WC_WR_FLUSH_ERR (signaled or not, as IB flushes). An SRQ's receives
+/// stay for its other QPs: only the one this QP held for a message that
+/// did not end is flushed.
 pub fn flush(_fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
     let Some((send_cqn, recv_cqn, pending)) = ctrl.lock().qp_mut(qpn).map(|q| {
         // The element stalled on RNR or moving in chunks comes first.
@@ -1068,12 +1088,15 @@ fn gather<'m>(
     Ok(Payload::Guest(src))
 }
 
-/// A receive taken from the responder's RQ.
+/// A receive taken from the responder's RQ or SRQ.
 struct Recv {
     head: u16,
     wqe: RecvWqe,
     recv_cqn: u32,
+    /// The PD its lkeys are checked against (its SRQ's, if it has one).
     pdn: u32,
+    /// The responder QP's own PD (what SEND_WITH_INV's rkey must be of).
+    qp_pdn: u32,
 }
 
 enum Take {
@@ -1084,43 +1107,59 @@ enum Take {
     Bad,
 }
 
-/// Takes the next receive of `peer`.
+/// Takes the next receive of `peer`: from its SRQ if it has one, else
+/// from its RQ.
 fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
     let pc = peer.ctrl();
-    let Some((max_sge, recv_cqn, pdn, timer)) = pc
-        .lock()
-        .qp(peer.qpn)
-        .map(|q| (q.caps.max_recv_sge, q.recv_cqn, q.pdn, q.attr.min_rnr_timer))
-    else {
+    let Some((mut max_sge, recv_cqn, qp_pdn, srq, timer)) = pc.lock().qp(peer.qpn).map(|q| {
+        (
+            q.caps.max_recv_sge,
+            q.recv_cqn,
+            q.pdn,
+            q.srq,
+            q.attr.min_rnr_timer,
+        )
+    }) else {
         return Take::Empty(Duration::ZERO);
+    };
+    let recv = |head, wqe| Recv {
+        head,
+        wqe,
+        recv_cqn,
+        pdn: srq.map_or(qp_pdn, |s| s.pdn),
+        qp_pdn,
     };
     // A receive held for a message that never ended is the next one.
     let held = pc.lock().qp_mut(peer.qpn).and_then(|q| q.held_recv.take());
     if let Some(h) = held {
-        return Take::Got(Recv {
-            head: h.head,
-            wqe: h.wqe,
-            recv_cqn,
-            pdn,
-        });
+        return Take::Got(recv(h.head, h.wqe));
     }
     let delay = Duration::from_micros(rnr_delay_us(timer));
-    let Some(rq) = rq_of(pc, peer.qpn) else {
+    let rq = match srq {
+        Some(link) => pc.lock().srqs.get(link.srqn).map(|s| {
+            max_sge = s.max_sge;
+            Wq::Ring(s.ring.clone())
+        }),
+        None => rq_of(pc, peer.qpn),
+    };
+    let Some(rq) = rq else {
         return Take::Empty(delay);
     };
     let max = wqe::RQ_HDR_LEN + SGE_LEN * max_sge as usize;
     let Some((head, bytes)) = rq.pop(pc, max + 1) else {
         return Take::Empty(delay);
     };
+    if let Some(link) = srq {
+        srq_took(pc, link.srqn, &rq);
+    }
     match wqe::parse_recv(&bytes, max_sge) {
-        Ok(wqe) => Take::Got(Recv {
-            head,
-            wqe,
-            recv_cqn,
-            pdn,
-        }),
+        Ok(wqe) => Take::Got(recv(head, wqe)),
         Err(m) => {
-            pc.guest_warn(format_args!("QP {}: bad RQ element: {}", peer.qpn, m.why));
+            let what = if srq.is_some() { "SRQ" } else { "RQ" };
+            pc.guest_warn(format_args!(
+                "QP {}: bad {what} element: {}",
+                peer.qpn, m.why
+            ));
             rq.give_back(pc, head);
             let c = cqe(m.wr_id, IB_WC_LOC_QP_OP_ERR, IB_WC_RECV, peer.qpn);
             complete(fabric, pc, peer.qpn, recv_cqn, &c, false);
@@ -1130,10 +1169,25 @@ fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
     }
 }
 
+/// After a receive was taken from SRQ `srqn` (ring `rq`): reports the
+/// limit event if the receives left fell below its armed limit.
+fn srq_took(ctrl: &Ctrl, srqn: u32, rq: &Wq<'_>) {
+    let Wq::Ring(ring) = rq else {
+        return;
+    };
+    let Some(left) = ring.pending(&ctrl.mem().memory()) else {
+        return;
+    };
+    let fired = ctrl.lock().srqs.get_mut(srqn).is_some_and(|s| s.took(left));
+    if fired {
+        event::post(ctrl, Event::SrqLimitReached(srqn));
+    }
+}
+
 /// Completes receive `r` on `peer` with `c` (status etc. filled in).
 fn complete_recv(fabric: &Fabric, peer: &Peer, r: &Recv, mut c: VirtioRdmaCqReq, solicited: bool) {
     let pc = peer.ctrl();
-    if let Some(rq) = pc.rq_vring(peer.qpn) {
+    if let Some(rq) = recv_vring(pc, peer.qpn) {
         give_back(pc, rq, r.head);
     }
     c.wr_id = U64::new(r.wqe.wr_id);
@@ -1210,7 +1264,7 @@ fn connected_send(
     }
     let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV, peer.qpn);
     if w.opcode == IB_WR_SEND_WITH_INV {
-        if !invalidate(pc, r.pdn, w.ex) {
+        if !invalidate(pc, r.qp_pdn, w.ex) {
             recv_error(fabric, peer, &r, IB_WC_LOC_PROT_ERR);
             return Exec::Done(IB_WC_REM_OP_ERR, 0);
         }

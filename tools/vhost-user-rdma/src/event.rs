@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Asynchronous events: what the device must tell the driver outside any
 //! completion (a responder QP moved to error by a remote peer's request, a
-//! completion lost to a CQ overrun), written into the event queue.
+//! completion lost to a CQ overrun, an SRQ running low, a QP with an SRQ
+//! done with its receives), written into the event queue.
 //!
 //! The driver keeps the event queue filled with buffers; an event that
 //! finds none is lost, and logged.
@@ -15,7 +16,8 @@ use zerocopy::IntoBytes;
 
 use crate::abi::{
     VirtioRdmaEvent, VIRTIO_RDMA_EVENT_CQ_ERR, VIRTIO_RDMA_EVENT_QP_ACCESS_ERR,
-    VIRTIO_RDMA_EVENT_QP_FATAL, VIRTIO_RDMA_EVENT_QP_REQ_ERR,
+    VIRTIO_RDMA_EVENT_QP_FATAL, VIRTIO_RDMA_EVENT_QP_LAST_WQE_REACHED,
+    VIRTIO_RDMA_EVENT_QP_REQ_ERR, VIRTIO_RDMA_EVENT_SRQ_LIMIT_REACHED,
 };
 use crate::ctrl::Ctrl;
 use crate::vring::{RdmaVring, RecordError};
@@ -31,6 +33,11 @@ pub enum Event {
     QpReqErr(u32),
     /// This responder QP moved to error on a remote access violation.
     QpAccessErr(u32),
+    /// A receive taken left fewer receives in this SRQ than its limit.
+    SrqLimitReached(u32),
+    /// This QP, which takes receives from an SRQ, entered ERR: its receive
+    /// completions are all out.
+    QpLastWqeReached(u32),
 }
 
 impl Event {
@@ -40,6 +47,8 @@ impl Event {
             Event::QpFatal(n) => (VIRTIO_RDMA_EVENT_QP_FATAL, n),
             Event::QpReqErr(n) => (VIRTIO_RDMA_EVENT_QP_REQ_ERR, n),
             Event::QpAccessErr(n) => (VIRTIO_RDMA_EVENT_QP_ACCESS_ERR, n),
+            Event::SrqLimitReached(n) => (VIRTIO_RDMA_EVENT_SRQ_LIMIT_REACHED, n),
+            Event::QpLastWqeReached(n) => (VIRTIO_RDMA_EVENT_QP_LAST_WQE_REACHED, n),
         };
         VirtioRdmaEvent {
             event_type: U32::new(t),
@@ -55,6 +64,8 @@ impl fmt::Display for Event {
             Event::QpFatal(n) => write!(f, "QP {n} fatal error"),
             Event::QpReqErr(n) => write!(f, "QP {n} invalid request error"),
             Event::QpAccessErr(n) => write!(f, "QP {n} access error"),
+            Event::SrqLimitReached(n) => write!(f, "SRQ {n} limit reached"),
+            Event::QpLastWqeReached(n) => write!(f, "QP {n} last WQE reached"),
         }
     }
 }

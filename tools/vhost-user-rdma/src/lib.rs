@@ -32,6 +32,7 @@ pub mod qp;
 pub mod ratelimit;
 pub mod resources;
 pub mod ring;
+pub mod srq;
 pub mod stats;
 pub mod verbs;
 pub mod vring;

@@ -194,6 +194,9 @@ pub enum LimitsError {
     },
     #[error("--max-mr must be 1..={MAX_MR}, got {0}")]
     MaxMr(u32),
+    /// max_srq out of range.
+    #[error("--max-srq must be 0..={MAX_RING_OBJECTS}, got {0}")]
+    MaxSrq(u32),
 }
 
 /// Most addresses an operator can pin to one device (`--ip`).
@@ -331,6 +334,8 @@ impl Pinned {
 pub const MAX_RING_OBJECTS: u32 = abi::VIRTIO_RDMA_MAX_QP_LIMIT;
 /// Most completion-event queues (one interrupt vector each).
 pub const MAX_COMP_VQS: u32 = 16;
+/// Shared receive queues a device with rings offers unless told otherwise.
+pub const DEFAULT_MAX_SRQ: u32 = 1024;
 
 /// Queues in guest memory (`VIRTIO_RDMA_F_RINGS`): how many, and how the
 /// device polls them.
@@ -345,6 +350,8 @@ pub struct Rings {
     /// How long the device keeps polling idle rings before it asks to be
     /// notified, in microseconds.
     pub poll_us: u32,
+    /// Shared receive queues, numbered from 1 (0: none).
+    pub max_srq: u32,
 }
 
 impl Rings {
@@ -363,7 +370,17 @@ impl Rings {
             max_cq,
             comp_vqs,
             poll_us,
+            max_srq: DEFAULT_MAX_SRQ,
         })
+    }
+
+    /// The same ring limits with `max_srq` shared receive queues.
+    pub fn with_max_srq(mut self, max_srq: u32) -> Result<Self, LimitsError> {
+        if max_srq > MAX_RING_OBJECTS {
+            return Err(LimitsError::MaxSrq(max_srq));
+        }
+        self.max_srq = max_srq;
+        Ok(self)
     }
 }
 
@@ -504,6 +521,20 @@ impl Limits {
         self.max_mr
     }
 
+    /// Shared receive queues (rings only; numbered 1..=max_srq).
+    pub fn max_srq(&self) -> u32 {
+        self.rings.map_or(0, |r| r.max_srq)
+    }
+
+    /// Receives an SRQ holds, and SGEs of each (0 without SRQs): as a QP's
+    /// RQ.
+    pub fn srq_caps(&self) -> (u32, u32) {
+        if self.max_srq() == 0 {
+            return (0, 0);
+        }
+        (u32::from(self.queue_size), MAX_SGE)
+    }
+
     /// Memory windows a device may hold: windows take their handles from
     /// the MRs' (one key space), so MRs and windows together stay within
     /// `max_mr`.
@@ -636,7 +667,9 @@ impl Limits {
             max_ring_qp: U32::new(self.rings.map_or(0, |r| r.max_qp)),
             max_ring_cq: U32::new(self.rings.map_or(0, |r| r.max_cq)),
             num_comp_vqs: U32::new(self.rings.map_or(0, |r| r.comp_vqs)),
-            reserved1: U32::new(0),
+            max_srq: U32::new(self.max_srq()),
+            max_srq_wr: U32::new(self.srq_caps().0),
+            max_srq_sge: U32::new(self.srq_caps().1),
         }
     }
 

@@ -11,6 +11,7 @@ use crate::abi::{VirtioRdmaQpAttr, VIRTIO_RDMA_S_BAD_STATE, VIRTIO_RDMA_S_INVALI
 use crate::ib::*;
 use crate::limits;
 use crate::ring::WorkRing;
+use crate::srq::SrqLink;
 use crate::wqe::{RecvWqe, SendWqe};
 
 /// What CREATE_QP fixed.
@@ -78,8 +79,8 @@ pub struct HeldRecv {
 pub struct QpRings {
     /// Send queue.
     pub sq: Arc<WorkRing>,
-    /// Receive queue.
-    pub rq: Arc<WorkRing>,
+    /// Receive queue; `None` for a QP with an SRQ.
+    pub rq: Option<Arc<WorkRing>>,
     /// The rings belong to a process: only what a process may post runs.
     pub user: bool,
 }
@@ -109,6 +110,8 @@ pub struct Qp {
     pub held_recv: Option<HeldRecv>,
     /// Its rings, if its queues are in guest memory (else virtqueues).
     pub rings: Option<QpRings>,
+    /// The SRQ its receives come from, if any (it then has no RQ).
+    pub srq: Option<SrqLink>,
 }
 
 impl Qp {
@@ -131,6 +134,7 @@ impl Qp {
             transfer: None,
             held_recv: None,
             rings: None,
+            srq: None,
         }
     }
 
@@ -142,6 +146,12 @@ impl Qp {
     /// Whether the QP may receive (RTR or RTS).
     pub fn can_receive(&self) -> bool {
         matches!(self.state(), IB_QPS_RTR | IB_QPS_RTS)
+    }
+
+    /// The PD its receives' lkeys are checked against: its SRQ's if it has
+    /// one (the receives are the SRQ owner's), else its own.
+    pub fn recv_pdn(&self) -> u32 {
+        self.srq.map_or(self.pdn, |s| s.pdn)
     }
 
     /// Whether this is a UD or GSI QP.

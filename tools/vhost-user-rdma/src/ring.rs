@@ -267,6 +267,13 @@ impl WorkRing {
             .is_some_and(|p| p != self.consumer.load(Ordering::Relaxed))
     }
 
+    /// Elements posted and not taken yet; `None` once the ring is broken
+    /// or its record cannot be read.
+    pub fn pending(&self, mem: &GuestMemoryMmap) -> Option<u32> {
+        self.producer(mem)
+            .map(|p| p.wrapping_sub(self.consumer.load(Ordering::Relaxed)))
+    }
+
     /// Whether the producer moved since the last call (new receives).
     pub fn moved(&self, mem: &GuestMemoryMmap) -> bool {
         match self.producer(mem) {

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Control commands that create, change and destroy CQs, MRs and QPs.
+//! Control commands that create, change and destroy CQs, MRs, QPs and
+//! SRQs.
 //! Each checks every argument before it changes anything; a failed command
 //! has no effect.
 
@@ -21,6 +22,7 @@ use crate::mr::{self, Mr, MrKind, PageMap};
 use crate::mw::Mw;
 use crate::qp::{self, Qp, QpCaps, QpRings};
 use crate::ring::{self, CqRing, RingMap, WorkRing};
+use crate::srq::{self, Srq};
 use crate::stats::Counter;
 use crate::wqe;
 
@@ -507,6 +509,20 @@ impl Ctrl {
             let why = format_args!("CQ {send_cqn} or {recv_cqn} is not a ring CQ");
             return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
         }
+        // A QP with an SRQ has no RQ of its own (and the GSI QP is the
+        // kernel's, with its own receives).
+        let srqn = req.srqn.get();
+        let srq = match srqn {
+            0 => None,
+            _ if qp_type == IB_QPT_GSI || caps.max_recv_wr != 0 || caps.max_recv_sge != 0 => {
+                let why = format_args!("srqn {srqn} on a GSI QP or one with an RQ ({caps:?})");
+                return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+            }
+            _ => Some(st.srqs.get(srqn).map(|s| s.link(srqn)).ok_or_else(|| {
+                let why = format_args!("srqn {srqn} does not exist");
+                self.bad(cmd, why, VIRTIO_RDMA_S_NOT_FOUND)
+            })?),
+        };
         let bad_caps = caps.max_send_wr == 0
             || caps.max_send_wr > qs
             || caps.max_recv_wr > qs
@@ -538,6 +554,10 @@ impl Ctrl {
             (send_cqn, recv_cqn),
         );
         qp.rings = rings.clone();
+        qp.srq = srq;
+        if let Some(s) = srq.and_then(|l| st.srqs.get_mut(l.srqn)) {
+            s.qps += 1;
+        }
         st.qps[qpn] = Some(qp);
         drop(st);
         if let Some(r) = rings {
@@ -567,16 +587,22 @@ impl Ctrl {
         let sq_stride =
             wqe::SQ_HDR_LEN as u32 + sge(q.max_send_sge.get()).max(q.max_inline_data.get());
         let rq_stride = wqe::RQ_HDR_LEN as u32 + sge(q.max_recv_sge.get());
+        // A QP with an SRQ takes its receives there: it has no RQ ring.
+        let has_rq = q.srqn.get() == 0;
+        if !has_rq && req.rq.as_bytes().iter().any(|&b| b != 0) {
+            let why = format_args!("a QP with an SRQ has an RQ ring");
+            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_INVALID));
+        }
         let (sq, rq) = {
             let guard = self.mem().memory();
             let sq = RingMap::load(&guard, &req.sq, q.max_send_wr.get(), sq_stride);
-            let rq = RingMap::load(&guard, &req.rq, q.max_recv_wr.get(), rq_stride);
-            (sq, rq)
+            let rq = has_rq.then(|| RingMap::load(&guard, &req.rq, q.max_recv_wr.get(), rq_stride));
+            (sq, rq.transpose())
         };
         let refused = |r: ring::Refused| self.bad(CMD, format_args!("{}", r.why), r.status);
         let rings = QpRings {
             sq: Arc::new(WorkRing::new(sq.map_err(refused)?)),
-            rq: Arc::new(WorkRing::new(rq.map_err(refused)?)),
+            rq: rq.map_err(refused)?.map(|m| Arc::new(WorkRing::new(m))),
             user: flags & VIRTIO_RDMA_QP_RING_F_USER != 0,
         };
         self.insert_qp(CMD, q, Some(rings))
@@ -603,6 +629,7 @@ impl Ctrl {
         };
         debug!("{}: MODIFY_QP qpn {qpn}: {old} -> {new}", self.name());
         match new {
+            IB_QPS_ERR if old != IB_QPS_ERR => engine::entered_error(fabric, self, qpn),
             IB_QPS_ERR => engine::flush(fabric, self, qpn),
             IB_QPS_RESET if old != IB_QPS_RESET => engine::discard(self, qpn),
             // Elements posted before RTS: served by the device's loop.
@@ -644,14 +671,133 @@ impl Ctrl {
         // (as IB's destroy: the consumer drains first if it cares).
         engine::discard(self, qpn);
         let mut st = self.lock();
-        if let Some(slot) = st.qps.get_mut(qpn as usize) {
-            *slot = None;
+        let srq = st
+            .qps
+            .get_mut(qpn as usize)
+            .and_then(Option::take)
+            .and_then(|q| q.srq);
+        if let Some(s) = srq.and_then(|l| st.srqs.get_mut(l.srqn)) {
+            s.qps = s.qps.saturating_sub(1);
         }
         st.mrs.unbind_qp(qpn);
         drop(st);
         self.ring_qps_mut().retain(|(n, _)| *n != qpn);
         debug!("{}: DESTROY_QP qpn {qpn}", self.name());
         Ok(Vec::new())
+    }
+
+    pub(crate) fn create_srq(&self, body: &[u8]) -> CmdResult {
+        const CMD: &str = "CREATE_SRQ";
+        let req: VirtioRdmaCmdCreateSrq = self.parse(CMD, body)?;
+        let (pdn, flags) = (req.pdn.get(), req.flags.get());
+        let (max_wr, max_sge, limit) = (req.max_wr.get(), req.max_sge.get(), req.srq_limit.get());
+        if !self.lock().pds.contains(pdn) {
+            let why = format_args!("pdn {pdn} does not exist");
+            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
+        }
+        if flags & !VIRTIO_RDMA_SRQ_F_USER != 0 {
+            let why = format_args!("flags {flags:#x} not understood");
+            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_INVALID));
+        }
+        let caps = self.limits().srq_caps();
+        srq::check_create(max_wr, max_sge, limit, req.ring.depth.get(), caps).map_err(|why| {
+            let why = format_args!("max_wr {max_wr} max_sge {max_sge} limit {limit}: {why}");
+            self.bad(CMD, why, VIRTIO_RDMA_S_INVALID)
+        })?;
+        let map = {
+            let guard = self.mem().memory();
+            RingMap::load(&guard, &req.ring, max_wr, srq::stride_for(max_sge))
+        }
+        .map_err(|r| self.bad(CMD, format_args!("{}", r.why), r.status))?;
+        let srq = Srq {
+            ring: Arc::new(WorkRing::new(map)),
+            pdn,
+            max_wr,
+            max_sge,
+            limit,
+            qps: 0,
+            user: flags & VIRTIO_RDMA_SRQ_F_USER != 0,
+        };
+        let Some(srqn) = self.lock().srqs.insert(srq) else {
+            let why = format_args!("all {} SRQs are in use", self.limits().max_srq());
+            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_NO_RESOURCE));
+        };
+        // Its ring asks for no doorbell yet: poll until it does.
+        self.wake_rings();
+        debug!(
+            "{}: {CMD} pdn {pdn} max_wr {max_wr} -> srqn {srqn}",
+            self.name()
+        );
+        Ok(VirtioRdmaRspCreateSrq {
+            srqn: U32::new(srqn),
+            reserved: U32::new(0),
+        }
+        .as_bytes()
+        .to_vec())
+    }
+
+    pub(crate) fn modify_srq(&self, body: &[u8]) -> CmdResult {
+        const CMD: &str = "MODIFY_SRQ";
+        let req: VirtioRdmaCmdModifySrq = self.parse(CMD, body)?;
+        let (srqn, limit) = (req.srqn.get(), req.srq_limit.get());
+        let mut st = self.lock();
+        let Some(s) = st.srqs.get_mut(srqn) else {
+            drop(st);
+            let why = format_args!("srqn {srqn} does not exist");
+            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
+        };
+        if let Err(why) = srq::check_limit(limit, s.max_wr) {
+            let max_wr = s.max_wr;
+            drop(st);
+            let why = format_args!("srqn {srqn}: limit {limit} of {max_wr}: {why}");
+            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_INVALID));
+        }
+        s.limit = limit;
+        Ok(Vec::new())
+    }
+
+    pub(crate) fn query_srq(&self, body: &[u8]) -> CmdResult {
+        const CMD: &str = "QUERY_SRQ";
+        let req: VirtioRdmaCmdQuerySrq = self.parse(CMD, body)?;
+        let srqn = req.srqn.get();
+        let rsp = self.lock().srqs.get(srqn).map(|s| VirtioRdmaRspQuerySrq {
+            max_wr: U32::new(s.max_wr),
+            max_sge: U32::new(s.max_sge),
+            srq_limit: U32::new(s.limit),
+            reserved: U32::new(0),
+        });
+        let Some(rsp) = rsp else {
+            let why = format_args!("srqn {srqn} does not exist");
+            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
+        };
+        Ok(rsp.as_bytes().to_vec())
+    }
+
+    pub(crate) fn destroy_srq(&self, body: &[u8]) -> CmdResult {
+        const CMD: &str = "DESTROY_SRQ";
+        let req: VirtioRdmaCmdDestroySrq = self.parse(CMD, body)?;
+        let srqn = req.srqn.get();
+        let mut st = self.lock();
+        let users = st.srqs.get(srqn).map(|s| s.qps);
+        match users {
+            None => {
+                drop(st);
+                let why = format_args!("srqn {srqn} does not exist");
+                Err(self.bad(CMD, why, VIRTIO_RDMA_S_NOT_FOUND))
+            }
+            Some(n) if n > 0 => {
+                drop(st);
+                let why = format_args!("srqn {srqn} is used by {n} QPs");
+                Err(self.bad(CMD, why, VIRTIO_RDMA_S_BUSY))
+            }
+            // Receives left in it end with it, without completions.
+            Some(_) => {
+                st.srqs.remove(srqn);
+                drop(st);
+                debug!("{}: {CMD} srqn {srqn}", self.name());
+                Ok(Vec::new())
+            }
+        }
     }
 
     pub(crate) fn req_notify_cq(&self, body: &[u8]) -> CmdResult {

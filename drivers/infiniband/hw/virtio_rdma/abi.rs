@@ -70,7 +70,9 @@ pub(crate) struct Config {
     pub(crate) max_ring_qp: U32,
     pub(crate) max_ring_cq: U32,
     pub(crate) num_comp_vqs: U32,
-    pub(crate) reserved1: U32,
+    pub(crate) max_srq: U32,
+    pub(crate) max_srq_wr: U32,
+    pub(crate) max_srq_sge: U32,
 }
 
 same_layout!(
@@ -113,7 +115,9 @@ same_layout!(
         max_ring_qp,
         max_ring_cq,
         num_comp_vqs,
-        reserved1,
+        max_srq,
+        max_srq_wr,
+        max_srq_sge,
     ]
 );
 
@@ -169,6 +173,10 @@ pub(crate) mod cmd {
         bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_RESIZE_CQ_RING;
     pub(crate) const ALLOC_MW: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_ALLOC_MW;
     pub(crate) const DEALLOC_MW: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEALLOC_MW;
+    pub(crate) const CREATE_SRQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_SRQ;
+    pub(crate) const MODIFY_SRQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_MODIFY_SRQ;
+    pub(crate) const QUERY_SRQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_SRQ;
+    pub(crate) const DESTROY_SRQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DESTROY_SRQ;
 }
 
 /// `enum virtio_rdma_status`.
@@ -551,6 +559,86 @@ same_layout!(
     [mwn, reserved]
 );
 
+/// `VIRTIO_RDMA_SRQ_F_USER`: the SRQ's ring belongs to a process.
+pub(crate) const SRQ_F_USER: u32 = bindings::VIRTIO_RDMA_SRQ_F_USER;
+
+/// `struct virtio_rdma_cmd_create_srq`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdCreateSrq {
+    pub(crate) ring: Ring,
+    pub(crate) pdn: U32,
+    pub(crate) max_wr: U32,
+    pub(crate) max_sge: U32,
+    pub(crate) srq_limit: U32,
+    pub(crate) flags: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdCreateSrq,
+    bindings::virtio_rdma_cmd_create_srq,
+    [ring, pdn, max_wr, max_sge, srq_limit, flags, reserved]
+);
+
+/// `struct virtio_rdma_rsp_create_srq`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspCreateSrq {
+    pub(crate) srqn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    RspCreateSrq,
+    bindings::virtio_rdma_rsp_create_srq,
+    [srqn, reserved]
+);
+
+/// `struct virtio_rdma_cmd_modify_srq`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdModifySrq {
+    pub(crate) srqn: U32,
+    pub(crate) srq_limit: U32,
+}
+same_layout!(
+    CmdModifySrq,
+    bindings::virtio_rdma_cmd_modify_srq,
+    [srqn, srq_limit]
+);
+
+/// `struct virtio_rdma_cmd_query_srq` and `struct virtio_rdma_cmd_destroy_srq`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdSrq {
+    pub(crate) srqn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdSrq,
+    bindings::virtio_rdma_cmd_query_srq,
+    [srqn, reserved]
+);
+same_layout!(
+    CmdSrq,
+    bindings::virtio_rdma_cmd_destroy_srq,
+    [srqn, reserved]
+);
+
+/// `struct virtio_rdma_rsp_query_srq`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspQuerySrq {
+    pub(crate) max_wr: U32,
+    pub(crate) max_sge: U32,
+    pub(crate) srq_limit: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    RspQuerySrq,
+    bindings::virtio_rdma_rsp_query_srq,
+    [max_wr, max_sge, srq_limit, reserved]
+);
+
 /// The MR number a key names (`VIRTIO_RDMA_KEY_MRN`).
 pub(crate) fn key_mrn(key: u32) -> u32 {
     key >> 8
@@ -571,7 +659,7 @@ pub(crate) struct CmdCreateQp {
     pub(crate) max_recv_sge: U32,
     pub(crate) recv_cqn: U32,
     pub(crate) max_inline_data: U32,
-    pub(crate) reserved1: U32,
+    pub(crate) srqn: U32,
 }
 same_layout!(
     CmdCreateQp,
@@ -588,7 +676,7 @@ same_layout!(
         max_recv_sge,
         recv_cqn,
         max_inline_data,
-        reserved1,
+        srqn,
     ]
 );
 
@@ -1057,6 +1145,10 @@ pub(crate) mod event {
         bindings::virtio_rdma_event_type_VIRTIO_RDMA_EVENT_QP_REQ_ERR;
     pub(crate) const QP_ACCESS_ERR: u32 =
         bindings::virtio_rdma_event_type_VIRTIO_RDMA_EVENT_QP_ACCESS_ERR;
+    pub(crate) const SRQ_LIMIT_REACHED: u32 =
+        bindings::virtio_rdma_event_type_VIRTIO_RDMA_EVENT_SRQ_LIMIT_REACHED;
+    pub(crate) const QP_LAST_WQE_REACHED: u32 =
+        bindings::virtio_rdma_event_type_VIRTIO_RDMA_EVENT_QP_LAST_WQE_REACHED;
 
     // The protocol's values are the verbs' (`enum ib_event_type`).
     const _: () = {
@@ -1064,6 +1156,8 @@ pub(crate) mod event {
         assert!(QP_FATAL == bindings::ib_event_type_IB_EVENT_QP_FATAL);
         assert!(QP_REQ_ERR == bindings::ib_event_type_IB_EVENT_QP_REQ_ERR);
         assert!(QP_ACCESS_ERR == bindings::ib_event_type_IB_EVENT_QP_ACCESS_ERR);
+        assert!(SRQ_LIMIT_REACHED == bindings::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED);
+        assert!(QP_LAST_WQE_REACHED == bindings::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED);
     };
 }
 
@@ -1213,4 +1307,20 @@ same_layout!(
     CreateQpCmd,
     bindings::virtio_rdma_create_qp_cmd,
     [sq_addr, rq_addr, sq_depth, sq_stride, rq_depth, rq_stride]
+);
+
+/// `struct virtio_rdma_create_srq_cmd`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CreateSrqCmd {
+    pub(crate) addr: u64,
+    pub(crate) depth: u32,
+    pub(crate) stride: u32,
+    pub(crate) reserved: u32,
+    pub(crate) reserved1: u32,
+}
+same_layout!(
+    CreateSrqCmd,
+    bindings::virtio_rdma_create_srq_cmd,
+    [addr, depth, stride, reserved, reserved1]
 );

@@ -42,6 +42,8 @@ pub(crate) enum ConfigError {
     MaxRingQp(u32),
     /// `num_comp_vqs` is outside `1..=MAX_COMP_VQS`.
     CompVqs(u32),
+    /// `max_srq` is above `VIRTIO_RDMA_MAX_QP_LIMIT` (no more SRQs than QPs).
+    MaxSrq(u32),
 }
 
 impl fmt::Display for ConfigError {
@@ -65,6 +67,7 @@ impl fmt::Display for ConfigError {
                 write!(f, "max_ring_qp is {n}, must be 0..={}", abi::MAX_QP_LIMIT)
             }
             Self::CompVqs(n) => write!(f, "num_comp_vqs is {n}, must be 1..={MAX_COMP_VQS}"),
+            Self::MaxSrq(n) => write!(f, "max_srq is {n}, must be 0..={}", abi::MAX_QP_LIMIT),
         }
     }
 }
@@ -344,12 +347,37 @@ pub(crate) fn validate(raw: &Config, rings: bool) -> Result<DeviceConfig, Config
         layout = layout
             .with_rings(r)
             .ok_or(ConfigError::CompVqs(r.num_comp_vqs))?;
+        check_srq(&raw)?;
     } else {
         raw.max_ring_qp.set(0);
         raw.max_ring_cq.set(0);
         raw.num_comp_vqs.set(0);
+        raw.max_srq.set(0);
+    }
+    if raw.max_srq.get() == 0 {
+        // No SRQs: their sizes mean nothing.
+        raw.max_srq_wr.set(0);
+        raw.max_srq_sge.set(0);
     }
     Ok(DeviceConfig { raw, layout })
+}
+
+/// Checks the SRQ limits of a device with rings: a device that offers SRQs offers receives in
+/// them.
+fn check_srq(raw: &Config) -> Result<(), ConfigError> {
+    let max_srq = raw.max_srq.get();
+    if max_srq > abi::MAX_QP_LIMIT {
+        return Err(ConfigError::MaxSrq(max_srq));
+    }
+    if max_srq > 0 {
+        if raw.max_srq_wr.get() == 0 {
+            return Err(ConfigError::Zero("max_srq_wr"));
+        }
+        if raw.max_srq_sge.get() == 0 {
+            return Err(ConfigError::Zero("max_srq_sge"));
+        }
+    }
+    Ok(())
 }
 
 /// Reads and validates the config space of `dev`; a bad config fails with `EINVAL` and says why.
@@ -574,6 +602,41 @@ mod tests {
             assert_eq!(cfg.layout.usable_cq(), 16);
             assert_eq!(cfg.layout.usable_qp(), 9);
         }
+    }
+
+    #[test]
+    fn srq_limits_are_checked_with_rings_and_ignored_without() {
+        let mut c = with_rings();
+        c.max_srq.set(64);
+        c.max_srq_wr.set(1024);
+        c.max_srq_sge.set(4);
+        let cfg = validate(&c, true);
+        assert!(cfg.is_ok());
+        if let Ok(cfg) = cfg {
+            assert_eq!(cfg.raw.max_srq.get(), 64);
+            assert_eq!(cfg.raw.max_srq_wr.get(), 1024);
+        }
+        // Without rings there are no SRQs, whatever the fields say.
+        let cfg = validate(&c, false);
+        assert!(cfg.is_ok());
+        if let Ok(cfg) = cfg {
+            assert_eq!(cfg.raw.max_srq.get(), 0);
+            assert_eq!(cfg.raw.max_srq_wr.get(), 0);
+        }
+        c.max_srq.set(16385);
+        assert_eq!(validate(&c, true).err(), Some(ConfigError::MaxSrq(16385)));
+        c.max_srq.set(1);
+        c.max_srq_wr.set(0);
+        assert_eq!(
+            validate(&c, true).err(),
+            Some(ConfigError::Zero("max_srq_wr"))
+        );
+        c.max_srq_wr.set(1);
+        c.max_srq_sge.set(0);
+        assert_eq!(
+            validate(&c, true).err(),
+            Some(ConfigError::Zero("max_srq_sge"))
+        );
     }
 
     #[test]

@@ -292,7 +292,7 @@ pub(crate) fn create_cmd(
         max_recv_sge: cap.max_recv_sge.into(),
         recv_cqn: recv_cq.index().into(),
         max_inline_data: cap.max_inline_data.into(),
-        reserved1: 0.into(),
+        srqn: 0.into(),
     }
 }
 

@@ -168,7 +168,7 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
                 .and_then(|q| q.held_recv.as_ref())
                 .filter(|h| h.token == *token);
             match (q, held) {
-                (Some(q), Some(h)) => Some((h.wqe.sges.clone(), q.pdn)),
+                (Some(q), Some(h)) => Some((h.wqe.sges.clone(), q.recv_pdn())),
                 _ => {
                     return if uc {
                         lost
@@ -274,7 +274,8 @@ fn take_held(peer: &Peer, token: u64) -> Option<Recv> {
         head: h.head,
         wqe: h.wqe,
         recv_cqn: q.recv_cqn,
-        pdn: q.pdn,
+        pdn: q.recv_pdn(),
+        qp_pdn: q.pdn,
     })
 }
 
@@ -297,7 +298,7 @@ pub(super) fn drop_held(ctrl: &Ctrl, qpn: u32, status: Option<u8>) {
     else {
         return;
     };
-    if let Some(rq) = ctrl.rq_vring(qpn) {
+    if let Some(rq) = recv_vring(ctrl, qpn) {
         give_back(ctrl, rq, h.head);
     }
     if let Some(status) = status {

@@ -7,6 +7,8 @@
 // Each including crate uses a different part.
 #![allow(dead_code)]
 
+pub mod rings;
+
 use std::mem::size_of;
 use std::path::PathBuf;
 use std::sync::atomic::{fence, AtomicU32, Ordering};
