@@ -9,11 +9,11 @@
 //! [`Registration`]: the RDMA core allocates the `struct ib_device` with the driver's data right
 //! behind it ([`Device`]), the `ib_device_ops` table is built from the [`Driver`] implementation
 //! (only the operations the driver implements are set), and the device is registered. Objects
-//! that the core allocates for the driver (protection domains [`Pd`], completion queues [`Cq`])
-//! embed their C structure the same way; a [`CqRegistry`] finds the CQ a device signals. User
-//! memory regions pin their pages as a [`Umem`]. A RoCE port can be bound to its Ethernet
-//! interface by MAC address ([`DeviceInfo::roce_mac`]); the binding follows the interface as it
-//! comes and goes.
+//! that the core allocates for the driver (protection domains [`Pd`], completion queues [`Cq`],
+//! shared receive queues [`Srq`]) embed their C structure the same way; a [`CqRegistry`] finds
+//! the CQ a device signals. User memory regions pin their pages as a [`Umem`]. A RoCE port can
+//! be bound to its Ethernet interface by MAC address ([`DeviceInfo::roce_mac`]); the binding
+//! follows the interface as it comes and goes.
 
 mod ah;
 mod counters;
@@ -30,6 +30,7 @@ mod registry;
 mod restrack;
 mod roce;
 mod shared_mem;
+mod srq;
 mod ucontext;
 mod umem;
 
@@ -49,6 +50,7 @@ pub use qp::{
 };
 pub use restrack::ResAttrs;
 pub use shared_mem::SharedMem;
+pub use srq::{NewSrq, Srq, SrqAttr, SrqChange, SrqRegistry};
 pub use ucontext::{Ucontext, Udata};
 pub use umem::Umem;
 

@@ -14,6 +14,7 @@ use super::{
     qp::{self, NewQp, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs, WorkQueue},
     restrack::{self, ResAttrs},
     roce,
+    srq::{self, NewSrq, Srq, SrqAttr, SrqChange, SrqRegistry},
     ucontext::{self, Ucontext, Udata},
     Cq, GidAttr, Pd, Qp,
 };
@@ -215,6 +216,57 @@ pub trait Driver: Sized + Send + Sync {
     /// happens: a device that fails to can only be reported.
     fn dealloc_mw(_dev: &Device<Self>, _mw: Self::Mw) {
         build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// The driver's part of a shared receive queue ([`Srq`]).
+    type Srq: Send + Sync;
+
+    /// The registry of the device's SRQs (see [`SrqRegistry`]).
+    fn srq_registry(_dev: &Device<Self>) -> &SrqRegistry<Self> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates the driver's part of a shared receive queue of `pd` with at least the sizes in
+    /// `attr` and its limit: a kernel one, or with `udata` a process's, whose receives the
+    /// process writes into memory it shares with the driver and announces with
+    /// [`Driver::ring_srq_doorbell`]. The driver reserves the index it returns (see
+    /// [`SrqRegistry::reserve`]).
+    fn create_srq(
+        _pd: &Pd<Self>,
+        _attr: &SrqAttr,
+        _udata: Option<&mut Udata<'_>>,
+    ) -> Result<NewSrq<Self::Srq>> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Destroys a shared receive queue no QP uses any more: when this returns `Ok`, the device
+    /// no longer uses it, and the abstraction removes it from the registry and drops its data.
+    /// On an error the SRQ stays as it was.
+    fn destroy_srq(_srq: &Srq<Self>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Changes an SRQ's size or limit.
+    fn modify_srq(_srq: &Srq<Self>, _change: &SrqChange) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Reports an SRQ's sizes and its limit as it is now.
+    fn query_srq(_srq: &Srq<Self>) -> Result<SrqAttr> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Posts receives to a kernel SRQ, as [`Driver::post_recv`] does to a QP. Any context:
+    /// must not sleep.
+    fn post_srq_recv(_srq: &Srq<Self>, _wrs: &mut RecvWrs<'_>) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// The process of a user SRQ wrote receives into its ring and asks the driver to tell the
+    /// device (uverbs `post_srq_recv` without requests). Must not sleep; everything in the
+    /// ring is untrusted.
+    fn ring_srq_doorbell(_srq: &Srq<Self>) -> Result {
+        Err(EOPNOTSUPP)
     }
 
     /// The driver's part of a completion queue ([`Cq`](super::Cq)).
@@ -758,6 +810,14 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
         ops.alloc_mw = Some(mw::alloc_mw_callback::<T>);
         ops.dealloc_mw = Some(mw::dealloc_mw_callback::<T>);
         ops.size_ib_mw = mw::Mw::<T>::SIZE;
+    }
+    if T::HAS_CREATE_SRQ {
+        ops.create_srq = Some(srq::create_srq_callback::<T>);
+        ops.destroy_srq = Some(srq::destroy_srq_callback::<T>);
+        ops.modify_srq = Some(srq::modify_srq_callback::<T>);
+        ops.query_srq = Some(srq::query_srq_callback::<T>);
+        ops.post_srq_recv = Some(srq::post_srq_recv_callback::<T>);
+        ops.size_ib_srq = Srq::<T>::SIZE;
     }
     if T::HAS_RESIZE_USER_CQ {
         ops.resize_user_cq = Some(cq::resize_user_cq_callback::<T>);

@@ -3,7 +3,7 @@
 //! Queue pairs, allocated by the RDMA core with room for the driver's part; their attributes;
 //! and the work requests posted to them.
 
-use super::{registry::Slots, Ah, Cq, Device, Driver, Mr, Pd, Udata};
+use super::{registry::Slots, Ah, Cq, Device, Driver, Mr, Pd, Srq, Udata};
 use crate::{bindings, error::from_result, prelude::*, sync::new_spinlock_irq, types::Opaque};
 use core::{marker::PhantomData, ops::Deref, ptr};
 
@@ -33,8 +33,9 @@ pub struct QpInitAttr {
     pub sq_sig_all: bool,
     /// `enum ib_qp_create_flags`.
     pub create_flags: u32,
-    /// The QP uses a shared receive queue.
-    pub has_srq: bool,
+    /// The index of the shared receive queue the QP takes its receives from
+    /// ([`Srq::index`]), if any.
+    pub srq: Option<u32>,
     /// The port (GSI QPs).
     pub port_num: u32,
 }
@@ -92,6 +93,17 @@ impl<T: Driver> Qp<T> {
         // a user QP and never changes it.
         !unsafe { (*self.as_raw()).uobject }.is_null()
     }
+
+    /// The shared receive queue the QP takes its receives from, if any.
+    pub fn srq(&self) -> Option<&Srq<T>> {
+        // SAFETY: By the type invariant `ib` is valid; the core sets `srq` before creating the
+        // QP, never changes it, and keeps the SRQ (a use count that refuses its destruction)
+        // until the QP is destroyed; it is an SRQ of the QP's device, so of driver `T`.
+        unsafe {
+            let srq = (*self.as_raw()).srq;
+            (!srq.is_null()).then(|| &*srq.cast::<Srq<T>>())
+        }
+    }
 }
 
 /// One of the two work queues of a QP.
@@ -116,6 +128,9 @@ pub enum QpEvent {
     /// As responder, the QP saw a remote access violation and moved to error
     /// (`IB_EVENT_QP_ACCESS_ERR`).
     AccessError,
+    /// A QP with a shared receive queue is in error and takes no more receives from it
+    /// (`IB_EVENT_QP_LAST_WQE_REACHED`).
+    LastWqeReached,
 }
 
 impl QpEvent {
@@ -124,6 +139,7 @@ impl QpEvent {
             Self::Fatal => bindings::ib_event_type_IB_EVENT_QP_FATAL,
             Self::RequestError => bindings::ib_event_type_IB_EVENT_QP_REQ_ERR,
             Self::AccessError => bindings::ib_event_type_IB_EVENT_QP_ACCESS_ERR,
+            Self::LastWqeReached => bindings::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED,
         }
     }
 }
@@ -552,6 +568,26 @@ pub struct RecvWrs<'a> {
     _wr: PhantomData<&'a bindings::ib_recv_wr>,
 }
 
+impl RecvWrs<'_> {
+    /// The requests of the chain that starts at `wr` (none if it is null).
+    ///
+    /// # Safety
+    ///
+    /// `wr` is null or the first of a chain of valid requests that outlives the iterator.
+    pub(crate) unsafe fn new(wr: *const bindings::ib_recv_wr) -> Self {
+        Self {
+            next: wr,
+            current: wr,
+            _wr: PhantomData,
+        }
+    }
+
+    /// The request yielded last (the first, before any), to report as the one that failed.
+    pub(crate) fn current(&self) -> *const bindings::ib_recv_wr {
+        self.current
+    }
+}
+
 impl<'a> Iterator for RecvWrs<'a> {
     type Item = RecvWr<'a>;
 
@@ -608,7 +644,9 @@ pub(crate) unsafe extern "C" fn create_qp_callback<T: Driver>(
             },
             sq_sig_all: init.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
             create_flags: init.create_flags,
-            has_srq: !init.srq.is_null(),
+            // SAFETY: A non-null `srq` is a live SRQ of a device of driver `T` (function
+            // safety requirement), whose index was set when it was created.
+            srq: (!init.srq.is_null()).then(|| unsafe { (*init.srq.cast::<Srq<T>>()).index() }),
             port_num: init.port_num,
         };
         let new = T::create_qp(pd, &attr, send_cq, recv_cq, udata.as_mut())?;
@@ -761,11 +799,8 @@ pub(crate) unsafe extern "C" fn post_recv_callback<T: Driver>(
             unsafe { bad.write(wr) }
         });
     }
-    let mut wrs = RecvWrs {
-        next: wr,
-        current: wr,
-        _wr: PhantomData,
-    };
+    // SAFETY: `wr` is a valid chain (function safety requirement).
+    let mut wrs = unsafe { RecvWrs::new(wr) };
     match T::post_recv(obj, &mut wrs) {
         Ok(()) => 0,
         Err(e) => {

@@ -495,7 +495,13 @@ fn with_checked<'a, R>(
             });
             return Err(DeviceError);
         }
-        let posted = match qp.complete(queue, buf.wr_id.get()) {
+        // The receives of a QP with a shared receive queue are the SRQ's.
+        let token = buf.wr_id.get();
+        let taken = match qp.srq() {
+            Some(srq) if queue == Queue::Recv => srq.complete(token),
+            _ => qp.complete(queue, token),
+        };
+        let posted = match taken {
             Ok(posted) => posted,
             // Completions of requests a reset discarded, left in the CQ.
             Err(BadToken::Discarded) => return Ok(None),

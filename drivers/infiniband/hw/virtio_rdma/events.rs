@@ -13,7 +13,7 @@
 
 use kernel::{
     prelude::*,
-    rdma::{CqRegistry, QpEvent, QpRegistry},
+    rdma::{CqRegistry, QpEvent, QpRegistry, SrqRegistry},
     virtio::{DmaBuf, Virtqueue},
 };
 use zerocopy::FromZeros;
@@ -41,8 +41,10 @@ const BATCH: usize = 16;
 pub(crate) enum Event {
     /// Completions of this CQ were lost.
     CqError(u32),
-    /// An error of this QP.
+    /// An event of this QP.
     Qp(u32, QpEvent),
+    /// Fewer receives than its armed limit are left in this shared receive queue.
+    SrqLimit(u32),
 }
 
 /// Decodes the event the device wrote into `buf`, `len` bytes by its account; `None` if the
@@ -57,6 +59,8 @@ pub(crate) fn decode(buf: &EventBuf, len: u32) -> Option<Event> {
         abi::event::QP_FATAL => Event::Qp(n, QpEvent::Fatal),
         abi::event::QP_REQ_ERR => Event::Qp(n, QpEvent::RequestError),
         abi::event::QP_ACCESS_ERR => Event::Qp(n, QpEvent::AccessError),
+        abi::event::QP_LAST_WQE_REACHED => Event::Qp(n, QpEvent::LastWqeReached),
+        abi::event::SRQ_LIMIT_REACHED => Event::SrqLimit(n),
         _ => return None,
     })
 }
@@ -138,16 +142,20 @@ pub(crate) fn drain<B: DmaBuf, E: Copy + Default>(
 }
 
 /// The event queue's callback (hard-IRQ context).
-pub(crate) fn callback(
-    cqs: &CqRegistry<RdmaDev<'_>>,
-    qps: &QpRegistry<RdmaDev<'_>>,
-    vq: &Virtqueue,
-) {
+pub(crate) fn callback(objects: Objects<'_, '_>, vq: &Virtqueue) {
     drain(
         vq,
         |buf: &EventBuf, len| (decode(buf, len), len),
-        |(event, len)| dispatch(cqs, qps, vq, event, len),
+        |(event, len)| dispatch(objects, vq, event, len),
     );
+}
+
+/// The registries an event may name an object of.
+#[derive(Clone, Copy)]
+pub(crate) struct Objects<'r, 'a> {
+    pub(crate) cqs: &'r CqRegistry<RdmaDev<'a>>,
+    pub(crate) qps: &'r QpRegistry<RdmaDev<'a>>,
+    pub(crate) srqs: &'r SrqRegistry<RdmaDev<'a>>,
 }
 
 /// The callback of a completion-event queue (hard-IRQ context): calls the completion handler
@@ -175,16 +183,11 @@ pub(crate) fn comp_callback(layout: &QueueLayout, cqs: &CqRegistry<RdmaDev<'_>>,
 }
 
 /// Hands one event to its consumer, or reports (once) why it cannot.
-fn dispatch(
-    cqs: &CqRegistry<RdmaDev<'_>>,
-    qps: &QpRegistry<RdmaDev<'_>>,
-    vq: &Virtqueue,
-    event: Option<Event>,
-    len: u32,
-) {
+fn dispatch(objects: Objects<'_, '_>, vq: &Virtqueue, event: Option<Event>, len: u32) {
     let delivered = match event {
-        Some(Event::CqError(cqn)) => cqs.error_event(cqn),
-        Some(Event::Qp(qpn, ev)) => qps.event(qpn, ev),
+        Some(Event::CqError(cqn)) => objects.cqs.error_event(cqn),
+        Some(Event::Qp(qpn, ev)) => objects.qps.event(qpn, ev),
+        Some(Event::SrqLimit(srqn)) => objects.srqs.with(srqn, |srq| srq.limit_event()).is_some(),
         None => {
             kernel::pr_warn_once!(
                 "virtio_rdma: event queue {}: malformed event ({} bytes); ignored\n",
@@ -196,7 +199,7 @@ fn dispatch(
     };
     if !delivered {
         kernel::pr_warn_once!(
-            "virtio_rdma: event {:?} names no CQ or QP of the device; ignored\n",
+            "virtio_rdma: event {:?} names no CQ, QP or SRQ of the device; ignored\n",
             event
         );
     }
@@ -230,6 +233,14 @@ mod tests {
         assert_eq!(
             decode(&ev(abi::event::QP_ACCESS_ERR, u32::MAX), 8),
             Some(Event::Qp(u32::MAX, QpEvent::AccessError))
+        );
+        assert_eq!(
+            decode(&ev(abi::event::QP_LAST_WQE_REACHED, 7), 8),
+            Some(Event::Qp(7, QpEvent::LastWqeReached))
+        );
+        assert_eq!(
+            decode(&ev(abi::event::SRQ_LIMIT_REACHED, 1), 8),
+            Some(Event::SrqLimit(1))
         );
     }
 

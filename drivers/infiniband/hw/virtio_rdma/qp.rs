@@ -42,7 +42,7 @@ use crate::{
     uring::Uring,
     verbs::RdmaDev,
     wqe::{self, RqBuf, SendDesc, SqBuf, WorkElement},
-    wr_table::{self, BadToken, Posted, Queue, WrTable},
+    wr_table::{self, BadToken, PostTable, Posted, Queue, WrTable},
 };
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
@@ -80,8 +80,9 @@ enum Queues {
 struct KernelQueues {
     /// The send ring; the lock also serialises posting.
     sq: Pin<KBox<SpinLockIrq<WorkRing<SqBuf>>>>,
-    /// The receive ring; the lock also serialises posting.
-    rq: Pin<KBox<SpinLockIrq<WorkRing<RqBuf>>>>,
+    /// The receive ring (none with a shared receive queue); the lock also serialises
+    /// posting.
+    rq: Option<Pin<KBox<SpinLockIrq<WorkRing<RqBuf>>>>>,
     /// The outstanding send and receive requests.
     sq_wrs: Pin<KBox<SpinLockIrq<WrTable>>>,
     rq_wrs: Pin<KBox<SpinLockIrq<WrTable>>>,
@@ -165,14 +166,15 @@ impl DevQp {
                 attrs.put_u32(c"send_cqn", self.send_cqn)?;
                 attrs.put_u32(c"recv_cqn", self.recv_cqn)?;
                 attrs.put_u32(c"sq_depth", rings.sq.depth())?;
-                attrs.put_u32(c"rq_depth", rings.rq.depth())?;
+                attrs.put_u32(c"rq_depth", rings.rq.as_ref().map_or(0, |r| r.depth()))?;
                 return attrs.put_str(c"rings", c"guest");
             }
             Queues::Kernel(k) => {
                 attrs.put_u32(c"send_cqn", self.send_cqn)?;
                 attrs.put_u32(c"recv_cqn", self.recv_cqn)?;
                 attrs.put_u32(c"sq_depth", k.sq.lock().ring().depth())?;
-                attrs.put_u32(c"rq_depth", k.rq.lock().ring().depth())?;
+                let rq_depth = k.rq.as_ref().map_or(0, |r| r.lock().ring().depth());
+                attrs.put_u32(c"rq_depth", rq_depth)?;
                 attrs.put_u32(c"sq_outstanding", k.sq_wrs.lock().outstanding())?;
                 attrs.put_u32(c"rq_outstanding", k.rq_wrs.lock().outstanding())?;
                 return attrs.put_str(c"rings", c"guest-kernel");
@@ -215,7 +217,11 @@ fn wr_table(depth: u32, queue: Queue) -> Result<Pin<KBox<SpinLockIrq<WrTable>>>>
 
 /// Records the request in `buf` in `wrs` and puts its token into the element; [`ENOMEM`] when
 /// the queue has as many requests outstanding as it may.
-fn record<B: WorkElement>(wrs: &SpinLockIrq<WrTable>, buf: &mut B, sig_all: bool) -> Result {
+fn record<B: WorkElement, T: PostTable>(
+    wrs: &SpinLockIrq<T>,
+    buf: &mut B,
+    sig_all: bool,
+) -> Result {
     let posted = buf.posted(sig_all).ok_or(EINVAL)?;
     let token = wrs.lock().post(posted).ok_or(ENOMEM)?;
     buf.set_token(token);
@@ -231,8 +237,28 @@ pub(crate) fn check_init(attr: &QpInitAttr, limits: &QpCap) -> Result<QpCap> {
         | bindings::ib_qp_type_IB_QPT_GSI => {}
         _ => return Err(EOPNOTSUPP),
     }
-    if attr.has_srq || attr.create_flags != 0 {
+    if attr.create_flags != 0 {
         return Err(EOPNOTSUPP);
+    }
+    // A QP with a shared receive queue has no receive queue of its own (IB ignores its
+    // receive sizes then); the GSI QP has its own.
+    if attr.srq.is_some() {
+        if attr.qp_type == bindings::ib_qp_type_IB_QPT_GSI {
+            return Err(EINVAL);
+        }
+        let c = &attr.cap;
+        if c.max_send_wr > limits.max_send_wr
+            || c.max_send_sge > limits.max_send_sge
+            || c.max_inline_data > limits.max_inline_data
+        {
+            return Err(EINVAL);
+        }
+        return Ok(QpCap {
+            max_send_sge: c.max_send_sge.max(1),
+            max_recv_wr: 0,
+            max_recv_sge: 0,
+            ..*c
+        });
     }
     let c = &attr.cap;
     if c.max_send_wr > limits.max_send_wr
@@ -292,7 +318,7 @@ pub(crate) fn create_cmd(
         max_recv_sge: cap.max_recv_sge.into(),
         recv_cqn: recv_cq.index().into(),
         max_inline_data: cap.max_inline_data.into(),
-        srqn: 0.into(),
+        srqn: attr.srq.unwrap_or(0).into(),
     }
 }
 
@@ -331,9 +357,14 @@ pub(crate) fn create(
             let (qpn, rings) = rings::create_qp(pd, attr, &cap, cqs, NewRings::User(udata))?;
             return Ok(qp(qpn, Queues::Guest(rings.ok_or(EINVAL)?)));
         }
-        let k = kernel_queues(dev, &cap)?;
-        let (qpn, _) = rings::create_qp(pd, attr, &cap, cqs, NewRings::Kernel(&k.sq, &k.rq))?;
+        let k = kernel_queues(dev, &cap, attr.srq.is_some())?;
+        let kernel = NewRings::Kernel(&k.sq, k.rq.as_deref());
+        let (qpn, _) = rings::create_qp(pd, attr, &cap, cqs, kernel)?;
         return Ok(qp(qpn, Queues::Kernel(k)));
+    }
+    // Shared receive queues come with rings: only QPs with rings take from them.
+    if attr.srq.is_some() {
+        return Err(EOPNOTSUPP);
     }
     // The device completes the requests of a user QP with virtqueues into CQs with
     // virtqueues; the GSI QP's may go to kernel CQs with rings.
@@ -421,13 +452,22 @@ pub(crate) fn create(
 }
 
 /// Allocates the rings and tables of a kernel QP of capabilities `cap`.
-fn kernel_queues(dev: &Device<'_>, cap: &QpCap) -> Result<KernelQueues> {
-    let rings = rings::alloc_qp_rings(dev, cap)?;
+fn kernel_queues(dev: &Device<'_>, cap: &QpCap, srq: bool) -> Result<KernelQueues> {
+    let rings = rings::alloc_qp_rings(dev, cap, srq)?;
     let sq = WorkRing::new(rings.sq, KBox::new(SqBuf::new_zeroed(), GFP_KERNEL)?);
-    let rq = WorkRing::new(rings.rq, KBox::new(RqBuf::new_zeroed(), GFP_KERNEL)?);
+    let rq = match rings.rq {
+        Some(rq) => {
+            let rq = WorkRing::new(rq, KBox::new(RqBuf::new_zeroed(), GFP_KERNEL)?);
+            Some(KBox::pin_init(
+                new_spinlock_irq!(rq, "virtio_rdma_rq_ring"),
+                GFP_KERNEL,
+            )?)
+        }
+        None => None,
+    };
     Ok(KernelQueues {
         sq: KBox::pin_init(new_spinlock_irq!(sq, "virtio_rdma_sq_ring"), GFP_KERNEL)?,
-        rq: KBox::pin_init(new_spinlock_irq!(rq, "virtio_rdma_rq_ring"), GFP_KERNEL)?,
+        rq,
         sq_wrs: wr_table(cap.max_send_wr, Queue::Send)?,
         rq_wrs: wr_table(cap.max_recv_wr, Queue::Recv)?,
     })
@@ -488,7 +528,9 @@ pub(crate) fn destroy(qp: &Qp<'_>) {
         Queues::Kernel(k) => {
             if confirmed {
                 k.sq.lock().ring().release();
-                k.rq.lock().ring().release();
+                if let Some(rq) = &k.rq {
+                    rq.lock().ring().release();
+                }
             }
             return;
         }
@@ -754,7 +796,11 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
             .and_then(|sges| wqe::encode_recv(buf, wr.wr_id(), sges, max_sge))
     };
     match &qp.queues {
-        Queues::Kernel(k) => post_to_ring(dev, &k.rq, (&k.rq_wrs, false), wrs, encode),
+        // A QP with a shared receive queue takes its receives from there.
+        Queues::Kernel(k) => {
+            let rq = k.rq.as_ref().ok_or(EINVAL)?;
+            post_to_ring(dev, rq, (&k.rq_wrs, false), wrs, encode)
+        }
         Queues::Virtqueues(v) => post_to_vq(dev, v.rq_vq, &v.rq, (&v.rq_wrs, false), wrs, encode),
         // A process posts to its own rings.
         Queues::Guest(_) => Err(EINVAL),
@@ -765,10 +811,10 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
 /// length) into the ring's scratch element, recorded in the work queue's `table` (with
 /// whether the QP signals every request) and copied into the next slot; the batch is then
 /// published. Stops at the first request that fails, with its error.
-fn post_to_ring<B: IntoBytes + Immutable + WorkElement, W>(
+pub(crate) fn post_to_ring<B: IntoBytes + Immutable + WorkElement, W, T: PostTable>(
     dev: &Device<'_>,
     ring: &SpinLockIrq<WorkRing<B>>,
-    (table, sig_all): (&SpinLockIrq<WrTable>, bool),
+    (table, sig_all): (&SpinLockIrq<T>, bool),
     wrs: impl Iterator<Item = W>,
     mut encode: impl FnMut(&W, &mut B) -> Result<usize>,
 ) -> Result {
@@ -838,14 +884,14 @@ fn post_to_vq<B: DmaBuf + WorkElement, W>(
 /// After a kernel QP's work ring published its new elements: kicks the notification queue if
 /// the device asked for it (`notify`). The requests are posted whatever the kick does: a kick
 /// fails only when the device is gone, and then they complete flushed (`health.rs`).
-fn publish(dev: &Device<'_>, notify: bool) {
+pub(crate) fn publish(dev: &Device<'_>, notify: bool) {
     if notify {
         let _ = kick_notify(dev);
     }
 }
 
 /// Kicks the notification queue: the device looks at every work ring that has work.
-fn kick_notify(dev: &Device<'_>) -> Result {
+pub(crate) fn kick_notify(dev: &Device<'_>) -> Result {
     let index = dev.config.layout.notify().ok_or(EINVAL)?;
     if queue(dev, index)?.notify() {
         Ok(())

@@ -110,14 +110,47 @@ pub(crate) fn check_cq_cmd(cmd: &abi::CreateCqCmd, cqe: u32, max_cqe: u32) -> Re
 }
 
 /// Checks the rings a process gives a QP of capabilities `cap` (checked already), on a device
-/// of at most `max_qp_wr` requests a queue.
-pub(crate) fn check_qp_cmd(cmd: &abi::CreateQpCmd, cap: &QpCap, max_qp_wr: u32) -> Result {
+/// of at most `max_qp_wr` requests a queue. A QP with a shared receive queue (`srq`) has no
+/// receive ring: its description is all zero.
+pub(crate) fn check_qp_cmd(
+    cmd: &abi::CreateQpCmd,
+    cap: &QpCap,
+    max_qp_wr: u32,
+    srq: bool,
+) -> Result {
     check_addr(cmd.sq_addr)?;
-    check_addr(cmd.rq_addr)?;
     check_depth(cmd.sq_depth, cap.max_send_wr, max_qp_wr)?;
-    check_depth(cmd.rq_depth, cap.max_recv_wr, max_qp_wr)?;
     check_stride(cmd.sq_stride, sq_stride_min(cap))?;
+    if srq {
+        if cmd.rq_addr != 0 || cmd.rq_depth != 0 || cmd.rq_stride != 0 {
+            return Err(EINVAL);
+        }
+        return Ok(());
+    }
+    check_addr(cmd.rq_addr)?;
+    check_depth(cmd.rq_depth, cap.max_recv_wr, max_qp_wr)?;
     check_stride(cmd.rq_stride, rq_stride_min(cap))
+}
+
+/// Checks the ring a process gives an SRQ of `max_wr` receives of `max_sge` entries (both
+/// checked already), on a device of at most `max_srq_wr` receives an SRQ.
+pub(crate) fn check_srq_cmd(
+    cmd: &abi::CreateSrqCmd,
+    max_wr: u32,
+    max_sge: u32,
+    max_srq_wr: u32,
+) -> Result {
+    if cmd.reserved != 0 || cmd.reserved1 != 0 {
+        return Err(EINVAL);
+    }
+    check_addr(cmd.addr)?;
+    check_depth(cmd.depth, max_wr, max_srq_wr)?;
+    check_stride(cmd.stride, srq_stride_min(max_sge))
+}
+
+/// The smallest slot of an SRQ's ring: a receive of `max_sge` entries.
+pub(crate) fn srq_stride_min(max_sge: u32) -> u32 {
+    RQ_REQ_LEN.saturating_add(max_sge.saturating_mul(SGE_LEN))
 }
 
 /// What holds a ring's bytes.
@@ -149,7 +182,7 @@ pub(crate) struct GuestRing {
 impl GuestRing {
     /// Pins the ring of `depth` slots of `stride` bytes at `addr` (checked already) of the
     /// calling process, writable, and builds its page table. May sleep.
-    fn pin(dev: &Device<'_>, addr: u64, depth: u32, stride: u32) -> Result<Self> {
+    pub(crate) fn pin(dev: &Device<'_>, addr: u64, depth: u32, stride: u32) -> Result<Self> {
         // Writable: the device writes completions and indices into it.
         let access = bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
         let mut umem = Umem::get(dev, addr, ring_len(depth, stride), access)?;
@@ -213,7 +246,7 @@ impl GuestRing {
     }
 
     /// The ring as the device knows it; the device may use it from now on.
-    fn lend(&self) -> abi::Ring {
+    pub(crate) fn lend(&self) -> abi::Ring {
         self.lent.store(true, Ordering::Relaxed);
         self.wire
     }
@@ -224,7 +257,7 @@ impl GuestRing {
     }
 
     /// After a command that would have had the device use the ring failed with `err`.
-    fn refused(&self, err: Error) {
+    pub(crate) fn refused(&self, err: Error) {
         if !ctrl::may_be_done(err) {
             self.release();
         }
@@ -365,7 +398,10 @@ pub(crate) fn flush_user_cq(cq: &rdma::Cq<RdmaDev<'_>>, ring: &GuestRing) -> boo
         let Some(rings) = qp.user_rings() else {
             return;
         };
-        for (wq, send) in [(&rings.sq, true), (&rings.rq, false)] {
+        for (wq, send) in [(Some(&rings.sq), true), (rings.rq.as_ref(), false)] {
+            let Some(wq) = wq else {
+                continue;
+            };
             if qp.cqn(send) != cq.index() {
                 continue;
             }
@@ -610,40 +646,73 @@ pub(crate) fn resize_user_cq(
     Ok(depth)
 }
 
-/// The rings of a QP with rings.
+/// The rings of a QP with rings (no receive ring for a QP with a shared receive queue).
 pub(crate) struct QpRings {
     pub(crate) sq: GuestRing,
-    pub(crate) rq: GuestRing,
+    pub(crate) rq: Option<GuestRing>,
 }
 
 impl QpRings {
     /// The device does not use the rings (any more).
     pub(crate) fn release(&self) {
         self.sq.release();
-        self.rq.release();
+        if let Some(rq) = &self.rq {
+            rq.release();
+        }
     }
 }
 
+/// How deep a kernel ring for `n` requests is: `n` rounded up to a power of two.
+fn kernel_depth(n: u32) -> Result<u32> {
+    n.max(1).checked_next_power_of_two().ok_or(EINVAL)
+}
+
+/// How wide a kernel ring's slot for an element of `n` bytes is: rounded up to 8 bytes, a
+/// slot's alignment.
+fn kernel_stride(n: u32) -> Result<u32> {
+    n.checked_next_multiple_of(8).ok_or(EINVAL)
+}
+
 /// Allocates the rings of a kernel QP of capabilities `cap` (checked already): each as deep as
-/// its queue rounded up to a power of two, with slots of the largest element `cap` allows
-/// (rounded up to 8 bytes, a slot's alignment).
-pub(crate) fn alloc_qp_rings(dev: &Device<'_>, cap: &QpCap) -> Result<QpRings> {
-    let depth = |n: u32| n.max(1).checked_next_power_of_two().ok_or(EINVAL);
-    let stride = |n: u32| n.checked_next_multiple_of(8).ok_or(EINVAL);
-    Ok(QpRings {
-        sq: GuestRing::alloc(dev, depth(cap.max_send_wr)?, stride(sq_stride_min(cap))?)?,
-        rq: GuestRing::alloc(dev, depth(cap.max_recv_wr)?, stride(rq_stride_min(cap))?)?,
-    })
+/// its queue rounded up to a power of two, with slots of the largest element `cap` allows; no
+/// receive ring with a shared receive queue (`srq`).
+pub(crate) fn alloc_qp_rings(dev: &Device<'_>, cap: &QpCap, srq: bool) -> Result<QpRings> {
+    let sq = GuestRing::alloc(
+        dev,
+        kernel_depth(cap.max_send_wr)?,
+        kernel_stride(sq_stride_min(cap))?,
+    )?;
+    let rq = if srq {
+        None
+    } else {
+        Some(GuestRing::alloc(
+            dev,
+            kernel_depth(cap.max_recv_wr)?,
+            kernel_stride(rq_stride_min(cap))?,
+        )?)
+    };
+    Ok(QpRings { sq, rq })
+}
+
+/// Allocates the ring of a kernel SRQ of `max_wr` receives of `max_sge` entries (checked
+/// already).
+pub(crate) fn alloc_srq_ring(dev: &Device<'_>, max_wr: u32, max_sge: u32) -> Result<GuestRing> {
+    GuestRing::alloc(
+        dev,
+        kernel_depth(max_wr)?,
+        kernel_stride(srq_stride_min(max_sge))?,
+    )
 }
 
 /// The rings of a new QP.
 pub(crate) enum NewRings<'a, 'u> {
     /// A process's, which it names in its request (`udata`).
     User(&'a mut Udata<'u>),
-    /// A kernel QP's, allocated already ([`GuestRing::alloc`]), under its work queues' locks.
+    /// A kernel QP's, allocated already ([`GuestRing::alloc`]), under its work queues' locks
+    /// (no receive ring with a shared receive queue).
     Kernel(
         &'a SpinLockIrq<WorkRing<SqBuf>>,
-        &'a SpinLockIrq<WorkRing<RqBuf>>,
+        Option<&'a SpinLockIrq<WorkRing<RqBuf>>>,
     ),
 }
 
@@ -654,21 +723,25 @@ enum Held<'a> {
     User(QpRings),
     Kernel(
         &'a SpinLockIrq<WorkRing<SqBuf>>,
-        &'a SpinLockIrq<WorkRing<RqBuf>>,
+        Option<&'a SpinLockIrq<WorkRing<RqBuf>>>,
     ),
 }
 
 impl Held<'_> {
-    /// Runs `f` on the send ring, then the receive ring.
+    /// Runs `f` on the send ring, then the receive ring (if there is one).
     fn each(&self, mut f: impl FnMut(&GuestRing)) {
         match self {
             Self::User(r) => {
                 f(&r.sq);
-                f(&r.rq);
+                if let Some(rq) = &r.rq {
+                    f(rq);
+                }
             }
             Self::Kernel(sq, rq) => {
                 f(sq.lock().ring());
-                f(rq.lock().ring());
+                if let Some(rq) = rq {
+                    f(rq.lock().ring());
+                }
             }
         }
     }
@@ -702,15 +775,25 @@ pub(crate) fn create_qp(
         NewRings::User(udata) => {
             let mut cmd = abi::CreateQpCmd::new_zeroed();
             udata.read_request(cmd.as_mut_bytes())?;
-            check_qp_cmd(&cmd, cap, dev.config.raw.max_qp_wr.get())?;
-            let rings = QpRings {
-                sq: GuestRing::pin(dev, cmd.sq_addr, cmd.sq_depth, cmd.sq_stride)?,
-                rq: GuestRing::pin(dev, cmd.rq_addr, cmd.rq_depth, cmd.rq_stride)?,
+            let srq = attr.srq.is_some();
+            check_qp_cmd(&cmd, cap, dev.config.raw.max_qp_wr.get(), srq)?;
+            let sq = GuestRing::pin(dev, cmd.sq_addr, cmd.sq_depth, cmd.sq_stride)?;
+            let rq = if srq {
+                None
+            } else {
+                Some(GuestRing::pin(
+                    dev,
+                    cmd.rq_addr,
+                    cmd.rq_depth,
+                    cmd.rq_stride,
+                )?)
             };
+            let rings = QpRings { sq, rq };
             (Held::User(rings), Some(udata), abi::QP_RING_F_USER)
         }
         NewRings::Kernel(sq, rq) => (Held::Kernel(sq, rq), None, 0),
     };
+    // A QP with a shared receive queue names no receive ring: all zero.
     let mut wires = [abi::Ring::new_zeroed(); 2];
     let mut i = 0;
     held.each(|r| {
@@ -876,7 +959,7 @@ mod tests {
     #[test]
     fn qp_rings_are_checked() {
         let c = cap(4, 1, 64);
-        assert_eq!(check_qp_cmd(&qp_cmd(), &c, 1024), Ok(()));
+        assert_eq!(check_qp_cmd(&qp_cmd(), &c, 1024, false), Ok(()));
         for bad in [
             abi::CreateQpCmd {
                 sq_depth: 64,
@@ -911,9 +994,12 @@ mod tests {
                 ..qp_cmd()
             },
         ] {
-            assert_eq!(check_qp_cmd(&bad, &c, 1024), Err(EINVAL));
+            assert_eq!(check_qp_cmd(&bad, &c, 1024, false), Err(EINVAL));
         }
         // More inline data needs a larger send slot.
-        assert_eq!(check_qp_cmd(&qp_cmd(), &cap(4, 1, 128), 1024), Err(EINVAL));
+        assert_eq!(
+            check_qp_cmd(&qp_cmd(), &cap(4, 1, 128), 1024, false),
+            Err(EINVAL)
+        );
     }
 }

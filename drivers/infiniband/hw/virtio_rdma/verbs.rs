@@ -11,8 +11,9 @@ use kernel::{
     prelude::*,
     rdma::{
         self, CounterDesc, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, MwType,
-        NewCq, NewMr, NewMw, NewQp, PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs, ResAttrs,
-        RoceAv, SendWrs, Udata, UserRange, WcSink, WorkQueue,
+        NewCq, NewMr, NewMw, NewQp, NewSrq, PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs,
+        ResAttrs, RoceAv, SendWrs, SrqAttr, SrqChange, SrqRegistry, Udata, UserRange, WcSink,
+        WorkQueue,
     },
     sync::Arc,
 };
@@ -30,6 +31,7 @@ use crate::{
     port::{self, Link, Port},
     qp::{self, DevQp},
     rings::KeptRing,
+    srq::{self, DevSrq},
     ucontext, wqe,
 };
 
@@ -170,6 +172,7 @@ impl rdma::Driver for RdmaDev<'_> {
         } else {
             0
         };
+        (attr.max_srq, attr.max_srq_wr, attr.max_srq_sge) = srq::device_limits(dev);
         attr.max_mcast_grp = c.max_mcast_grp.get();
         attr.max_mcast_qp_attach = c.max_mcast_qp_attach.get();
         attr.max_total_mcast_qp_attach = c.max_total_mcast_qp_attach.get();
@@ -338,6 +341,40 @@ impl rdma::Driver for RdmaDev<'_> {
 
     fn dealloc_mw(dev: &Device<Self>, mw: Mw) {
         mw::dealloc(dev, mw)
+    }
+
+    type Srq = DevSrq;
+
+    fn srq_registry<'d>(dev: &'d Device<Self>) -> &'d SrqRegistry<Self> {
+        &dev.ctrl.queues().handler().get_ref().srqs
+    }
+
+    fn create_srq(
+        pd: &rdma::Pd<Self>,
+        attr: &SrqAttr,
+        udata: Option<&mut Udata<'_>>,
+    ) -> Result<NewSrq<DevSrq>> {
+        srq::create(pd, attr, udata)
+    }
+
+    fn destroy_srq(srq: &rdma::Srq<Self>) -> Result {
+        srq::destroy(srq)
+    }
+
+    fn modify_srq(srq: &rdma::Srq<Self>, change: &SrqChange) -> Result {
+        srq::modify(srq, change)
+    }
+
+    fn query_srq(srq: &rdma::Srq<Self>) -> Result<SrqAttr> {
+        srq::query(srq)
+    }
+
+    fn post_srq_recv(srq: &rdma::Srq<Self>, wrs: &mut RecvWrs<'_>) -> Result {
+        srq::post_recv(srq, wrs)
+    }
+
+    fn ring_srq_doorbell(srq: &rdma::Srq<Self>) -> Result {
+        srq::ring_doorbell(srq)
     }
 
     fn qp_registry<'d>(dev: &'d Device<Self>) -> &'d QpRegistry<Self> {

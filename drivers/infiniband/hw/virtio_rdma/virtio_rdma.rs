@@ -40,6 +40,7 @@ mod port;
 mod qp;
 mod queues;
 mod rings;
+mod srq;
 mod ucontext;
 mod uring;
 mod verbs;
@@ -90,7 +91,10 @@ impl<'a> VirtioRdma<'a> {
             infos.push(queue_info(kind), GFP_KERNEL)?;
         }
         let vqs = dev
-            .find_vqs(&infos, queues::Handler::new(layout))
+            .find_vqs(
+                &infos,
+                queues::Handler::new(layout, config.raw.max_srq.get()),
+            )
             .inspect_err(|e| {
                 let (max_cq, max_qp) = (config.raw.max_cq.get(), config.raw.max_qp.get());
                 // The ring queues only when they were negotiated (zero otherwise).
@@ -147,6 +151,15 @@ impl<'a> VirtioRdma<'a> {
                 r.max_ring_qp,
                 r.max_ring_cq,
                 r.num_comp_vqs
+            );
+        }
+        if c.max_srq.get() > 0 {
+            dev_info!(
+                dev,
+                "shared receive queues: max_srq {} max_srq_wr {} max_srq_sge {}\n",
+                c.max_srq.get(),
+                c.max_srq_wr.get(),
+                c.max_srq_sge.get()
             );
         }
 

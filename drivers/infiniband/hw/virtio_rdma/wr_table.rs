@@ -16,6 +16,10 @@
 //! later request, which retires the unsignaled ones before it. A completion that names a
 //! signaled request it skips, or a token that is not outstanding, is a device error.
 //!
+//! A shared receive queue serves many QPs, and one of them may hold a receive for a message
+//! that goes on while another completes a later one: its table ([`SrqTable`]) lets receives
+//! complete in any order, each once.
+//!
 //! Pure, so that KUnit can test it; the QP keeps one table per work queue under a lock of its
 //! own, taken last (nothing else is locked inside it).
 
@@ -87,6 +91,133 @@ pub(crate) fn wc_opcode(wr: u32) -> u8 {
 pub(crate) enum Queue {
     Send = 1,
     Recv = 2,
+}
+
+/// The tag of a shared receive queue's tokens ([`SrqTable`]), beside [`Queue`]'s.
+const SRQ_TAG: u64 = 3;
+
+/// A table that records posted requests and hands out their tokens (under a lock, which gives
+/// mutable access to what is `Unpin`).
+pub(crate) trait PostTable: Unpin {
+    /// Records a request; returns its token, or `None` when the table is full.
+    fn post(&mut self, posted: Posted) -> Option<u64>;
+    /// Forgets the request posted last (its element could not be handed to the device).
+    fn unpost(&mut self);
+}
+
+impl PostTable for WrTable {
+    fn post(&mut self, posted: Posted) -> Option<u64> {
+        WrTable::post(self, posted)
+    }
+
+    fn unpost(&mut self) {
+        WrTable::unpost(self)
+    }
+}
+
+/// One entry of an [`SrqTable`].
+#[derive(Clone, Copy)]
+struct SrqEntry {
+    posted: Posted,
+    /// Bumped at each post, so that a stale token of the slot is refused.
+    generation: u16,
+    outstanding: bool,
+}
+
+/// The outstanding receives of a shared receive queue, which complete in any order.
+///
+/// A token is the queue's tag, the entry's generation and the entry's index
+/// (`SRQ_TAG << 32 | generation << 16 | index`), so at most 65536 entries.
+///
+/// # Invariants
+///
+/// `free` holds the indices of the entries that are not outstanding, each once; `last` is the
+/// index of the entry posted last, if it is still outstanding and was not completed since.
+pub(crate) struct SrqTable {
+    entries: KVec<SrqEntry>,
+    free: KVec<u16>,
+    last: Option<u16>,
+}
+
+impl SrqTable {
+    /// The most entries a table has (the index is 16 bits of the token).
+    pub(crate) const MAX_ENTRIES: u32 = 1 << 16;
+
+    /// A table for at most `depth` outstanding receives ([`EINVAL`] above
+    /// [`Self::MAX_ENTRIES`]).
+    pub(crate) fn new(depth: u32) -> Result<Self> {
+        if depth > Self::MAX_ENTRIES {
+            return Err(EINVAL);
+        }
+        let mut entries = KVec::with_capacity(depth as usize, GFP_KERNEL)?;
+        let mut free = KVec::with_capacity(depth as usize, GFP_KERNEL)?;
+        for i in 0..depth {
+            entries.push(
+                SrqEntry {
+                    posted: Posted::EMPTY,
+                    generation: 0,
+                    outstanding: false,
+                },
+                GFP_KERNEL,
+            )?;
+            // Popped from the end: entry 0 first.
+            free.push((depth - 1 - i) as u16, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            entries,
+            free,
+            last: None,
+        })
+    }
+
+    /// How many receives are outstanding.
+    pub(crate) fn outstanding(&self) -> u32 {
+        (self.entries.len() - self.free.len()) as u32
+    }
+
+    /// Takes the receive `token` names out of the table, as its completion.
+    pub(crate) fn complete(&mut self, token: u64) -> core::result::Result<Posted, BadToken> {
+        if token >> 32 != SRQ_TAG {
+            return Err(BadToken::NotOutstanding);
+        }
+        let index = token as u16;
+        let generation = (token >> 16) as u16;
+        let entry = self
+            .entries
+            .get_mut(usize::from(index))
+            .filter(|e| e.outstanding && e.generation == generation)
+            .ok_or(BadToken::NotOutstanding)?;
+        entry.outstanding = false;
+        let posted = entry.posted;
+        // Room was reserved for every entry: this cannot fail.
+        self.free
+            .push_within_capacity(index)
+            .map_err(|_| BadToken::NotOutstanding)?;
+        if self.last == Some(index) {
+            self.last = None;
+        }
+        Ok(posted)
+    }
+}
+
+impl PostTable for SrqTable {
+    fn post(&mut self, posted: Posted) -> Option<u64> {
+        let index = self.free.pop()?;
+        let entry = &mut self.entries[usize::from(index)];
+        entry.generation = entry.generation.wrapping_add(1);
+        entry.posted = posted;
+        entry.outstanding = true;
+        self.last = Some(index);
+        Some(SRQ_TAG << 32 | u64::from(entry.generation) << 16 | u64::from(index))
+    }
+
+    fn unpost(&mut self) {
+        if let Some(index) = self.last.take() {
+            self.entries[usize::from(index)].outstanding = false;
+            // `index` was taken from `free`, whose room stays reserved.
+            let _ = self.free.push_within_capacity(index);
+        }
+    }
 }
 
 /// The outstanding work requests of one work queue, in posting order.
@@ -334,6 +465,46 @@ mod tests {
         }
         assert_eq!(t.post(req(7, true)), None);
         assert_eq!(t.complete(S + 2).map(|p| p.wr_id), Ok(3));
+        Ok(())
+    }
+
+    #[test]
+    fn srq_receives_complete_in_any_order_each_once() -> Result {
+        let mut t = SrqTable::new(3)?;
+        let a = t.post(req(1, true)).ok_or(ENOMEM)?;
+        let b = t.post(req(2, true)).ok_or(ENOMEM)?;
+        let c = t.post(req(3, true)).ok_or(ENOMEM)?;
+        assert_eq!(t.post(req(4, true)), None);
+        // Another QP's later receive completes first.
+        assert_eq!(t.complete(b).map(|p| p.wr_id), Ok(2));
+        assert_eq!(t.complete(b), Err(BadToken::NotOutstanding));
+        assert_eq!(t.complete(a).map(|p| p.wr_id), Ok(1));
+        // A slot used again has a new generation: its old token is dead.
+        let d = t.post(req(5, true)).ok_or(ENOMEM)?;
+        assert_ne!(d, a);
+        assert_ne!(d, b);
+        assert_eq!(t.complete(a), Err(BadToken::NotOutstanding));
+        assert_eq!(t.complete(b), Err(BadToken::NotOutstanding));
+        // Other queues' tokens, an index out of range, garbage.
+        for token in [S, R, SRQ_TAG << 32 | 7, u64::MAX] {
+            assert_eq!(t.complete(token), Err(BadToken::NotOutstanding));
+        }
+        assert_eq!(t.complete(c).map(|p| p.wr_id), Ok(3));
+        assert_eq!(t.complete(d).map(|p| p.wr_id), Ok(5));
+        assert_eq!(t.outstanding(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn srq_unpost_gives_the_entry_back() -> Result {
+        let mut t = SrqTable::new(1)?;
+        let a = t.post(req(1, true)).ok_or(ENOMEM)?;
+        t.unpost();
+        assert_eq!(t.outstanding(), 0);
+        assert_eq!(t.complete(a), Err(BadToken::NotOutstanding));
+        let b = t.post(req(2, true)).ok_or(ENOMEM)?;
+        assert_eq!(t.complete(b).map(|p| p.wr_id), Ok(2));
+        assert!(SrqTable::new(SrqTable::MAX_ENTRIES + 1).is_err());
         Ok(())
     }
 

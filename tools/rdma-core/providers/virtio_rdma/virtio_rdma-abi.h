@@ -20,5 +20,7 @@ DECLARE_DRV_CMD(uvrdma_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		virtio_rdma_create_qp_cmd, virtio_rdma_create_qp_resp);
 DECLARE_DRV_CMD(uvrdma_create_ah, IB_USER_VERBS_CMD_CREATE_AH,
 		empty, virtio_rdma_create_ah_resp);
+DECLARE_DRV_CMD(uvrdma_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
+		virtio_rdma_create_srq_cmd, empty);
 
 #endif /* __VIRTIO_RDMA_ABI_H */

@@ -129,6 +129,13 @@ struct vrdma_qp {
 	bool wr_need_ud;		/* a UD request without its address */
 };
 
+/* Ring mode: a shared receive queue, a receive ring the device reads. */
+struct vrdma_srq {
+	struct verbs_srq vsrq;
+	struct vrdma_ring ring;
+	uint32_t max_sge;
+};
+
 struct vrdma_ah {
 	struct ibv_ah ibv_ah;
 	struct virtio_rdma_av av;
@@ -147,6 +154,11 @@ static struct vrdma_cq *to_vcq(struct ibv_cq *cq)
 static struct vrdma_cq *to_vcq_ex(struct ibv_cq_ex *cq)
 {
 	return container_of(cq, struct vrdma_cq, vcq.cq_ex);
+}
+
+static struct vrdma_srq *to_vsrq(struct ibv_srq *srq)
+{
+	return container_of(srq, struct vrdma_srq, vsrq.srq);
 }
 
 static struct vrdma_qp *to_vqp(struct ibv_qp *qp)
@@ -860,9 +872,12 @@ static uint64_t vrdma_stride(size_t hdr, uint32_t num_sge, uint32_t inline_len)
 	return (hdr + body + 7) & ~7ULL;
 }
 
-/* Ring mode: the QP's rings, for the caps asked. */
+/*
+ * Ring mode: the QP's rings, for the caps asked; no receive ring for a QP
+ * with an SRQ (@srq).
+ */
 static int vrdma_alloc_qp_rings(struct vrdma_qp *qp,
-				const struct ibv_qp_cap *cap)
+				const struct ibv_qp_cap *cap, bool srq)
 {
 	int ret;
 
@@ -870,7 +885,7 @@ static int vrdma_alloc_qp_rings(struct vrdma_qp *qp,
 			       vrdma_stride(sizeof(struct virtio_rdma_sq_req),
 					    cap->max_send_sge,
 					    cap->max_inline_data));
-	if (ret)
+	if (ret || srq)
 		return ret;
 	return vrdma_alloc_ring(&qp->rq, cap->max_recv_wr,
 				vrdma_stride(sizeof(struct virtio_rdma_rq_req),
@@ -884,6 +899,13 @@ static int vrdma_alloc_qp_rings(struct vrdma_qp *qp,
 static bool vrdma_caps_fit(const struct vrdma_qp *qp,
 			   const struct ibv_qp_cap *cap)
 {
+	/* A QP with an SRQ has no receive queue: the kernel grants none. */
+	if (!qp->rq.buf)
+		return cap->max_send_wr <= qp->sq.depth &&
+		       !cap->max_recv_wr &&
+		       vrdma_stride(sizeof(struct virtio_rdma_sq_req),
+				    cap->max_send_sge,
+				    cap->max_inline_data) <= qp->sq.stride;
 	return cap->max_send_wr <= qp->sq.depth &&
 	       cap->max_recv_wr <= qp->rq.depth &&
 	       vrdma_stride(sizeof(struct virtio_rdma_sq_req), cap->max_send_sge,
@@ -956,10 +978,16 @@ static struct ibv_qp *vrdma_create_qp_ex(struct ibv_context *context,
 		errno = ENOMEM;
 		return NULL;
 	}
+	/* SRQs come with rings in guest memory only. */
+	if (attr->srq && !rings) {
+		ret = EOPNOTSUPP;
+		goto err_free;
+	}
 	if (rings) {
-		ret = vrdma_alloc_qp_rings(qp, &attr->cap);
+		ret = vrdma_alloc_qp_rings(qp, &attr->cap, attr->srq);
 		if (ret)
 			goto err_rings;
+		/* A QP with an SRQ names no receive ring: all zero. */
 		cmd.sq_addr = (uintptr_t)qp->sq.buf;
 		cmd.rq_addr = (uintptr_t)qp->rq.buf;
 		cmd.sq_depth = qp->sq.depth;
@@ -1057,22 +1085,24 @@ static int vrdma_destroy_qp(struct ibv_qp *ibqp)
 }
 
 /*
- * The doorbell: a uverbs @command (POST_SEND or POST_RECV) without work
- * requests. Returns 0 or the errno.
+ * The doorbell: a uverbs @command (POST_SEND or POST_RECV of the QP, or
+ * POST_SRQ_RECV of the SRQ, whose @handle it is) without work requests.
+ * Returns 0 or the errno.
  */
-static int vrdma_kick(struct ibv_qp *ibqp, uint32_t command)
+static int vrdma_kick(struct ibv_context *context, uint32_t handle,
+		      uint32_t command)
 {
 	struct ibv_post_send cmd = {};
 	struct ib_uverbs_post_send_resp resp;
 
-	/* POST_SEND and POST_RECV share this layout up to wqe_size. */
+	/* The three commands share this layout up to wqe_size. */
 	cmd.hdr.command = command;
 	cmd.hdr.in_words = sizeof(cmd) / 4;
 	cmd.hdr.out_words = sizeof(resp) / 4;
 	cmd.response = (uintptr_t)&resp;
-	cmd.qp_handle = ibqp->handle;
+	cmd.qp_handle = handle;
 	cmd.wqe_size = sizeof(struct ibv_send_wr);
-	if (write(ibqp->context->cmd_fd, &cmd, sizeof(cmd)) != sizeof(cmd))
+	if (write(context->cmd_fd, &cmd, sizeof(cmd)) != sizeof(cmd))
 		return errno;
 	return 0;
 }
@@ -1092,7 +1122,7 @@ static int vrdma_doorbell(struct ibv_qp *ibqp, struct vrdma_ring *ring,
 
 	/* Elements before index: the kernel reads them after this store. */
 	vrdma_store(ring, &ring->rec->producer, ring->producer);
-	ret = vrdma_kick(ibqp, command);
+	ret = vrdma_kick(ibqp->context, ibqp->handle, command);
 	consumer = vrdma_load(ring, &ring->rec->consumer);
 	*taken = consumer - start;
 	if (ret) {
@@ -1112,13 +1142,13 @@ static int vrdma_doorbell(struct ibv_qp *ibqp, struct vrdma_ring *ring,
  * is not reported: a kick the device missed leaves NOTIFY set, and the next
  * post rings again.
  */
-static void vrdma_publish(struct ibv_qp *ibqp, struct vrdma_ring *ring,
-			  uint32_t command)
+static void vrdma_publish(struct ibv_context *context, uint32_t handle,
+			  struct vrdma_ring *ring, uint32_t command)
 {
 	vrdma_store(ring, &ring->rec->producer, ring->producer);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (vrdma_load(ring, &ring->rec->flags) & VIRTIO_RDMA_RING_F_NOTIFY)
-		vrdma_kick(ibqp, command);
+		vrdma_kick(context, handle, command);
 }
 
 /*
@@ -1334,15 +1364,18 @@ static int vrdma_encode_send(struct vrdma_qp *qp, struct ibv_send_wr *wr,
 	return 0;
 }
 
-/* Writes @wr as a receive element into @slot; an errno if it cannot be one. */
-static int vrdma_encode_recv(struct vrdma_qp *qp, struct ibv_recv_wr *wr,
-			     uint8_t *slot)
+/*
+ * Writes @wr as a receive element of at most @max_sge entries into the next
+ * slot of @ring; an errno if it cannot be one.
+ */
+static int vrdma_encode_recv(struct vrdma_ring *ring, uint32_t max_sge,
+			     struct ibv_recv_wr *wr)
 {
-	struct virtio_rdma_rq_req *req = (void *)slot;
+	struct virtio_rdma_rq_req *req = vrdma_slot(ring, ring->producer);
 
-	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_recv_sge ||
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge ||
 	    sizeof(*req) + wr->num_sge * sizeof(struct virtio_rdma_sge) >
-		    qp->rq.stride)
+		    ring->stride)
 		return EINVAL;
 	memset(req, 0, sizeof(*req));
 	req->wr_id = htole64(wr->wr_id);
@@ -1367,7 +1400,7 @@ static int vrdma_post_end(struct ibv_qp *ibqp, struct vrdma_ring *ring,
 	if (ring->producer == start)
 		return ret;
 	if (ring->own) {
-		vrdma_publish(ibqp, ring, command);
+		vrdma_publish(ibqp->context, ibqp->handle, ring, command);
 		return ret;
 	}
 	db = vrdma_doorbell(ibqp, ring, command, start, &taken);
@@ -1415,11 +1448,16 @@ static int vrdma_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	uint32_t start, pos = 0;
 	int ret = 0;
 
+	/* A QP with an SRQ takes its receives from there. */
+	if (!ring->buf) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
 	pthread_spin_lock(&ring->lock);
 	start = ring->producer;
 	for (; wr; wr = wr->next, pos++) {
 		ret = vrdma_ring_full(ring) ? ENOMEM :
-		      vrdma_encode_recv(qp, wr, vrdma_slot(ring, ring->producer));
+		      vrdma_encode_recv(ring, qp->max_recv_sge, wr);
 		if (ret)
 			break;
 		ring->producer++;
@@ -1432,6 +1470,115 @@ static int vrdma_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 			wr = wr->next;
 		*bad_wr = wr;
 	}
+	return ret;
+}
+
+/*
+ * Ring mode: an SRQ is a receive ring of ours that the device reads; its
+ * doorbell is POST_SRQ_RECV without work requests, rung only when the
+ * ring's record asks (as a QP's).
+ */
+static struct ibv_srq *vrdma_create_srq(struct ibv_pd *pd,
+					struct ibv_srq_init_attr *attr)
+{
+	struct ib_uverbs_create_srq_resp resp = {};
+	struct uvrdma_create_srq cmd = {};
+	struct vrdma_srq *srq;
+	int ret;
+
+	if (!(to_vctx(pd->context)->caps & VIRTIO_RDMA_CAP_RINGS)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	srq = calloc(1, sizeof(*srq));
+	if (!srq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = vrdma_alloc_ring(&srq->ring, attr->attr.max_wr,
+			       vrdma_stride(sizeof(struct virtio_rdma_rq_req),
+					    attr->attr.max_sge, 0));
+	if (ret)
+		goto err_free;
+	cmd.addr = (uintptr_t)srq->ring.buf;
+	cmd.depth = srq->ring.depth;
+	cmd.stride = srq->ring.stride;
+	ret = ibv_cmd_create_srq(pd, &srq->vsrq.srq, attr, &cmd.ibv_cmd,
+				 sizeof(cmd), &resp, sizeof(resp));
+	if (ret)
+		goto err_ring;
+	/* The kernel grants what was asked, or more SGEs than the ring holds. */
+	if (attr->attr.max_wr > srq->ring.depth ||
+	    vrdma_stride(sizeof(struct virtio_rdma_rq_req), attr->attr.max_sge,
+			 0) > srq->ring.stride) {
+		ret = EPROTO;
+		/* If the SRQ lives on, so must its ring: leak it. */
+		if (ibv_cmd_destroy_srq(&srq->vsrq.srq))
+			goto err_free;
+		goto err_ring;
+	}
+	srq->max_sge = attr->attr.max_sge;
+	return &srq->vsrq.srq;
+
+err_ring:
+	vrdma_free_ring(&srq->ring);
+err_free:
+	free(srq);
+	errno = ret;
+	return NULL;
+}
+
+static int vrdma_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr,
+			    int attr_mask)
+{
+	struct ibv_modify_srq cmd;
+
+	return ibv_cmd_modify_srq(srq, attr, attr_mask, &cmd, sizeof(cmd));
+}
+
+static int vrdma_query_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr)
+{
+	struct ibv_query_srq cmd;
+
+	return ibv_cmd_query_srq(srq, attr, &cmd, sizeof(cmd));
+}
+
+static int vrdma_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct vrdma_srq *srq = to_vsrq(ibsrq);
+	int ret;
+
+	ret = ibv_cmd_destroy_srq(ibsrq);
+	if (ret)
+		return ret;
+	vrdma_free_ring(&srq->ring);
+	free(srq);
+	return 0;
+}
+
+static int vrdma_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+			       struct ibv_recv_wr **bad_wr)
+{
+	struct vrdma_srq *srq = to_vsrq(ibsrq);
+	struct vrdma_ring *ring = &srq->ring;
+	uint32_t start;
+	int ret = 0;
+
+	pthread_spin_lock(&ring->lock);
+	start = ring->producer;
+	for (; wr; wr = wr->next) {
+		ret = vrdma_ring_full(ring) ? ENOMEM :
+		      vrdma_encode_recv(ring, srq->max_sge, wr);
+		if (ret) {
+			*bad_wr = wr;
+			break;
+		}
+		ring->producer++;
+	}
+	if (ring->producer != start)
+		vrdma_publish(ibsrq->context, ibsrq->handle, ring,
+			      IB_USER_VERBS_CMD_POST_SRQ_RECV);
+	pthread_spin_unlock(&ring->lock);
 	return ret;
 }
 
@@ -1778,6 +1925,15 @@ static const struct verbs_context_ops vrdma_user_qp_ops = {
 	.bind_mw = vrdma_bind_mw,
 };
 
+/* Shared receive queues, with rings in guest memory. */
+static const struct verbs_context_ops vrdma_srq_ops = {
+	.create_srq = vrdma_create_srq,
+	.modify_srq = vrdma_modify_srq,
+	.query_srq = vrdma_query_srq,
+	.destroy_srq = vrdma_destroy_srq,
+	.post_srq_recv = vrdma_post_srq_recv,
+};
+
 static struct verbs_context *vrdma_alloc_context(struct ibv_device *ibdev,
 						 int cmd_fd,
 						 void *private_data)
@@ -1802,6 +1958,8 @@ static struct verbs_context *vrdma_alloc_context(struct ibv_device *ibdev,
 	/* Rings in guest memory are user CQs and QPs too. */
 	if (ctx->caps & (VIRTIO_RDMA_CAP_USER_QP | VIRTIO_RDMA_CAP_RINGS))
 		verbs_set_ops(&ctx->ibv_ctx, &vrdma_user_qp_ops);
+	if (ctx->caps & VIRTIO_RDMA_CAP_RINGS)
+		verbs_set_ops(&ctx->ibv_ctx, &vrdma_srq_ops);
 	return &ctx->ibv_ctx;
 }
 
