@@ -7,8 +7,11 @@
 # crc32c verification (random 4 KiB and sequential 128 KiB writes, each read
 # back and checked), `rdma res show` listing the host's QPs, CQs, MRs and
 # PDs, disconnect, then the driver unloaded under the still listening
-# target. The runner fails the test on any kernel WARN/lockdep/KASAN report
-# or kmemleak leak.
+# target. The target asks for shared receive queues (nvmet-rdma use_srq=1):
+# with queues in guest memory its queues take their receives from one SRQ
+# per completion vector (kernel SRQs); without, the device has none and
+# nvmet falls back to a receive queue per QP. The runner fails the test on
+# any kernel WARN/lockdep/KASAN report or kmemleak leak.
 # guest: own (nvmet stays configured and pinned: see the end)
 set -euo pipefail
 
@@ -24,7 +27,8 @@ driver_up
 # ib_mad and rdma_cm attach only to devices with every kernel verb.
 [ -e /sys/class/infiniband_mad/umad0 ] || fail "ib_mad did not attach to virtio_rdma0 (no umad0)"
 grep -q virtio_rdma0 /sys/class/infiniband_mad/umad0/ibdev || fail "umad0 is not virtio_rdma0's"
-modprobe -a nvmet nvmet-rdma nvme-rdma
+modprobe -a nvmet nvme-rdma
+modprobe nvmet-rdma use_srq=1
 [ ! -d /sys/module/rdma_rxe ] || fail "rdma_rxe is loaded: the test must use virtio_rdma0 alone"
 
 step "nvmet target: file-backed namespace on tmpfs, rdma port $ADDR:$PORT"
@@ -73,6 +77,14 @@ mr dev virtio_rdma0 nvme_rdma 2
 pd dev virtio_rdma0 nvme_rdma 1
 pd dev virtio_rdma0 nvmet_rdma 1
 EOF
+max_srq=$(ibv_devinfo -v -d virtio_rdma0 | sed -n 's/^[[:space:]]*max_srq:[[:space:]]*\([0-9]*\).*/\1/p')
+srqs=$(rdma res show srq dev virtio_rdma0 2>/dev/null | grep -c "comm \[nvmet_rdma\]" || true)
+echo "max_srq ${max_srq:-?}: nvmet's SRQs on virtio_rdma0: $srqs"
+if [ "${max_srq:-0}" -gt 0 ]; then
+	[ "$srqs" -ge 1 ] || { rdma res show srq || true; fail "nvmet-rdma made no SRQ (use_srq=1)"; }
+else
+	[ "$srqs" = 0 ] || fail "SRQs listed on a device without them"
+fi
 
 step "fio: 32 MiB of random 4 KiB writes, verified (crc32c)"
 fio --eta=never --name=rand4k --filename="$ns" --ioengine=libaio --direct=1 --iodepth=16 \
