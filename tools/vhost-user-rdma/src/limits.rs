@@ -178,11 +178,10 @@ pub enum LimitsError {
         /// Sockets given.
         sockets: usize,
     },
-    /// max_mr outside what a key can name.
     /// Ring limits out of range.
     #[error(
-        "--ring-max-qp/--ring-max-cq must be 1..={MAX_RING_OBJECTS} and --comp-vqs \
-         1..={MAX_COMP_VQS}, got {qp}, {cq}, {vqs}"
+        "--ring-max-qp (ring QPs, and as many ring CQs) must be 1..={MAX_RING_OBJECTS} and \
+         --comp-vqs 1..={MAX_COMP_VQS}, got {qp} QPs, {cq} CQs, {vqs} queues"
     )]
     Rings {
         /// Ring QPs asked for.
@@ -192,6 +191,7 @@ pub enum LimitsError {
         /// Completion-event queues asked for.
         vqs: u32,
     },
+    /// max_mr outside what a key can name.
     #[error("--max-mr must be 1..={MAX_MR}, got {0}")]
     MaxMr(u32),
     /// max_srq out of range.
