@@ -42,7 +42,7 @@ expect() {
 expect "a completion of no outstanding request" "completion with token .*NotOutstanding; dropped"
 expect "the device's failure" "device failed: CQ [0-9]*: a completion of no outstanding request"
 expect "a malformed event" "malformed event"
-expect "an event naming nothing" "names no CQ or QP of the device"
+expect "an event naming nothing" "names no CQ, QP or SRQ of the device"
 wait_for "IB_EVENT_DEVICE_FATAL reaching userspace" grep -q "IBV_EVENT_DEVICE_FATAL" /tmp/async.log
 echo "  IBV_EVENT_DEVICE_FATAL: seen by ibv_asyncwatch"
 
