@@ -302,6 +302,18 @@ static int provider_write(struct ibv_qp *qp, struct ibv_cq *cq, struct ibv_mr *m
 	return -1;
 }
 
+/* The provider's QP @qp sends 8 bytes (wr_id 9); 0 if it is posted. */
+static int peer_send(struct ibv_qp *qp, struct ibv_mr *mr, uint8_t *src)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)src, .length = 8, .lkey = mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 9, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+
+	return ibv_post_send(qp, &wr, &bad);
+}
+
 int main(void)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
@@ -407,6 +419,8 @@ int main(void)
 		{ "a producer far past the ring", 3, IBV_WC_LOC_QP_OP_ERR },
 		{ "random bytes in every slot", 4, IBV_WC_LOC_QP_OP_ERR },
 		{ "an lkey it does not own", 5, IBV_WC_LOC_PROT_ERR },
+		{ "random bytes in every receive slot", 6, IBV_WC_LOC_QP_OP_ERR },
+		{ "a receive producer far past the ring", 7, IBV_WC_LOC_QP_OP_ERR },
 	};
 	memset(buf + PAGE, 0x22, PAGE);
 	for (unsigned int i = 0; i < ARRAY_SIZE(corrupt); i++) {
@@ -470,6 +484,21 @@ int main(void)
 			sge->lkey = htole32(mr->lkey ^ 0x5a5a00);
 			publish(&q, 1);
 			break;
+		case 6:
+			srandom(42 + i);
+			for (uint32_t b = VIRTIO_RDMA_RING_SLOTS;
+			     b < VIRTIO_RDMA_RING_SLOTS + DEPTH * RQ_STRIDE; b++)
+				q.rq[b] = random();
+			/* More SGEs than any receive may have. */
+			for (uint32_t s = 0; s < DEPTH; s++)
+				memset(q.rq + VIRTIO_RDMA_RING_SLOTS + s * RQ_STRIDE + 8, 0xee, 4);
+			__atomic_store_n(&record(q.rq)->producer, htole32(DEPTH), __ATOMIC_RELEASE);
+			check(peer_send(peer, mr, buf) == 0, "the peer sends into it");
+			break;
+		case 7:
+			__atomic_store_n(&record(q.rq)->producer, htole32(1000), __ATOMIC_RELEASE);
+			check(peer_send(peer, mr, buf) == 0, "the peer sends into it");
+			break;
 		}
 		rc = raw_poll(cq_ring, &next, &c, 10000);
 		snprintf(what, sizeof(what), "%s: status %d on QP %u (want %d on %u)",
@@ -479,6 +508,20 @@ int main(void)
 		/* The rest of that ring, flushed (random bytes: up to DEPTH). */
 		while (!raw_poll(cq_ring, &next, &c, 200) && c.status == IBV_WC_WR_FLUSH_ERR)
 			;
+		/* The peer's send into a broken receive ring ends, in error. */
+		if (corrupt[i].kind >= 6) {
+			struct ibv_wc wc;
+			int n = 0;
+
+			for (int t = 0; t < 10000 && !n; t++) {
+				n = ibv_poll_cq(cq, 1, &wc);
+				if (!n)
+					usleep(1000);
+			}
+			snprintf(what, sizeof(what), "... the peer's send ended: status %d",
+				 n == 1 ? (int)wc.status : -1);
+			check(n == 1 && wc.status != IBV_WC_SUCCESS, what);
+		}
 		check(raw_destroy_qp(q.handle) == 0 && !ibv_destroy_qp(peer),
 		      "... the QP and its peer destroyed");
 	}
