@@ -10,6 +10,7 @@
 //! and disarms. An SRQ lives while QPs were created with it: its PD and
 //! size are fixed for its life, so a QP keeps a copy ([`SrqLink`]).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::ring::WorkRing;
@@ -100,68 +101,58 @@ impl Srq {
     }
 }
 
-/// The SRQs of a device, numbered `1..=max`.
+/// The SRQs of a device, numbered `1..=max`. Only live SRQs are stored:
+/// the ring poller walks them on every pass.
 #[derive(Debug)]
 pub struct SrqTable {
-    /// Indexed by srqn (0 is never used).
-    slots: Vec<Option<Srq>>,
+    srqs: BTreeMap<u32, Srq>,
+    max: u32,
 }
 
 impl SrqTable {
     /// An empty table of `max` SRQs.
     pub fn new(max: u32) -> Self {
         SrqTable {
-            slots: (0..=max).map(|_| None).collect(),
+            srqs: BTreeMap::new(),
+            max,
         }
     }
 
     /// Adds `srq` under the lowest free number, `None` if none is.
     pub fn insert(&mut self, srq: Srq) -> Option<u32> {
-        let n = (1..self.slots.len()).find(|&n| self.slots[n].is_none())?;
-        self.slots[n] = Some(srq);
-        u32::try_from(n).ok()
+        let n = (1..=self.max).find(|n| !self.srqs.contains_key(n))?;
+        self.srqs.insert(n, srq);
+        Some(n)
     }
 
     /// SRQ `srqn`.
     pub fn get(&self, srqn: u32) -> Option<&Srq> {
-        self.slots
-            .get(srqn as usize)
-            .and_then(Option::as_ref)
-            .filter(|_| srqn != 0)
+        self.srqs.get(&srqn)
     }
 
     /// SRQ `srqn`, mutable.
     pub fn get_mut(&mut self, srqn: u32) -> Option<&mut Srq> {
-        if srqn == 0 {
-            return None;
-        }
-        self.slots.get_mut(srqn as usize).and_then(Option::as_mut)
+        self.srqs.get_mut(&srqn)
     }
 
     /// Takes SRQ `srqn` out.
     pub fn remove(&mut self, srqn: u32) -> Option<Srq> {
-        if srqn == 0 {
-            return None;
-        }
-        self.slots.get_mut(srqn as usize).and_then(Option::take)
+        self.srqs.remove(&srqn)
     }
 
     /// Every SRQ, with its number.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &Srq)> {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter_map(|(n, s)| s.as_ref().map(|s| (n as u32, s)))
+        self.srqs.iter().map(|(&n, s)| (n, s))
     }
 
     /// SRQs held.
     pub fn len(&self) -> usize {
-        self.iter().count()
+        self.srqs.len()
     }
 
     /// Whether no SRQ is held.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.srqs.is_empty()
     }
 
     /// Whether an SRQ has its receives in PD `pdn`.
