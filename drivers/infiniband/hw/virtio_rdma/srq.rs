@@ -63,9 +63,16 @@ impl DevSrq {
 
     /// The device does not use the ring (any more).
     fn release(&self) {
-        match &self.ring {
-            SrqRing::Kernel { ring, .. } => ring.lock().ring().release(),
-            SrqRing::User(ring) => ring.release(),
+        self.ring.with(GuestRing::release)
+    }
+}
+
+impl SrqRing {
+    /// Runs `f` on the ring (under its lock for a kernel SRQ).
+    fn with<R>(&self, f: impl FnOnce(&GuestRing) -> R) -> R {
+        match self {
+            SrqRing::Kernel { ring, .. } => f(ring.lock().ring()),
+            SrqRing::User(ring) => f(ring),
         }
     }
 }
@@ -145,15 +152,7 @@ pub(crate) fn create(
             )
         }
     };
-    let lend = |r: &GuestRing| r.lend();
-    let wire = match &ring {
-        SrqRing::Kernel { ring, .. } => lend(ring.lock().ring()),
-        SrqRing::User(r) => lend(r),
-    };
-    let refused = |e: Error| match &ring {
-        SrqRing::Kernel { ring, .. } => ring.lock().ring().refused(e),
-        SrqRing::User(r) => r.refused(e),
-    };
+    let wire = ring.with(GuestRing::lend);
     let rsp: abi::RspCreateSrq = dev
         .ctrl
         .exec(
@@ -168,7 +167,7 @@ pub(crate) fn create(
                 reserved: 0.into(),
             },
         )
-        .inspect_err(|&e| refused(e))?;
+        .inspect_err(|&e| ring.with(|r| r.refused(e)))?;
     let srqn = rsp.srqn.get();
     let srq = DevSrq { srqn, attr, ring };
     // As for CQs and QPs: a number the device hands out twice (or out of range) must not lead
