@@ -5,8 +5,9 @@
 #           and rdma-core provider) and of the QEMU patches (QEMU's), clippy
 #           of tools/ (the kernel's Rust is linted by building with CLIPPY=1:
 #           tools/build/kernel.sh CLIPPY=1)
-#   cargo   cargo tests of tools/ (the device backend), in the sysroot, and a
-#           short run of each of its fuzz targets
+#   cargo   cargo tests of tools/ (the device backend), in the sysroot, a
+#           short run of each of its fuzz targets, and the unit tests of the
+#           provider's work request tables (tools/rdma-core/tests)
 #   kunit   KUnit under QEMU (a TCG guest), parsed by the kernel's kunit.py
 #   runner  the runner's own contract (exit status, timeout, and that a
 #           kernel WARN, a kmemleak report or a failing peer guest fails a run)
@@ -200,6 +201,19 @@ if want_layer cargo; then
 		# A build failure or a crashed test binary reports no test lines.
 		if [ $rc != 0 ] || [ $n = 0 ]; then result "cargo $crate: build and run (see $log)" 1 "" "$log"; fi
 	done
+	# The provider's work request tables (pure C): unit tests on the host.
+	log="$logs/provider-wr-table.log"
+	in_sysroot bash -c "cd '$TOP' && cc -O1 -Wall -Werror -fsanitize=address,undefined \
+		-I tools/rdma-core/providers/virtio_rdma -o /tmp/vrdma-wr-table-test \
+		tools/rdma-core/tests/wr_table_test.c tools/rdma-core/providers/virtio_rdma/wr_table.c \
+		&& /tmp/vrdma-wr-table-test" >"$log" 2>&1
+	rc=$?
+	n=0
+	while read -r name verdict; do
+		n=$((n + 1))
+		[ "$verdict" = ok ] && result "provider wr_table: $name" 0 || result "provider wr_table: $name" 1
+	done < <(sed -n 's/^test \(.*\) \.\.\. \(ok\|FAILED\)$/\1 \2/p' "$log")
+	if [ $rc != 0 ] && [ $n = 0 ]; then result "provider wr_table: build and run (see $log)" 1 "" "$log"; fi
 	# Fuzzing of the backend's guest-facing parsers: a short run of each
 	# cargo-fuzz target (tools/vhost-user-rdma/fuzz/run.sh; corpora kept).
 	for target in ctrl_command work_request data_path; do

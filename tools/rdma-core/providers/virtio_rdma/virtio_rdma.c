@@ -21,7 +21,13 @@
  * the device itself reads the work requests and writes the completions.
  * A post rings the doorbell (a uverbs POST_SEND/POST_RECV without work
  * requests) only when the ring's record asks for it, and arming is a store
- * into the CQ's record: no system call on the data path.
+ * into the CQ's record: no system call on the data path. No kernel sees
+ * the completions either, so this provider checks each one as the kernel
+ * driver checks its own (wr_table.h): elements carry tokens, not wr_ids; a
+ * completion must name a request outstanding on a queue of a QP of this
+ * process that reports to that CQ, or the poll fails with EIO and the CQ
+ * reports no more; a success that does not fit its request becomes a
+ * general error.
  *
  * Rings mapped from the kernel (otherwise; struct virtio_rdma_uring): every
  * post rings the doorbell, and the kernel copies the new elements out of
@@ -65,14 +71,32 @@
 #include <util/util.h>
 
 #include "virtio_rdma-abi.h"
+#include "wr_table.h"
 
 struct vrdma_device {
 	struct verbs_device ibv_dev;
 };
 
+/* QP numbers are 24 bits: a table of 4096 chunks of 4096 QPs. */
+#define VRDMA_QP_CHUNK_SHIFT 12
+#define VRDMA_QP_CHUNK (1u << VRDMA_QP_CHUNK_SHIFT)
+
+/*
+ * What a QP number a completion reports is replaced with once its QP is
+ * destroyed (not a QP number: those are 24 bits).
+ */
+#define VRDMA_QPN_GONE UINT32_MAX
+
 struct vrdma_context {
 	struct verbs_context ibv_ctx;
 	uint64_t caps;
+	/*
+	 * Ring mode: the QPs by number, to check the completions the device
+	 * writes. Chunks are added under the mutex and kept until the context
+	 * goes; entries are set and cleared under the QP's CQs' locks.
+	 */
+	pthread_mutex_t qp_mutex;
+	struct vrdma_qp **qp_table[VRDMA_QP_CHUNK];
 };
 
 /*
@@ -110,6 +134,7 @@ struct vrdma_cq {
 	struct verbs_cq vcq;		/* ibv_cq, or ibv_cq_ex */
 	struct vrdma_ring ring;		/* its producer is unused */
 	uint32_t consumer;		/* next completion to read */
+	bool broken;			/* ring mode: the device lied to it */
 	/* ibv_cq_ex, between start_poll and end_poll (under ring.lock): */
 	uint32_t poll_start;		/* consumer at start_poll */
 	struct ibv_wc wc;		/* the completion the accessors read */
@@ -122,8 +147,13 @@ struct vrdma_qp {
 	uint32_t max_inline;
 	uint32_t max_send_sge;
 	uint32_t max_recv_sge;
+	/* Ring mode: the requests outstanding on the rings (wr_table.h). */
+	struct vrdma_wr_table swrs;
+	struct vrdma_wr_table rwrs;	/* none with an SRQ */
+	bool sig_all;			/* every send request is signaled */
 	/* The ibv_wr_* batch, from wr_start on (under sq.lock): */
 	uint32_t wr_start;		/* sq.producer at wr_start */
+	uint32_t wr_tail;		/* swrs.tail at wr_start */
 	int wr_err;			/* the first error, or 0 */
 	struct virtio_rdma_sq_req *wr_req;	/* the request being built */
 	bool wr_need_ud;		/* a UD request without its address */
@@ -134,6 +164,7 @@ struct vrdma_srq {
 	struct verbs_srq vsrq;
 	struct vrdma_ring ring;
 	uint32_t max_sge;
+	struct vrdma_srq_table wrs;	/* under ring.lock */
 };
 
 struct vrdma_ah {
@@ -169,6 +200,44 @@ static struct vrdma_qp *to_vqp(struct ibv_qp *qp)
 static struct vrdma_qp *to_vqp_ex(struct ibv_qp_ex *qp)
 {
 	return container_of(qp, struct vrdma_qp, vqp.qp_ex);
+}
+
+/*
+ * Ring mode: the QP numbered @qpn, or NULL. Lock-free for the poller: a
+ * chunk, once published, stays until the context goes, and an entry changes
+ * only under the locks of the CQs that QP reports to (held by the poller).
+ */
+static struct vrdma_qp *vrdma_find_qp(struct vrdma_context *ctx, uint32_t qpn)
+{
+	struct vrdma_qp **chunk;
+
+	if (qpn >> 24)
+		return NULL;
+	chunk = __atomic_load_n(&ctx->qp_table[qpn >> VRDMA_QP_CHUNK_SHIFT],
+				__ATOMIC_ACQUIRE);
+	if (!chunk)
+		return NULL;
+	return __atomic_load_n(&chunk[qpn & (VRDMA_QP_CHUNK - 1)],
+			       __ATOMIC_ACQUIRE);
+}
+
+/* The entry for @qpn, its chunk made if need be; NULL without memory. */
+static struct vrdma_qp **vrdma_qp_entry(struct vrdma_context *ctx,
+					uint32_t qpn)
+{
+	struct vrdma_qp ***chunk = &ctx->qp_table[qpn >> VRDMA_QP_CHUNK_SHIFT];
+	struct vrdma_qp **entries;
+
+	if (qpn >> 24)
+		return NULL;
+	pthread_mutex_lock(&ctx->qp_mutex);
+	entries = *chunk;
+	if (!entries) {
+		entries = calloc(VRDMA_QP_CHUNK, sizeof(*entries));
+		__atomic_store_n(chunk, entries, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&ctx->qp_mutex);
+	return entries ? &entries[qpn & (VRDMA_QP_CHUNK - 1)] : NULL;
 }
 
 /*
@@ -588,23 +657,161 @@ static void *vrdma_slot(struct vrdma_ring *ring, uint32_t index)
 	return ring->slots + (size_t)(index & (ring->depth - 1)) * ring->stride;
 }
 
+/* What to do with a completion the device wrote (vrdma_cq_check). */
+enum vrdma_cqe_verdict {
+	VRDMA_CQE_REPORT,	/* report it (as checked) */
+	VRDMA_CQE_DROP,		/* a request of a QP destroyed or reset since */
+	VRDMA_CQE_BEFORE,	/* report a request it skipped, flushed; keep it */
+	VRDMA_CQE_LIE,		/* it cannot be true: the CQ is broken */
+};
+
 /*
- * Takes the next completion into @wc, if there is one (under the ring's
- * lock). In ring mode the device writes the slots directly: nothing read
- * from one is used as an index or a pointer here, only copied into the
- * ibv_wc.
+ * Ring mode: a completion the device wrote that cannot be true. The request
+ * it should have completed will not complete: this CQ reports nothing more
+ * (as the kernel driver fails the device when its own CQs are lied to).
  */
-static bool vrdma_cq_take(struct vrdma_cq *cq, struct ibv_wc *wc)
+static enum vrdma_cqe_verdict vrdma_cq_lied(struct vrdma_cq *cq, uint32_t qpn,
+					    uint64_t token, const char *what)
+{
+	struct ibv_cq *ibcq = &cq->vcq.cq;
+
+	cq->broken = true;
+	verbs_err(verbs_get_ctx(ibcq->context),
+		  "CQ %u: a completion for QP %u (token %#llx) %s: the device lied; the CQ reports no more completions\n",
+		  ibcq->handle, qpn, (unsigned long long)token, what);
+	return VRDMA_CQE_LIE;
+}
+
+/* The CQ of @qp that completions of its receives (@recv) or sends go to. */
+static struct ibv_cq *vrdma_qp_cq(struct vrdma_qp *qp, bool recv)
+{
+	return recv ? qp->vqp.qp.recv_cq : qp->vqp.qp.send_cq;
+}
+
+/*
+ * Ring mode: checks the device's completion @c against what was posted and
+ * completes @wc with what the process gave (the kernel driver's rules, and
+ * the protocol's "Work request semantics").
+ */
+static enum vrdma_cqe_verdict vrdma_cq_check(struct vrdma_cq *cq,
+					     const struct virtio_rdma_cq_req *c,
+					     struct ibv_wc *wc)
+{
+	struct vrdma_context *ctx = to_vctx(cq->vcq.cq.context);
+	uint32_t qpn = le32toh(c->qp_num);
+	uint64_t token = le64toh(c->wr_id);
+	/* Receive opcodes have IBV_WC_RECV's bit, flushed ones too. */
+	bool recv = c->opcode & IBV_WC_RECV;
+	bool error = c->status != IBV_WC_SUCCESS;
+	struct vrdma_posted posted;
+	enum vrdma_wr_result r;
+	struct vrdma_srq *srq;
+	struct vrdma_qp *qp;
+	bool fits;
+
+	if (qpn == VRDMA_QPN_GONE)
+		return VRDMA_CQE_DROP;
+	qp = vrdma_find_qp(ctx, qpn);
+	if (!qp)
+		return vrdma_cq_lied(cq, qpn, token, "names no QP of this process");
+	if (vrdma_qp_cq(qp, recv) != &cq->vcq.cq)
+		return vrdma_cq_lied(cq, qpn, token,
+				     "is of a queue that does not report to this CQ");
+	if (!recv) {
+		r = vrdma_wr_table_complete(&qp->swrs, token, error, &posted);
+	} else if (qp->vqp.qp.srq) {
+		srq = to_vsrq(qp->vqp.qp.srq);
+		pthread_spin_lock(&srq->ring.lock);
+		r = vrdma_srq_table_complete(&srq->wrs, token, &posted);
+		pthread_spin_unlock(&srq->ring.lock);
+	} else {
+		r = vrdma_wr_table_complete(&qp->rwrs, token, error, &posted);
+	}
+	switch (r) {
+	case VRDMA_WR_OK:
+		break;
+	case VRDMA_WR_DISCARDED:
+		return VRDMA_CQE_DROP;
+	case VRDMA_WR_FLUSHED_BEFORE:
+		wc->wr_id = posted.wr_id;
+		wc->status = IBV_WC_WR_FLUSH_ERR;
+		wc->opcode = recv ? IBV_WC_RECV : posted.opcode;
+		wc->byte_len = 0;
+		wc->wc_flags = 0;
+		return VRDMA_CQE_BEFORE;
+	case VRDMA_WR_OUT_OF_ORDER:
+		return vrdma_cq_lied(cq, qpn, token,
+				     "is of a receive that is not the oldest");
+	case VRDMA_WR_SKIPS_SIGNALED:
+		return vrdma_cq_lied(cq, qpn, token,
+				     "skips a signaled request");
+	default:
+		return vrdma_cq_lied(cq, qpn, token,
+				     "names no outstanding request");
+	}
+	/*
+	 * A success must be of the request's operation (a receive's may be
+	 * a write with immediate) and within its buffers; an error status must
+	 * be one there is. Else the request completes as a general error.
+	 */
+	if (c->status == IBV_WC_SUCCESS)
+		fits = c->opcode == IBV_WC_RECV_RDMA_WITH_IMM ? recv :
+		       c->opcode == posted.opcode &&
+		       le32toh(c->byte_len) <= posted.len;
+	else
+		fits = c->status <= IBV_WC_GENERAL_ERR;
+	wc->wr_id = posted.wr_id;
+	if (!fits)
+		wc->status = IBV_WC_GENERAL_ERR;
+	if (!recv)
+		wc->opcode = posted.opcode;
+	if (wc->status != IBV_WC_SUCCESS) {
+		wc->byte_len = 0;
+		if (recv)
+			wc->opcode = IBV_WC_RECV;
+	}
+	return VRDMA_CQE_REPORT;
+}
+
+/*
+ * Takes the next completion into @wc (under the ring's lock): 1 if there
+ * is one, 0 if not, -EIO if the device lied on this CQ. The slot is copied
+ * once before anything of it is used: in ring mode the device writes the
+ * slots, and nothing read from one is used as an index or a pointer until
+ * checked.
+ */
+static int vrdma_cq_take(struct vrdma_cq *cq, struct ibv_wc *wc)
 {
 	struct vrdma_ring *ring = &cq->ring;
-	struct virtio_rdma_ring_cqe *u = vrdma_slot(ring, cq->consumer);
+	struct virtio_rdma_ring_cqe *u;
+	struct virtio_rdma_cq_req c;
 
-	/* The completion is there once its sequence number is. */
-	if (vrdma_load(ring, &u->seq) != cq->consumer + 1)
-		return false;
-	vrdma_wc(&u->cqe, wc);
-	cq->consumer++;
-	return true;
+	for (;;) {
+		if (cq->broken)
+			return -EIO;
+		u = vrdma_slot(ring, cq->consumer);
+		/* The completion is there once its sequence number is. */
+		if (vrdma_load(ring, &u->seq) != cq->consumer + 1)
+			return 0;
+		c = u->cqe;
+		vrdma_wc(&c, wc);
+		if (!ring->own) {
+			cq->consumer++;
+			return 1;
+		}
+		switch (vrdma_cq_check(cq, &c, wc)) {
+		case VRDMA_CQE_REPORT:
+			cq->consumer++;
+			return 1;
+		case VRDMA_CQE_BEFORE:
+			return 1;
+		case VRDMA_CQE_DROP:
+			cq->consumer++;
+			break;
+		case VRDMA_CQE_LIE:
+			return -EIO;
+		}
+	}
 }
 
 /*
@@ -627,10 +834,11 @@ static void vrdma_cq_release(struct vrdma_cq *cq)
 static void vrdma_cq_move(struct vrdma_cq *cq, struct vrdma_ring *old,
 			  uint32_t produced)
 {
+	uint32_t depth = min_t(uint32_t, old->depth, cq->ring.depth);
 	uint32_t n, left = produced - cq->consumer;
 	struct virtio_rdma_ring_cqe *from, *to;
 
-	left = min_t(uint32_t, left, min_t(uint32_t, old->depth, cq->ring.depth));
+	left = min_t(uint32_t, left, depth);
 	for (n = cq->consumer; left; n++, left--) {
 		from = vrdma_slot(old, n);
 		to = vrdma_slot(&cq->ring, n);
@@ -707,23 +915,30 @@ out:
 static int vrdma_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 {
 	struct vrdma_cq *cq = to_vcq(ibcq);
-	int n;
+	uint32_t start;
+	int n, ret = 0;
 
 	pthread_spin_lock(&cq->ring.lock);
-	for (n = 0; n < ne; n++)
-		if (!vrdma_cq_take(cq, &wc[n]))
+	start = cq->consumer;
+	for (n = 0; n < ne; n++) {
+		ret = vrdma_cq_take(cq, &wc[n]);
+		if (ret <= 0)
 			break;
-	if (n)
+	}
+	if (cq->consumer != start)
 		vrdma_cq_release(cq);
 	pthread_spin_unlock(&cq->ring.lock);
-	return n;
+	/* What was taken before a lie is reported; the lie on the next call. */
+	return n ? n : ret;
 }
 
 /* ibv_cq_ex: the completion taken becomes the current one. */
 static int vrdma_cq_ex_take(struct vrdma_cq *cq)
 {
-	if (!vrdma_cq_take(cq, &cq->wc))
-		return ENOENT;
+	int ret = vrdma_cq_take(cq, &cq->wc);
+
+	if (ret <= 0)
+		return ret ? -ret : ENOENT;
 	cq->vcq.cq_ex.wr_id = cq->wc.wr_id;
 	cq->vcq.cq_ex.status = cq->wc.status;
 	return 0;
@@ -741,8 +956,12 @@ static int vrdma_start_poll(struct ibv_cq_ex *ibcq,
 	pthread_spin_lock(&cq->ring.lock);
 	cq->poll_start = cq->consumer;
 	ret = vrdma_cq_ex_take(cq);
-	if (ret)
+	if (ret) {
+		/* Completions dropped on the way are taken all the same. */
+		if (cq->consumer != cq->poll_start)
+			vrdma_cq_release(cq);
 		pthread_spin_unlock(&cq->ring.lock);
+	}
 	return ret;
 }
 
@@ -950,6 +1169,100 @@ static bool vrdma_send_ops_ok(const struct ibv_qp_init_attr_ex *attr)
 }
 
 /*
+ * Ring mode: the locks of @qp's CQs (one if they are the same, else in
+ * address order), under which its entry in the QP table and its tables'
+ * completing side change.
+ */
+static void vrdma_lock_cqs(struct ibv_qp *qp)
+{
+	struct vrdma_cq *s = to_vcq(qp->send_cq), *r = to_vcq(qp->recv_cq);
+
+	if (s == r) {
+		pthread_spin_lock(&s->ring.lock);
+	} else if (s < r) {
+		pthread_spin_lock(&s->ring.lock);
+		pthread_spin_lock(&r->ring.lock);
+	} else {
+		pthread_spin_lock(&r->ring.lock);
+		pthread_spin_lock(&s->ring.lock);
+	}
+}
+
+static void vrdma_unlock_cqs(struct ibv_qp *qp)
+{
+	struct vrdma_cq *s = to_vcq(qp->send_cq), *r = to_vcq(qp->recv_cq);
+
+	pthread_spin_unlock(&s->ring.lock);
+	if (s != r)
+		pthread_spin_unlock(&r->ring.lock);
+}
+
+/*
+ * Ring mode, a QP destroyed (no completion of it comes any more): its
+ * completions not polled yet in @cq are marked as a gone QP's, so that
+ * they are dropped and not taken for a lie. Under the CQ's lock.
+ */
+static void vrdma_cq_clean(struct vrdma_cq *cq, uint32_t qpn)
+{
+	struct vrdma_ring *ring = &cq->ring;
+	struct virtio_rdma_ring_cqe *u;
+	uint32_t i, n = cq->consumer;
+
+	/* The device writes no slot the consumer has not passed yet. */
+	for (i = 0; i < ring->depth; i++, n++) {
+		u = vrdma_slot(ring, n);
+		if (vrdma_load(ring, &u->seq) != n + 1)
+			break;
+		if (le32toh(u->cqe.qp_num) == qpn)
+			u->cqe.qp_num = htole32(VRDMA_QPN_GONE);
+	}
+}
+
+/* Ring mode: @qp (or NULL) as the QP numbered @qpn in the table. */
+static int vrdma_set_qp(struct ibv_qp *ibqp, struct vrdma_qp *qp)
+{
+	struct vrdma_context *ctx = to_vctx(ibqp->context);
+	struct vrdma_qp **entry = vrdma_qp_entry(ctx, ibqp->qp_num);
+
+	if (!entry)
+		return ENOMEM;
+	vrdma_lock_cqs(ibqp);
+	__atomic_store_n(entry, qp, __ATOMIC_RELEASE);
+	if (!qp) {
+		vrdma_cq_clean(to_vcq(ibqp->send_cq), ibqp->qp_num);
+		if (ibqp->recv_cq != ibqp->send_cq)
+			vrdma_cq_clean(to_vcq(ibqp->recv_cq), ibqp->qp_num);
+	}
+	vrdma_unlock_cqs(ibqp);
+	return 0;
+}
+
+static void vrdma_qp_tables_free(struct vrdma_qp *qp)
+{
+	vrdma_wr_table_free(&qp->swrs);
+	vrdma_wr_table_free(&qp->rwrs);
+}
+
+/*
+ * Ring mode: the QP's request tables, as deep as its rings, and its entry
+ * in the context's QP table.
+ */
+static int vrdma_qp_tables(struct vrdma_qp *qp)
+{
+	int ret;
+
+	ret = vrdma_wr_table_init(&qp->swrs, qp->sq.depth, VRDMA_TAG_SEND);
+	if (!ret && qp->rq.buf)
+		ret = vrdma_wr_table_init(&qp->rwrs, qp->rq.depth,
+					  VRDMA_TAG_RECV);
+	if (!ret)
+		ret = vrdma_set_qp(&qp->vqp.qp, qp);
+	if (ret)
+		vrdma_qp_tables_free(qp);
+	return ret;
+}
+
+/*
  * A QP for ibv_create_qp (comp_mask PD only) or ibv_create_qp_ex; on
  * success attr->cap holds the caps the kernel granted.
  */
@@ -1003,8 +1316,11 @@ static struct ibv_qp *vrdma_create_qp_ex(struct ibv_context *context,
 	qp->max_inline = attr->cap.max_inline_data;
 	qp->max_send_sge = attr->cap.max_send_sge;
 	qp->max_recv_sge = attr->cap.max_recv_sge;
+	qp->sig_all = attr->sq_sig_all;
 	if (rings) {
 		ret = vrdma_caps_fit(qp, &attr->cap) ? 0 : EPROTO;
+		if (!ret)
+			ret = vrdma_qp_tables(qp);
 	} else {
 		ret = vrdma_map_ring(context->cmd_fd, &qp->sq, &resp.sq,
 				     sizeof(struct virtio_rdma_sq_req));
@@ -1062,12 +1378,32 @@ static int vrdma_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
 				sizeof(cmd));
 }
 
-static int vrdma_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr,
+static int vrdma_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 			   int attr_mask)
 {
+	struct vrdma_qp *qp = to_vqp(ibqp);
 	struct ibv_modify_qp cmd = {};
+	int ret;
 
-	return ibv_cmd_modify_qp(qp, attr, attr_mask, &cmd, sizeof(cmd));
+	ret = ibv_cmd_modify_qp(ibqp, attr, attr_mask, &cmd, sizeof(cmd));
+	if (ret || !qp->sq.own || !(attr_mask & IBV_QP_STATE) ||
+	    attr->qp_state != IBV_QPS_RESET)
+		return ret;
+	/*
+	 * Ring mode: the device dropped what was outstanding without
+	 * completions; those in the CQs are dropped as they come.
+	 */
+	vrdma_lock_cqs(ibqp);
+	pthread_spin_lock(&qp->sq.lock);
+	vrdma_wr_table_reset(&qp->swrs);
+	pthread_spin_unlock(&qp->sq.lock);
+	if (qp->rq.buf) {
+		pthread_spin_lock(&qp->rq.lock);
+		vrdma_wr_table_reset(&qp->rwrs);
+		pthread_spin_unlock(&qp->rq.lock);
+	}
+	vrdma_unlock_cqs(ibqp);
+	return 0;
 }
 
 static int vrdma_destroy_qp(struct ibv_qp *ibqp)
@@ -1078,6 +1414,11 @@ static int vrdma_destroy_qp(struct ibv_qp *ibqp)
 	ret = ibv_cmd_destroy_qp(ibqp);
 	if (ret)
 		return ret;
+	if (qp->sq.own) {
+		/* Its entry exists: creating the QP made it. */
+		vrdma_set_qp(ibqp, NULL);
+		vrdma_qp_tables_free(qp);
+	}
 	vrdma_free_ring(&qp->sq);
 	vrdma_free_ring(&qp->rq);
 	free(qp);
@@ -1288,9 +1629,12 @@ static int vrdma_sq_inline(struct vrdma_qp *qp, struct virtio_rdma_sq_req *req,
 	return 0;
 }
 
-/* Writes @wr as a send element into @slot; an errno if it cannot be one. */
+/*
+ * Writes @wr as a send element carrying @wr_id (the process's, or in ring
+ * mode its token) into @slot; an errno if it cannot be one.
+ */
 static int vrdma_encode_send(struct vrdma_qp *qp, struct ibv_send_wr *wr,
-			     uint8_t *slot)
+			     uint8_t *slot, uint64_t wr_id)
 {
 	struct virtio_rdma_sq_req *req;
 	uint32_t ex = 0;
@@ -1308,7 +1652,7 @@ static int vrdma_encode_send(struct vrdma_qp *qp, struct ibv_send_wr *wr,
 	default:
 		break;
 	}
-	req = vrdma_sq_begin(slot, wr->wr_id, wr->opcode, wr->send_flags, ex);
+	req = vrdma_sq_begin(slot, wr_id, wr->opcode, wr->send_flags, ex);
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
 		ret = vrdma_sq_ud(req, wr->wr.ud.ah, wr->wr.ud.remote_qpn,
 				  wr->wr.ud.remote_qkey);
@@ -1364,24 +1708,29 @@ static int vrdma_encode_send(struct vrdma_qp *qp, struct ibv_send_wr *wr,
 	return 0;
 }
 
+/* Whether @wr fits a receive element of at most @max_sge entries of @ring. */
+static bool vrdma_recv_fits(const struct vrdma_ring *ring, uint32_t max_sge,
+			    const struct ibv_recv_wr *wr)
+{
+	return wr->num_sge >= 0 && (uint32_t)wr->num_sge <= max_sge &&
+	       sizeof(struct virtio_rdma_rq_req) +
+			       wr->num_sge * sizeof(struct virtio_rdma_sge) <=
+		       ring->stride;
+}
+
 /*
- * Writes @wr as a receive element of at most @max_sge entries into the next
- * slot of @ring; an errno if it cannot be one.
+ * Writes @wr (which fits) as a receive element carrying @wr_id into the
+ * next slot of @ring.
  */
-static int vrdma_encode_recv(struct vrdma_ring *ring, uint32_t max_sge,
-			     struct ibv_recv_wr *wr)
+static void vrdma_encode_recv(struct vrdma_ring *ring, struct ibv_recv_wr *wr,
+			      uint64_t wr_id)
 {
 	struct virtio_rdma_rq_req *req = vrdma_slot(ring, ring->producer);
 
-	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge ||
-	    sizeof(*req) + wr->num_sge * sizeof(struct virtio_rdma_sge) >
-		    ring->stride)
-		return EINVAL;
 	memset(req, 0, sizeof(*req));
-	req->wr_id = htole64(wr->wr_id);
+	req->wr_id = htole64(wr_id);
 	req->num_sge = htole32(wr->num_sge);
 	vrdma_write_sges((void *)(req + 1), wr->sg_list, wr->num_sge);
-	return 0;
 }
 
 /*
@@ -1410,6 +1759,64 @@ static int vrdma_post_end(struct ibv_qp *ibqp, struct vrdma_ring *ring,
 	return db;
 }
 
+/* The bytes of @n SGEs: the most a completion of their request reports. */
+static uint32_t vrdma_sge_len(const struct ibv_sge *sg, int n)
+{
+	uint64_t len = 0;
+	int i;
+
+	for (i = 0; i < n; i++)
+		len += sg[i].length;
+	return min_t(uint64_t, len, UINT32_MAX);
+}
+
+/* The ibv_wc_opcode of a successful completion of a send @opcode. */
+static uint8_t vrdma_wc_opcode(enum ibv_wr_opcode opcode)
+{
+	switch (opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	case IBV_WR_BIND_MW:
+		return IBV_WC_BIND_MW;
+	case IBV_WR_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
+	default:
+		return IBV_WC_SEND;
+	}
+}
+
+/* Ring mode: whether the send ring, or its table, has no room. */
+static bool vrdma_sq_full(struct vrdma_qp *qp)
+{
+	return vrdma_ring_full(&qp->sq) ||
+	       (qp->sq.own && vrdma_wr_table_full(&qp->swrs));
+}
+
+/*
+ * Ring mode: records send request @wr_id, @opcode, @send_flags of @len
+ * bytes, just written with the token vrdma_wr_table_next() gave.
+ */
+static void vrdma_sq_posted(struct vrdma_qp *qp, uint64_t wr_id,
+			    enum ibv_wr_opcode opcode, unsigned int send_flags,
+			    uint32_t len)
+{
+	struct vrdma_posted posted = {
+		.wr_id = wr_id,
+		.len = len,
+		.opcode = vrdma_wc_opcode(opcode),
+		.signaled = qp->sig_all || (send_flags & IBV_SEND_SIGNALED),
+	};
+
+	vrdma_wr_table_post(&qp->swrs, &posted);
+}
+
 static int vrdma_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			   struct ibv_send_wr **bad_wr)
 {
@@ -1422,10 +1829,18 @@ static int vrdma_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	pthread_spin_lock(&ring->lock);
 	start = ring->producer;
 	for (; wr; wr = wr->next, pos++) {
-		ret = vrdma_ring_full(ring) ? ENOMEM :
-		      vrdma_encode_send(qp, wr, vrdma_slot(ring, ring->producer));
+		ret = vrdma_sq_full(qp) ? ENOMEM :
+		      vrdma_encode_send(qp, wr, vrdma_slot(ring, ring->producer),
+					ring->own ?
+					vrdma_wr_table_next(&qp->swrs) :
+					wr->wr_id);
 		if (ret)
 			break;
+		if (ring->own)
+			vrdma_sq_posted(qp, wr->wr_id, wr->opcode,
+					wr->send_flags,
+					vrdma_sge_len(wr->sg_list,
+						      wr->num_sge));
 		ring->producer++;
 	}
 	ret = vrdma_post_end(ibqp, ring, IB_USER_VERBS_CMD_POST_SEND, start,
@@ -1456,10 +1871,26 @@ static int vrdma_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	pthread_spin_lock(&ring->lock);
 	start = ring->producer;
 	for (; wr; wr = wr->next, pos++) {
-		ret = vrdma_ring_full(ring) ? ENOMEM :
-		      vrdma_encode_recv(ring, qp->max_recv_sge, wr);
+		if (vrdma_ring_full(ring) ||
+		    (ring->own && vrdma_wr_table_full(&qp->rwrs)))
+			ret = ENOMEM;
+		else if (!vrdma_recv_fits(ring, qp->max_recv_sge, wr))
+			ret = EINVAL;
 		if (ret)
 			break;
+		if (ring->own) {
+			struct vrdma_posted posted = {
+				.wr_id = wr->wr_id,
+				.len = vrdma_sge_len(wr->sg_list, wr->num_sge),
+				.opcode = IBV_WC_RECV,
+			};
+
+			vrdma_encode_recv(ring, wr,
+					  vrdma_wr_table_next(&qp->rwrs));
+			vrdma_wr_table_post(&qp->rwrs, &posted);
+		} else {
+			vrdma_encode_recv(ring, wr, wr->wr_id);
+		}
 		ring->producer++;
 	}
 	ret = vrdma_post_end(ibqp, ring, IB_USER_VERBS_CMD_POST_RECV, start,
@@ -1518,6 +1949,12 @@ static struct ibv_srq *vrdma_create_srq(struct ibv_pd *pd,
 		goto err_ring;
 	}
 	srq->max_sge = attr->attr.max_sge;
+	ret = vrdma_srq_table_init(&srq->wrs, srq->ring.depth);
+	if (ret) {
+		if (ibv_cmd_destroy_srq(&srq->vsrq.srq))
+			goto err_free;
+		goto err_ring;
+	}
 	return &srq->vsrq.srq;
 
 err_ring:
@@ -1551,6 +1988,7 @@ static int vrdma_destroy_srq(struct ibv_srq *ibsrq)
 	ret = ibv_cmd_destroy_srq(ibsrq);
 	if (ret)
 		return ret;
+	vrdma_srq_table_free(&srq->wrs);
 	vrdma_free_ring(&srq->ring);
 	free(srq);
 	return 0;
@@ -1567,12 +2005,22 @@ static int vrdma_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	pthread_spin_lock(&ring->lock);
 	start = ring->producer;
 	for (; wr; wr = wr->next) {
-		ret = vrdma_ring_full(ring) ? ENOMEM :
-		      vrdma_encode_recv(ring, srq->max_sge, wr);
+		struct vrdma_posted posted = {
+			.wr_id = wr->wr_id,
+			.len = vrdma_sge_len(wr->sg_list, wr->num_sge),
+			.opcode = IBV_WC_RECV,
+		};
+
+		if (vrdma_ring_full(ring) || vrdma_srq_table_full(&srq->wrs))
+			ret = ENOMEM;
+		else if (!vrdma_recv_fits(ring, srq->max_sge, wr))
+			ret = EINVAL;
 		if (ret) {
 			*bad_wr = wr;
 			break;
 		}
+		vrdma_encode_recv(ring, wr,
+				  vrdma_srq_table_post(&srq->wrs, &posted));
 		ring->producer++;
 	}
 	if (ring->producer != start)
@@ -1593,6 +2041,7 @@ static void vrdma_wr_start(struct ibv_qp_ex *ibqp)
 
 	pthread_spin_lock(&qp->sq.lock);
 	qp->wr_start = qp->sq.producer;
+	qp->wr_tail = qp->swrs.tail;
 	qp->wr_err = 0;
 	qp->wr_req = NULL;
 	qp->wr_need_ud = false;
@@ -1622,13 +2071,17 @@ static struct virtio_rdma_sq_req *vrdma_wr_new(struct ibv_qp_ex *ibqp,
 		vrdma_wr_fail(qp, EINVAL);
 		return NULL;
 	}
-	if (vrdma_ring_full(ring)) {
+	if (vrdma_sq_full(qp)) {
 		vrdma_wr_fail(qp, ENOMEM);
 		return NULL;
 	}
 	qp->wr_req = vrdma_sq_begin(vrdma_slot(ring, ring->producer),
+				    ring->own ? vrdma_wr_table_next(&qp->swrs) :
 				    ibqp->wr_id, opcode,
 				    ibqp->wr_flags & ~IBV_SEND_INLINE, ex);
+	/* Its length is known once its data is set (vrdma_wr_data_len). */
+	if (ring->own)
+		vrdma_sq_posted(qp, ibqp->wr_id, opcode, ibqp->wr_flags, 0);
 	ring->producer++;
 	qp->wr_need_ud = qp->vqp.qp.qp_type == IBV_QPT_UD;
 	return qp->wr_req;
@@ -1715,6 +2168,18 @@ static void vrdma_wr_send_inv(struct ibv_qp_ex *ibqp, uint32_t invalidate_rkey)
 	vrdma_wr_new(ibqp, IBV_WR_SEND_WITH_INV, invalidate_rkey);
 }
 
+/* Ring mode: the request being built holds @len bytes. */
+static void vrdma_wr_data_len(struct vrdma_qp *qp, uint32_t len)
+{
+	struct vrdma_posted *posted;
+
+	if (!qp->sq.own)
+		return;
+	posted = vrdma_wr_table_last(&qp->swrs);
+	if (posted)
+		posted->len = len;
+}
+
 static struct virtio_rdma_sq_req *vrdma_wr_cur(struct vrdma_qp *qp)
 {
 	if (!qp->wr_req)
@@ -1750,6 +2215,8 @@ static void vrdma_wr_set_sge_list(struct ibv_qp_ex *ibqp, size_t num_sge,
 	ret = vrdma_sq_sges(qp, req, sg_list, num_sge);
 	if (ret)
 		vrdma_wr_fail(qp, ret);
+	else
+		vrdma_wr_data_len(qp, vrdma_sge_len(sg_list, num_sge));
 }
 
 static void vrdma_wr_set_sge(struct ibv_qp_ex *ibqp, uint32_t lkey,
@@ -1780,6 +2247,7 @@ static void vrdma_wr_set_inline_data_list(struct ibv_qp_ex *ibqp,
 			return;
 		}
 	}
+	vrdma_wr_data_len(qp, le32toh(req->inline_len));
 }
 
 static void vrdma_wr_set_inline_data(struct ibv_qp_ex *ibqp, void *addr,
@@ -1796,6 +2264,8 @@ static void vrdma_wr_abort(struct ibv_qp_ex *ibqp)
 	struct vrdma_qp *qp = to_vqp_ex(ibqp);
 
 	qp->sq.producer = qp->wr_start;
+	if (qp->sq.own)
+		vrdma_wr_table_unpost_to(&qp->swrs, qp->wr_tail);
 	pthread_spin_unlock(&qp->sq.lock);
 }
 
@@ -1808,9 +2278,11 @@ static int vrdma_wr_complete(struct ibv_qp_ex *ibqp)
 
 	if (!ret && qp->wr_need_ud)
 		ret = EINVAL;
-	if (ret)
+	if (ret) {
 		ring->producer = qp->wr_start;
-	else
+		if (ring->own)
+			vrdma_wr_table_unpost_to(&qp->swrs, qp->wr_tail);
+	} else
 		ret = vrdma_post_end(&qp->vqp.qp, ring,
 				     IB_USER_VERBS_CMD_POST_SEND, qp->wr_start,
 				     0, &pos);
@@ -1886,7 +2358,11 @@ static int vrdma_destroy_ah(struct ibv_ah *ibah)
 static void vrdma_free_context(struct ibv_context *ibctx)
 {
 	struct vrdma_context *ctx = to_vctx(ibctx);
+	unsigned int i;
 
+	for (i = 0; i < VRDMA_QP_CHUNK; i++)
+		free(ctx->qp_table[i]);
+	pthread_mutex_destroy(&ctx->qp_mutex);
 	verbs_uninit_context(&ctx->ibv_ctx);
 	free(ctx);
 }
@@ -1954,6 +2430,7 @@ static struct verbs_context *vrdma_alloc_context(struct ibv_device *ibdev,
 		return NULL;
 	}
 	ctx->caps = resp.caps;
+	pthread_mutex_init(&ctx->qp_mutex, NULL);
 	verbs_set_ops(&ctx->ibv_ctx, &vrdma_ctx_ops);
 	/* Rings in guest memory are user CQs and QPs too. */
 	if (ctx->caps & (VIRTIO_RDMA_CAP_USER_QP | VIRTIO_RDMA_CAP_RINGS))
