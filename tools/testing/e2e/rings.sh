@@ -6,12 +6,17 @@
 # rdma-core's clients run over rings with their data checked (polling, and
 # ibv_rc_pingpong -e sleeping on completion events, i.e. arming in the CQ's
 # record and the device's completion-event queue); a process that makes
-# CQs and QPs on rings of its own and corrupts them (lib/uverbs_hostile_rings.c)
-# gets errnos and error completions on those QPs only (rings-doorbells.sh
-# counts the doorbells); a polling ib_write_lat takes almost no interrupt of
-# virtio_rdma0's; rping (rdma_cm, its MADs on the kernel's QP 1) keeps
-# working beside them; 4096 ring QPs and CQs are made and destroyed in one
-# process, and ib_write_bw -q 256 carries traffic on 256 QPs at once.
+# CQs and QPs on rings of its own and corrupts them every way it can
+# (lib/uverbs_hostile_rings.c: producers too far ahead or moving backwards,
+# forbidden and random elements, scribbled flags, a bogus CQ consumer, a
+# garbage arm word, random CQ slots) gets errnos, error completions and
+# async events on those QPs and CQs only, while another process's
+# ibv_rc_pingpong pairs keep passing their data check beside it
+# (rings-doorbells.sh counts the doorbells); a polling ib_write_lat takes
+# almost no interrupt of virtio_rdma0's; rping (rdma_cm, its MADs on the
+# kernel's QP 1) keeps working beside them; 4096 ring QPs and CQs are made
+# and destroyed in one process, and ib_write_bw -q 256 carries traffic on
+# 256 QPs at once.
 # backend-args: --rings --poll-us 200
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
@@ -31,10 +36,54 @@ pair "ibv_rc_pingpong -e (completion events)" ibv_rc_pingpong -d $dev -g $gid -n
 	ibv_rc_pingpong -d $dev -g $gid -n 200 -c -e -p $port localhost
 pair "ibv_ud_pingpong" ibv_ud_pingpong -d $dev -g $gid -n 100 -c -s 1024 -p $port -- \
 	ibv_ud_pingpong -d $dev -g $gid -n 100 -c -s 1024 -p $port localhost
-step "a hostile process on rings of its own"
+step "a hostile process on rings of its own, another process's QPs beside it"
 cc -O1 -Wall -Werror -I include/uapi -o /tmp/uverbs_hostile_rings \
 	tools/testing/e2e/lib/uverbs_hostile_rings.c -libverbs || fail "cannot build lib/uverbs_hostile_rings.c"
-/tmp/uverbs_hostile_rings || fail "hostile rings"
+# The bystander: ibv_rc_pingpong pairs (data checked), one after another
+# until the hostile program has ended. Its first pair ends before that
+# program starts (the loop works), the next ones run while it does.
+bystander() {
+	local p=19000 n=0 s
+	while :; do
+		timeout 120 ibv_rc_pingpong -d $dev -g $gid -n 500 -c -p $p >/tmp/bystander-server.log 2>&1 &
+		s=$!
+		# Until it listens (at most 30 s: the hostile process loads the guest).
+		for _ in $(seq 300); do
+			ss -Hltn "sport = :$p" 2>/dev/null | grep -q . && break
+			kill -0 $s 2>/dev/null || break
+			sleep 0.1
+		done
+		timeout 120 ibv_rc_pingpong -d $dev -g $gid -n 500 -c -p $p localhost \
+			>/tmp/bystander-client.log 2>&1 || { wait $s || true; return 1; }
+		wait $s || return 1
+		n=$((n + 1))
+		echo $n >/tmp/bystander.count
+		[ ! -e /tmp/hostile.done ] || return 0
+		p=$((p + 1))
+	done
+}
+rm -f /tmp/hostile.done /tmp/bystander.count
+bystander &
+bpid=$!
+for _ in $(seq 600); do
+	[ -s /tmp/bystander.count ] || ! kill -0 $bpid 2>/dev/null && break
+	sleep 0.2
+done
+[ -s /tmp/bystander.count ] || fail "the bystander's first ibv_rc_pingpong pair did not end"
+hrc=0
+/tmp/uverbs_hostile_rings || hrc=$?
+touch /tmp/hostile.done
+brc=0
+wait $bpid || brc=$?
+[ $hrc = 0 ] || fail "hostile rings"
+if [ $brc != 0 ]; then
+	sed 's/^/  bystander client: /' /tmp/bystander-client.log | tail -20
+	sed 's/^/  bystander server: /' /tmp/bystander-server.log | tail -20
+	fail "the bystander's ibv_rc_pingpong failed beside the hostile process"
+fi
+n=$(cat /tmp/bystander.count)
+[ "$n" -ge 2 ] || fail "only $n bystander pair(s): none ran beside the hostile process"
+echo "  the bystander: $n ibv_rc_pingpong pairs of 500 iterations, data checked, all passed"
 
 for t in ib_send_bw ib_read_bw ib_atomic_bw; do
 	opts="-d $dev -x $gid -F"
