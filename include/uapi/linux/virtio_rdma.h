@@ -137,6 +137,9 @@ enum virtio_rdma_ctrl_cmd {
 	VIRTIO_RDMA_CMD_MODIFY_SRQ = 26,	/* VIRTIO_RDMA_F_RINGS */
 	VIRTIO_RDMA_CMD_QUERY_SRQ = 27,		/* VIRTIO_RDMA_F_RINGS */
 	VIRTIO_RDMA_CMD_DESTROY_SRQ = 28,	/* VIRTIO_RDMA_F_RINGS */
+	VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET = 29,
+	VIRTIO_RDMA_CMD_DEALLOC_COUNTER_SET = 30,
+	VIRTIO_RDMA_CMD_BIND_COUNTER_SET = 31,
 };
 
 struct virtio_rdma_ctrl_hdr {
@@ -509,15 +512,50 @@ enum virtio_rdma_counter {
 	VIRTIO_RDMA_NUM_COUNTERS = 19,
 };
 
-/* VIRTIO_RDMA_CMD_QUERY_COUNTERS request. */
+/*
+ * VIRTIO_RDMA_CMD_QUERY_COUNTERS request: the counters of counter set @set
+ * (VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET), or with @set 0 the port's own: what
+ * no QP bound to a set counted.
+ */
 struct virtio_rdma_cmd_query_counters {
 	__le32 port;
-	__le32 reserved;
+	__le32 set;
 };
 
 /* VIRTIO_RDMA_CMD_QUERY_COUNTERS response. */
 struct virtio_rdma_rsp_query_counters {
 	__le64 value[VIRTIO_RDMA_NUM_COUNTERS];	/* enum virtio_rdma_counter */
+};
+
+/*
+ * Counter sets: a QP bound to one counts what it does there instead of in
+ * the port's own counters. VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET request: a new
+ * set, zeroed, of port @port.
+ */
+struct virtio_rdma_cmd_alloc_counter_set {
+	__le32 port;
+	__le32 reserved;
+};
+
+/* VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET response. */
+struct virtio_rdma_rsp_alloc_counter_set {
+	__le32 set;			/* 1 .. */
+	__le32 reserved;
+};
+
+/* VIRTIO_RDMA_CMD_DEALLOC_COUNTER_SET request (no QP may be bound to it). */
+struct virtio_rdma_cmd_dealloc_counter_set {
+	__le32 set;
+	__le32 reserved;
+};
+
+/*
+ * VIRTIO_RDMA_CMD_BIND_COUNTER_SET request: QP @qpn counts in set @set from
+ * now on (0: in the port's own counters again).
+ */
+struct virtio_rdma_cmd_bind_counter_set {
+	__le32 qpn;
+	__le32 set;
 };
 
 /*

@@ -95,6 +95,12 @@ pub const VIRTIO_RDMA_CMD_MODIFY_SRQ: u32 = 26;
 pub const VIRTIO_RDMA_CMD_QUERY_SRQ: u32 = 27;
 /// Control command: destroy an SRQ.
 pub const VIRTIO_RDMA_CMD_DESTROY_SRQ: u32 = 28;
+/// Control command: allocate a counter set.
+pub const VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET: u32 = 29;
+/// Control command: free a counter set.
+pub const VIRTIO_RDMA_CMD_DEALLOC_COUNTER_SET: u32 = 30;
+/// Control command: bind a QP to a counter set (or back to the port's).
+pub const VIRTIO_RDMA_CMD_BIND_COUNTER_SET: u32 = 31;
 /// CREATE_SRQ flag: the ring belongs to a process.
 pub const VIRTIO_RDMA_SRQ_F_USER: u32 = 1;
 
@@ -502,7 +508,8 @@ pub const VIRTIO_RDMA_NUM_COUNTERS: usize = 19;
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
 pub struct VirtioRdmaCmdQueryCounters {
     pub port: U32,
-    pub reserved: U32,
+    /// Counter set; 0: the port's own counters.
+    pub set: U32,
 }
 
 /// `struct virtio_rdma_rsp_query_counters`.
@@ -511,6 +518,44 @@ pub struct VirtioRdmaCmdQueryCounters {
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
 pub struct VirtioRdmaRspQueryCounters {
     pub value: [U64; VIRTIO_RDMA_NUM_COUNTERS],
+}
+
+/// `struct virtio_rdma_cmd_alloc_counter_set`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdAllocCounterSet {
+    pub port: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_rsp_alloc_counter_set`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRspAllocCounterSet {
+    /// The new set's number, from 1.
+    pub set: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_dealloc_counter_set`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdDeallocCounterSet {
+    pub set: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_bind_counter_set`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdBindCounterSet {
+    pub qpn: U32,
+    /// Counter set; 0: the port's own counters again.
+    pub set: U32,
 }
 
 /// `struct virtio_rdma_cmd_query_pkey`.

@@ -61,12 +61,25 @@ pub enum CqError {
 /// for a solicited message. Every completion of the device (requester,
 /// responder, flush) is posted here.
 pub fn post(ctrl: &Ctrl, cqn: u32, cqe: &VirtioRdmaCqReq, solicited: bool) -> Result<(), CqError> {
-    let ring = match ctrl.lock().cq(cqn) {
-        None => return Err(CqError::NoCq(cqn)),
-        Some(cq) => cq.ring.clone(),
+    let counter = Counter::for_status(cqe.status);
+    let (ring, set) = {
+        let st = ctrl.lock();
+        let Some(cq) = st.cq(cqn) else {
+            return Err(CqError::NoCq(cqn));
+        };
+        // An error completion counts in the counter set of its QP (for an
+        // SRQ's receive: the QP that took it) if it has one; a success
+        // counts nothing and looks nothing up.
+        let set = counter.and_then(|_| st.qp(cqe.qp_num.get())?.counters.clone());
+        (cq.ring.clone(), set)
+    };
+    let count = || {
+        if let Some(c) = counter {
+            ctrl.stats().of(set.as_deref()).inc(c);
+        }
     };
     if let Some(ring) = ring {
-        return post_ring(ctrl, cqn, &ring, cqe, solicited);
+        return post_ring(ctrl, cqn, &ring, cqe, solicited, count);
     }
     let Some(vring) = ctrl.cq_vring(cqn) else {
         return Err(CqError::NoCq(cqn));
@@ -87,9 +100,7 @@ pub fn post(ctrl: &Ctrl, cqn: u32, cqe: &VirtioRdmaCqReq, solicited: bool) -> Re
         Some(h) => h.post_completion(ctrl.stats(), cqn, cqe, write)?,
     }
     // The guest's completion error counters count what happened, not a lie.
-    if let Some(c) = Counter::for_status(cqe.status) {
-        ctrl.stats().inc(c);
-    }
+    count();
     let force = ctrl.lock().cq_fire(cqn, |armed| {
         armed & VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION != 0
             || (armed & VIRTIO_RDMA_NOTIFY_SOLICITED != 0 && (solicited || cqe.status != 0))
@@ -98,13 +109,14 @@ pub fn post(ctrl: &Ctrl, cqn: u32, cqe: &VirtioRdmaCqReq, solicited: bool) -> Re
     Ok(())
 }
 
-/// [`post`] for a ring CQ.
+/// [`post`] for a ring CQ; `count` counts the completion once written.
 fn post_ring(
     ctrl: &Ctrl,
     cqn: u32,
     ring: &CqRing,
     cqe: &VirtioRdmaCqReq,
     solicited: bool,
+    count: impl FnOnce(),
 ) -> Result<(), CqError> {
     let guard = ctrl.mem().memory();
     // A slot has a fixed size: a hostile device's lie about a length is
@@ -119,9 +131,7 @@ fn post_ring(
         None => push(cqe, hostile::CQE_LEN)?,
         Some(h) => h.post_completion(ctrl.stats(), cqn, cqe, push)?,
     }
-    if let Some(c) = Counter::for_status(cqe.status) {
-        ctrl.stats().inc(c);
-    }
+    count();
     if ring.fire(&guard, solicited || cqe.status != 0) {
         comp_event(ctrl, ring.comp_vq(), cqn);
     }

@@ -23,6 +23,7 @@ use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::abi::*;
+use crate::counter_sets::CounterSets;
 use crate::cq::Cq;
 use crate::device::RdmaDevice;
 use crate::fabric::{self, DataPath, Fabric, Route};
@@ -61,6 +62,8 @@ pub struct State {
     pub(crate) routes: Vec<Option<Route>>,
     /// Shared receive queues, by srqn.
     pub(crate) srqs: SrqTable,
+    /// Counter sets, by number (a reset frees them with the rest).
+    pub(crate) counter_sets: CounterSets,
 }
 
 impl State {
@@ -74,13 +77,15 @@ impl State {
             mr_pages: 0,
             routes: (0..limits.qp_count()).map(|_| None).collect(),
             srqs: SrqTable::new(limits.max_srq()),
+            counter_sets: CounterSets::new(limits.max_counter_sets()),
         }
     }
 
     /// What the tables hold, for log lines.
     fn census(&self) -> String {
         format!(
-            "{} PDs, {} MRs ({} page-table entries), {} windows, {} CQs, {} QPs, {} SRQs, {} GIDs",
+            "{} PDs, {} MRs ({} page-table entries), {} windows, {} CQs, {} QPs, {} SRQs, {} GIDs, \
+             {} counter sets",
             self.pds.len(),
             self.mrs.len(),
             self.mr_pages,
@@ -88,7 +93,8 @@ impl State {
             self.cqs.iter().flatten().count(),
             self.qps.iter().flatten().count(),
             self.srqs.len(),
-            self.gids.len()
+            self.gids.len(),
+            self.counter_sets.len()
         )
     }
 
@@ -210,6 +216,12 @@ fn command_info(cmd: u32) -> Option<(&'static str, usize)> {
         VIRTIO_RDMA_CMD_MODIFY_SRQ => ("MODIFY_SRQ", 0),
         VIRTIO_RDMA_CMD_QUERY_SRQ => ("QUERY_SRQ", size_of::<VirtioRdmaRspQuerySrq>()),
         VIRTIO_RDMA_CMD_DESTROY_SRQ => ("DESTROY_SRQ", 0),
+        VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET => (
+            "ALLOC_COUNTER_SET",
+            size_of::<VirtioRdmaRspAllocCounterSet>(),
+        ),
+        VIRTIO_RDMA_CMD_DEALLOC_COUNTER_SET => ("DEALLOC_COUNTER_SET", 0),
+        VIRTIO_RDMA_CMD_BIND_COUNTER_SET => ("BIND_COUNTER_SET", 0),
         _ => return None,
     })
 }
@@ -335,8 +347,9 @@ impl Ctrl {
         let _ = self.vrings.set(vrings);
     }
 
-    /// Forgets every object (device reset): from here on no key, QP or
-    /// GID of the old objects names anything, for this guest or another.
+    /// Forgets every object (device reset): from here on no key, QP,
+    /// counter set or GID of the old objects names anything, for this
+    /// guest or another. The port's own counters stay.
     pub fn reset(&self) {
         let _fabric = fabric::lock();
         let old = std::mem::replace(&mut *self.lock(), State::new(&self.limits));
@@ -640,6 +653,9 @@ impl Ctrl {
             VIRTIO_RDMA_CMD_QUERY_COUNTERS => self.query_counters(body),
             VIRTIO_RDMA_CMD_ALLOC_MW => self.alloc_mw(body),
             VIRTIO_RDMA_CMD_DEALLOC_MW => self.dealloc_mw(body),
+            VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET => self.alloc_counter_set(body),
+            VIRTIO_RDMA_CMD_DEALLOC_COUNTER_SET => self.dealloc_counter_set(body),
+            VIRTIO_RDMA_CMD_BIND_COUNTER_SET => self.bind_counter_set(body),
             VIRTIO_RDMA_CMD_CREATE_CQ_RING if self.rings_acked() => self.create_cq_ring(body),
             VIRTIO_RDMA_CMD_CREATE_QP_RING if self.rings_acked() => self.create_qp_ring(body),
             VIRTIO_RDMA_CMD_RESIZE_CQ_RING if self.rings_acked() => self.resize_cq_ring(body),
@@ -670,7 +686,8 @@ impl Ctrl {
         })
     }
 
-    fn check_port(&self, cmd: &str, port: u32) -> Result<(), u8> {
+    /// INVALID (and a warning) unless port `port` exists.
+    pub(crate) fn check_port(&self, cmd: &str, port: u32) -> Result<(), u8> {
         if port == 0 || port > limits::PHYS_PORT_CNT {
             self.guest_warn(format_args!(
                 "{cmd}: port {port} does not exist (ports are 1..={})",
@@ -761,11 +778,17 @@ impl Ctrl {
         Ok(rsp.as_bytes().to_vec())
     }
 
+    /// The port's own counters (set 0: what no QP bound to a set
+    /// counted), or a counter set's.
     fn query_counters(&self, body: &[u8]) -> CmdResult {
         let req: VirtioRdmaCmdQueryCounters = self.parse("QUERY_COUNTERS", body)?;
         self.check_port("QUERY_COUNTERS", req.port.get())?;
+        let value = match req.set.get() {
+            0 => self.stats.port_counters(),
+            set => self.counter_set_values(set)?,
+        };
         let rsp = VirtioRdmaRspQueryCounters {
-            value: self.stats.port_counters().map(U64::new),
+            value: value.map(U64::new),
         };
         Ok(rsp.as_bytes().to_vec())
     }

@@ -40,6 +40,7 @@ use vm_memory::{
 use zerocopy::little_endian::{U16, U32, U64};
 
 use crate::abi::VirtioRdmaCqReq;
+use crate::counter_sets::CounterSet;
 use crate::cq;
 use crate::ctrl::{Ctrl, State};
 use crate::device::RdmaDevice;
@@ -50,7 +51,7 @@ use crate::limits;
 use crate::mr::{MrKind, Ranges};
 use crate::qp::{self, rnr_delay_us, RnrWait};
 use crate::ring::{Element, WorkRing};
-use crate::stats::Counter;
+use crate::stats::{Counter, Tally};
 use crate::vring::RdmaVring;
 use crate::wqe::{self, wr_id_of, RecvWqe, SendWqe, Sge, SGE_LEN, SQ_HDR_LEN};
 
@@ -676,9 +677,16 @@ struct Sender {
     /// PSN of its next request (RC/UC).
     psn: u32,
     path_mtu: u8,
+    /// Its counter set, if it is bound to one.
+    counters: Option<Arc<CounterSet>>,
 }
 
 impl Sender {
+    /// Where what the QP sends counts, on its device `ctrl`.
+    fn tally<'a>(&'a self, ctrl: &'a Ctrl) -> Tally<'a> {
+        ctrl.stats().of(self.counters.as_deref())
+    }
+
     /// UC: no acknowledgement ever tells the requester what became of a
     /// message at the responder.
     fn unreliable(&self) -> bool {
@@ -709,6 +717,8 @@ fn sender(ctrl: &Ctrl, qpn: u32) -> Option<Sender> {
         sgid_index: q.attr.ah_attr.sgid_index,
         psn: q.attr.sq_psn.get(),
         path_mtu: q.attr.path_mtu,
+        // An Arc clone only for a bound QP.
+        counters: q.counters.clone(),
     })
 }
 
@@ -750,7 +760,7 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
         Ok(peer) => peer,
         Err(why) => {
             // Sent, and nobody took it.
-            ctrl.stats().sent(n, bytes);
+            s.tally(ctrl).sent(n, bytes);
             if s.unreliable() {
                 return uc_no_peer(ctrl, qpn, &s, w, format_args!("{why}"));
             }
@@ -772,11 +782,11 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
     // The request went out (an RNR NAK'd one is sent again later with the
     // same PSN): both ends move past its packets.
     if matches!(done, Exec::Rnr(_)) {
-        ctrl.stats().inc(Counter::RnrNaksRcvd);
-        peer.ctrl().stats().inc(Counter::RnrNaksSent);
+        s.tally(ctrl).inc(Counter::RnrNaksRcvd);
+        peer.tally().inc(Counter::RnrNaksSent);
     } else {
-        ctrl.stats().sent(n, bytes);
-        peer.ctrl().stats().rcvd(n, bytes);
+        s.tally(ctrl).sent(n, bytes);
+        peer.tally().rcvd(n, bytes);
         if let Some(q) = ctrl.lock().qp_mut(qpn) {
             q.attr.sq_psn = U32::new(qp::psn_add(s.psn, n));
         }
@@ -839,18 +849,21 @@ fn admit(
         .map(|e| e.gid)
         .ok_or(Refused::NoSource)?;
     let dev = fabric::by_gid(fabric, &s.dgid).ok_or(Refused::NoDevice)?;
-    let peer = Peer {
+    let mut peer = Peer {
         dev,
         qpn: s.dest_qpn,
+        counters: None,
     };
-    let pc = peer.ctrl();
+    let pc = peer.dev.ctrl();
     let st = pc.lock();
     let q = st
         .qp(peer.qpn)
         .filter(|q| q.qp_type == s.qp_type && q.can_receive())
         .ok_or(Refused::NotReady(peer.qpn))?;
+    // Dropped as not for it: counted on the QP addressed.
+    let tally = pc.stats().of(q.counters.as_deref());
     if q.attr.dest_qp_num.get() != qpn || q.attr.ah_attr.dgid != sgid {
-        pc.stats().inc(Counter::NotPeer);
+        tally.inc(Counter::NotPeer);
         debug!(
             "{}: QP {}: request from a QP that is not its peer dropped",
             pc.name(),
@@ -860,7 +873,7 @@ fn admit(
     }
     let expected = q.attr.rq_psn.get();
     if check_psn && expected != s.psn {
-        pc.stats().inc(Counter::BadPsn);
+        tally.inc(Counter::BadPsn);
         debug!(
             "{}: QP {}: PSN {} (expected {expected}) dropped",
             pc.name(),
@@ -869,7 +882,9 @@ fn admit(
         );
         return Err(Refused::BadPsn(peer.qpn, s.psn, expected));
     }
+    let counters = q.counters.clone();
     drop(st);
+    peer.counters = counters;
     Ok(peer)
 }
 
@@ -889,11 +904,18 @@ fn uc_no_peer(ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe, why: fmt::Argument
 struct Peer {
     dev: Arc<RdmaDevice>,
     qpn: u32,
+    /// The QP's counter set when it was found, if it is bound to one.
+    counters: Option<Arc<CounterSet>>,
 }
 
 impl Peer {
     fn ctrl(&self) -> &Ctrl {
         self.dev.ctrl()
+    }
+
+    /// Where what the responder QP takes or refuses counts.
+    fn tally(&self) -> Tally<'_> {
+        self.ctrl().stats().of(self.counters.as_deref())
     }
 }
 
@@ -1657,29 +1679,33 @@ fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         return Exec::Done(IB_WC_LOC_LEN_ERR, 0);
     }
     let done = Exec::Done(IB_WC_SUCCESS, len as u32);
-    ctrl.stats().sent(1, len as u64);
+    s.tally(ctrl).sent(1, len as u64);
     // Unreliable: a datagram nobody can take is dropped, the send succeeds.
     let Some(dev) = fabric::by_gid(fabric, &av.dgid) else {
         debug!("{}: QP {qpn}: UD send to unknown GID dropped", ctrl.name());
         return done;
     };
-    let peer = Peer {
+    let mut peer = Peer {
         dev,
         qpn: ud.remote_qpn.get(),
+        counters: None,
     };
     let qkey = if ud.remote_qkey.get() & QKEY_PRIVILEGED != 0 {
         s.qkey
     } else {
         ud.remote_qkey.get()
     };
-    let (ready, qkey_ok) = peer
+    let (ready, qkey_ok, counters) = peer
         .ctrl()
         .lock()
         .qp(peer.qpn)
         .filter(|q| q.is_ud() && q.can_receive())
-        .map_or((false, false), |q| (true, q.attr.qkey.get() == qkey));
+        .map_or((false, false, None), |q| {
+            (true, q.attr.qkey.get() == qkey, q.counters.clone())
+        });
+    peer.counters = counters;
     if ready && !qkey_ok {
-        peer.ctrl().stats().inc(Counter::BadQkey);
+        peer.tally().inc(Counter::BadQkey);
     }
     if !qkey_ok {
         debug!(
@@ -1693,8 +1719,8 @@ fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         Take::Got(r) => r,
         Take::Empty(_) | Take::Bad => return done,
     };
+    peer.tally().rcvd(1, len as u64);
     let pc = peer.ctrl();
-    pc.stats().rcvd(1, len as u64);
     let pguard = pc.mem().memory();
     let need = (GRH_LEN + len) as u64;
     let dst = resolve(&pc.lock(), r.pdn, &r.wqe.sges, IB_ACCESS_LOCAL_WRITE, need)

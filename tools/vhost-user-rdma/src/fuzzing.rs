@@ -237,6 +237,12 @@ pub fn ctrl_seeds() -> Vec<Vec<u8>> {
     port.port = 1;
     seeds.push(record(VIRTIO_RDMA_CMD_QUERY_PORT, port.as_bytes(), 64));
     seeds.push(record(VIRTIO_RDMA_CMD_QUERY_PKEY, &pair(1, 0), 8));
+    seeds.push(record(VIRTIO_RDMA_CMD_QUERY_COUNTERS, &pair(1, 0), 152));
+    // Counter set 1: allocated, read, freed.
+    let mut s = record(VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET, &pair(1, 0), 8);
+    s.extend(record(VIRTIO_RDMA_CMD_QUERY_COUNTERS, &pair(1, 1), 152));
+    s.extend(record(VIRTIO_RDMA_CMD_DEALLOC_COUNTER_SET, &pair(1, 0), 0));
+    seeds.push(s);
     let mut gid = VirtioRdmaCmdAddGid::new_zeroed();
     gid.gid = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
     gid.port_num = U32::new(1);
@@ -296,8 +302,9 @@ pub fn ctrl_seeds() -> Vec<Vec<u8>> {
     }
     seeds.push(s);
 
-    // An RC QP (qpn 2) walked RESET -> INIT -> RTR -> RTS, queried, moved
-    // to ERR, destroyed; then the CQ, PD, and notification requests.
+    // An RC QP (qpn 2) bound to counter set 1, walked RESET -> INIT -> RTR
+    // -> RTS, queried, moved to ERR, destroyed; then the set, CQ, PD, and
+    // notification requests.
     {
         let mut s = base.clone();
         let mut qp = VirtioRdmaCmdCreateQp::new_zeroed();
@@ -309,6 +316,8 @@ pub fn ctrl_seeds() -> Vec<Vec<u8>> {
         qp.max_recv_sge = U32::new(4);
         qp.max_inline_data = U32::new(64);
         s.extend(record(VIRTIO_RDMA_CMD_CREATE_QP, qp.as_bytes(), 8));
+        s.extend(record(VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET, &pair(1, 0), 8));
+        s.extend(record(VIRTIO_RDMA_CMD_BIND_COUNTER_SET, &pair(2, 1), 0));
         let mut a = VirtioRdmaQpAttr::new_zeroed();
         let modify = |s: &mut Vec<u8>, a: &VirtioRdmaQpAttr, mask: u32| {
             let m = VirtioRdmaCmdModifyQp {
@@ -363,7 +372,9 @@ pub fn ctrl_seeds() -> Vec<Vec<u8>> {
             &pair(0, VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION),
             0,
         ));
+        s.extend(record(VIRTIO_RDMA_CMD_QUERY_COUNTERS, &pair(1, 1), 152));
         s.extend(record(VIRTIO_RDMA_CMD_DESTROY_QP, &pair(2, 0), 0));
+        s.extend(record(VIRTIO_RDMA_CMD_DEALLOC_COUNTER_SET, &pair(1, 0), 0));
         s.extend(record(VIRTIO_RDMA_CMD_DESTROY_CQ, &pair(0, 0), 0));
         s.extend(record(VIRTIO_RDMA_CMD_DESTROY_PD, &pair(pdn, 0), 0));
         seeds.push(s);

@@ -10,10 +10,12 @@
 //! [`verbs`] (CQs, MRs, QPs). Data path: [`engine`] executes SQ elements
 //! ([`wqe`]) against MRs ([`mr`]) and QPs ([`qp`]), writes completions
 //! ([`cq`]), and reaches other devices of the process through [`fabric`].
+//! [`stats`] and [`counter_sets`] count what the device did.
 //! [`hostile`] is a test mode in which the device lies to its guest.
 
 pub mod abi;
 pub mod cli;
+pub mod counter_sets;
 pub mod cq;
 pub mod ctrl;
 pub mod ctrlq;

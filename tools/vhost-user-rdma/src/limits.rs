@@ -197,6 +197,9 @@ pub enum LimitsError {
     /// max_srq out of range.
     #[error("--max-srq must be 0..={MAX_RING_OBJECTS}, got {0}")]
     MaxSrq(u32),
+    /// Counter sets out of range.
+    #[error("counter sets must be 1..={MAX_COUNTER_SETS}, got {0}")]
+    MaxCounterSets(u32),
 }
 
 /// Most addresses an operator can pin to one device (`--ip`).
@@ -336,6 +339,12 @@ pub const MAX_RING_OBJECTS: u32 = abi::VIRTIO_RDMA_MAX_QP_LIMIT;
 pub const MAX_COMP_VQS: u32 = 16;
 /// Shared receive queues a device with rings offers unless told otherwise.
 pub const DEFAULT_MAX_SRQ: u32 = 1024;
+/// Counter sets (ALLOC_COUNTER_SET) a device keeps at most. Each costs the
+/// host a few hundred bytes (19 counters and the table's entry), so this
+/// bounds what a guest can make the backend allocate; 1024 is more than
+/// the kernel's counter binding asks for (one set per QP type or process
+/// in use).
+pub const MAX_COUNTER_SETS: u32 = 1024;
 
 /// Queues in guest memory (`VIRTIO_RDMA_F_RINGS`): how many, and how the
 /// device polls them.
@@ -397,6 +406,7 @@ pub struct Limits {
     pinned: Option<Pinned>,
     hostile: Option<hostile::Config>,
     rings: Option<Rings>,
+    max_counter_sets: u32,
 }
 
 impl Limits {
@@ -433,6 +443,7 @@ impl Limits {
             pinned: None,
             hostile: None,
             rings: None,
+            max_counter_sets: MAX_COUNTER_SETS,
         })
     }
 
@@ -443,6 +454,21 @@ impl Limits {
         }
         self.max_mr = max_mr;
         Ok(self)
+    }
+
+    /// The same limits with at most `max` counter sets (tests reach the
+    /// limit with fewer).
+    pub fn with_max_counter_sets(mut self, max: u32) -> Result<Self, LimitsError> {
+        if max == 0 || max > MAX_COUNTER_SETS {
+            return Err(LimitsError::MaxCounterSets(max));
+        }
+        self.max_counter_sets = max;
+        Ok(self)
+    }
+
+    /// Counter sets a device keeps at most (numbered 1..=this).
+    pub fn max_counter_sets(&self) -> u32 {
+        self.max_counter_sets
     }
 
     /// The same limits with a page-table budget of `pages` entries (`None`:

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use crate::abi::VirtioRdmaCqReq;
 use crate::abi::{VirtioRdmaQpAttr, VIRTIO_RDMA_S_BAD_STATE, VIRTIO_RDMA_S_INVALID};
+use crate::counter_sets::CounterSet;
 use crate::ib::*;
 use crate::limits;
 use crate::ring::WorkRing;
@@ -112,6 +113,9 @@ pub struct Qp {
     pub rings: Option<QpRings>,
     /// The SRQ its receives come from, if any (it then has no RQ).
     pub srq: Option<SrqLink>,
+    /// The counter set it counts in (BIND_COUNTER_SET), if any; else the
+    /// port's own counters.
+    pub counters: Option<Arc<CounterSet>>,
 }
 
 impl Qp {
@@ -135,6 +139,7 @@ impl Qp {
             held_recv: None,
             rings: None,
             srq: None,
+            counters: None,
         }
     }
 

@@ -14,11 +14,16 @@
 //!
 //! A device in hostile mode (`hostile.rs`) also counts the lies it told;
 //! those counters are printed only by such a device.
+//!
+//! What a QP bound to a counter set (`counter_sets.rs`) does counts in its
+//! set instead of the port counters here: every count of a QP's action
+//! goes through [`Stats::of`], which picks the sink.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::abi::VIRTIO_RDMA_NUM_COUNTERS;
+use crate::counter_sets::CounterSet;
 use crate::ib::*;
 
 /// What is counted.
@@ -101,6 +106,12 @@ impl Counter {
         })
     }
 
+    /// Whether this is one of the port counters of QUERY_COUNTERS (the
+    /// ones a counter set holds).
+    pub fn is_port(self) -> bool {
+        (self as usize) < PORT
+    }
+
     /// Whether this counts lies of the hostile mode.
     fn is_hostile(self) -> bool {
         matches!(
@@ -175,18 +186,11 @@ impl Stats {
         self.add(c, 1);
     }
 
-    /// Counts a message of `pkts` packets and `bytes` payload bytes this
-    /// device sent.
-    pub fn sent(&self, pkts: u32, bytes: u64) {
-        self.add(Counter::SentPkts, pkts.into());
-        self.add(Counter::SentBytes, bytes);
-    }
-
-    /// Counts a message of `pkts` packets and `bytes` payload bytes this
-    /// device's responder took.
-    pub fn rcvd(&self, pkts: u32, bytes: u64) {
-        self.add(Counter::RcvdPkts, pkts.into());
-        self.add(Counter::RcvdBytes, bytes);
+    /// Where a QP's counts go: `set`, the counter set the QP is bound to,
+    /// for the port counters, and these device counters for the rest (and
+    /// for everything when `set` is `None`).
+    pub fn of<'a>(&'a self, set: Option<&'a CounterSet>) -> Tally<'a> {
+        Tally { stats: self, set }
     }
 
     /// The value of counter `c`.
@@ -197,6 +201,43 @@ impl Stats {
     /// The port counters as QUERY_COUNTERS returns them.
     pub fn port_counters(&self) -> [u64; PORT] {
         std::array::from_fn(|i| self.values[i].load(Ordering::Relaxed))
+    }
+}
+
+/// The counters a QP's action counts in ([`Stats::of`]): the port
+/// counters of its counter set if it is bound to one, else the device's.
+#[derive(Clone, Copy, Debug)]
+pub struct Tally<'a> {
+    stats: &'a Stats,
+    set: Option<&'a CounterSet>,
+}
+
+impl Tally<'_> {
+    /// Adds `n` to counter `c`.
+    pub fn add(self, c: Counter, n: u64) {
+        match self.set {
+            Some(set) if c.is_port() => set.add(c, n),
+            _ => self.stats.add(c, n),
+        }
+    }
+
+    /// Adds one to counter `c`.
+    pub fn inc(self, c: Counter) {
+        self.add(c, 1);
+    }
+
+    /// Counts a message of `pkts` packets and `bytes` payload bytes the QP
+    /// sent.
+    pub fn sent(self, pkts: u32, bytes: u64) {
+        self.add(Counter::SentPkts, pkts.into());
+        self.add(Counter::SentBytes, bytes);
+    }
+
+    /// Counts a message of `pkts` packets and `bytes` payload bytes the
+    /// QP's responder took.
+    pub fn rcvd(self, pkts: u32, bytes: u64) {
+        self.add(Counter::RcvdPkts, pkts.into());
+        self.add(Counter::RcvdBytes, bytes);
     }
 }
 
@@ -248,6 +289,28 @@ mod tests {
         assert_eq!(v[VIRTIO_RDMA_CNT_OTHER_ERR], 1);
         assert_eq!(v.iter().sum::<u64>(), 9);
         assert_eq!(Counter::for_status(IB_WC_SUCCESS), None);
+    }
+
+    #[test]
+    fn a_bound_qp_counts_port_counters_in_its_set_only() {
+        let s = Stats::default();
+        let set = CounterSet::new(1);
+        let bound = s.of(Some(&set));
+        bound.sent(2, 100);
+        bound.inc(Counter::WrFlushErr);
+        // The operator's counters stay the device's.
+        bound.inc(Counter::OverQuota);
+        s.of(None).rcvd(1, 8);
+        let v = set.values();
+        assert_eq!(v[VIRTIO_RDMA_CNT_SENT_PKTS], 2);
+        assert_eq!(v[VIRTIO_RDMA_CNT_SENT_BYTES], 100);
+        assert_eq!(v[VIRTIO_RDMA_CNT_WR_FLUSH_ERR], 1);
+        assert_eq!(v.iter().sum::<u64>(), 103);
+        let p = s.port_counters();
+        assert_eq!(p[VIRTIO_RDMA_CNT_RCVD_BYTES], 8);
+        assert_eq!(p.iter().sum::<u64>(), 9, "{p:?}");
+        assert_eq!(s.get(Counter::OverQuota), 1);
+        assert!(Counter::OtherErr.is_port() && !Counter::GidRefused.is_port());
     }
 
     #[test]

@@ -377,6 +377,58 @@ fn srq_receives_are_checked_against_the_srqs_pd() {
     s.d.finish();
 }
 
+/// QUERY_COUNTERS of port 1, counter set `set` (0: the port's own).
+fn counters(d: &mut Dev, set: u32) -> Vec<u64> {
+    let rsp = d.ok(VIRTIO_RDMA_CMD_QUERY_COUNTERS, &pair(1, set), 152);
+    rsp.chunks(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect()
+}
+
+/// An SRQ's receive counts on the QP that took it: in that QP's counter
+/// set if it is bound to one, in the port's if not.
+#[test]
+fn an_srq_receive_counts_on_the_qp_that_took_it() {
+    let mut s = setup(2);
+    let srq_pd = s.d.create_pd();
+    let srq_key = s.d.dma_mr(srq_pd, ALL);
+    let (srqn, mut r) = srq(&mut s.d, srq_pd, 10, 0);
+    let cqs: Vec<u32> = s.recv_cqs.iter().map(|c| c.0).collect();
+    let a1 = srq_qp(&mut s.d, s.pd, (cqs[0], cqs[0]), 11, srqn);
+    let a2 = srq_qp(&mut s.d, s.pd, (cqs[1], cqs[1]), 12, srqn);
+    let b1 = sender(&mut s, a1, 0);
+    let b2 = sender(&mut s, a2, 0);
+    let set = le32(
+        &s.d.ok(VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET, &pair(1, 0), 8),
+        0,
+    );
+    s.d.ok(VIRTIO_RDMA_CMD_BIND_COUNTER_SET, &pair(a1, set), 0);
+    let key = s.key;
+    // The first receive names a key of the QPs' PD, not the SRQ's: the
+    // message a1 takes it for fails there.
+    produce(&s.d, &mut r, &recv_elem(1, &[(DATA + 0x1000, 64, key)]));
+    produce(&s.d, &mut r, &recv_elem(2, &[(DATA + 0x2000, 64, srq_key)]));
+    s.d.send(b1, &send(1, DATA, 8, key));
+    let c = wait(&s.d, &mut s.recv_cqs[0].1, 1);
+    assert_eq!((c[0].qp_num.get(), c[0].status), (a1, IB_WC_LOC_PROT_ERR));
+    assert_eq!(wait(&s.d, &mut s.send_cq.1, 1)[0].status, IB_WC_REM_OP_ERR);
+    s.d.send(b2, &send(2, DATA, 8, key));
+    let c = wait(&s.d, &mut s.recv_cqs[1].1, 1);
+    assert_eq!((c[0].qp_num.get(), c[0].status), (a2, IB_WC_SUCCESS));
+    assert_eq!(wait(&s.d, &mut s.send_cq.1, 1)[0].status, IB_WC_SUCCESS);
+    let (v, port) = (counters(&mut s.d, set), counters(&mut s.d, 0));
+    assert_eq!(v[VIRTIO_RDMA_CNT_RCVD_PKTS], 1, "{v:?}");
+    assert_eq!(v[VIRTIO_RDMA_CNT_RCVD_BYTES], 8, "{v:?}");
+    assert_eq!(v[VIRTIO_RDMA_CNT_LOC_PROT_ERR], 1, "{v:?}");
+    assert_eq!(v.iter().sum::<u64>(), 1 + 8 + 1, "{v:?}");
+    // a2's receive, and both unbound senders, are the port's.
+    assert_eq!(port[VIRTIO_RDMA_CNT_RCVD_PKTS], 1, "{port:?}");
+    assert_eq!(port[VIRTIO_RDMA_CNT_SENT_PKTS], 2, "{port:?}");
+    assert_eq!(port[VIRTIO_RDMA_CNT_REM_OP_ERR], 1, "{port:?}");
+    assert_eq!(port[VIRTIO_RDMA_CNT_LOC_PROT_ERR], 0, "{port:?}");
+    s.d.finish();
+}
+
 #[test]
 fn a_qp_with_an_srq_entering_err_reports_its_last_wqe_once() {
     let mut s = setup(2);

@@ -348,12 +348,13 @@ pub(crate) mod counter {
 #[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub(crate) struct CmdQueryCounters {
     pub(crate) port: U32,
-    pub(crate) reserved: U32,
+    /// A counter set, or 0 for the port's own counters.
+    pub(crate) set: U32,
 }
 same_layout!(
     CmdQueryCounters,
     bindings::virtio_rdma_cmd_query_counters,
-    [port, reserved]
+    [port, set]
 );
 
 /// `struct virtio_rdma_rsp_query_counters`.

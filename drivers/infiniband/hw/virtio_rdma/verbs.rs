@@ -119,7 +119,7 @@ impl rdma::Driver for RdmaDev<'_> {
             abi::cmd::QUERY_COUNTERS,
             &abi::CmdQueryCounters {
                 port: port.into(),
-                reserved: 0.into(),
+                set: 0.into(),
             },
         )?;
         // Counters are plain numbers: any value the device reports is one.

@@ -176,7 +176,7 @@ struct Pair {
 
 /// The two devices, set up: PD 1, CQ 0 with buffers, the events queue
 /// filled, QPs connected pairwise, `a` with a DMA MR, `b` with two user
-/// MRs.
+/// MRs, the RC and UD QPs bound to counter set 1.
 fn setup() -> Pair {
     let one = ONE_PAIR.lock().unwrap_or_else(|e| e.into_inner());
     let mut a = Side::new("fuzz-a", 1);
@@ -240,6 +240,16 @@ fn setup() -> Pair {
             let r = s.ok(VIRTIO_RDMA_CMD_CREATE_QP, c.as_bytes());
             assert_eq!(r[..4], qpn.to_le_bytes(), "qpn");
             connect(s, qpn, t, gid(peer), 0);
+        }
+    }
+    // The RC and UD QPs count in counter set 1, the UC QPs in the port's
+    // counters: both ways of counting run.
+    for s in [&a, &b] {
+        s.ok(VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET, &pair(1, 0));
+        for (qpn, t) in QPS {
+            if t != IB_QPT_UC {
+                s.ok(VIRTIO_RDMA_CMD_BIND_COUNTER_SET, &pair(qpn, 1));
+            }
         }
     }
     Pair { a, b, _one: one }
