@@ -28,6 +28,7 @@ use crate::{
     types::Opaque,
 };
 use core::{
+    num::NonZeroU32,
     ops::Deref,
     ptr::{self, NonNull},
     sync::atomic::{AtomicBool, Ordering},
@@ -92,6 +93,37 @@ pub trait Driver: Sized + Send + Sync {
     /// [`Driver::PORT_COUNTERS`]. May sleep. Without this operation (or without counters) the
     /// ports have none.
     fn get_hw_stats(_dev: &Device<Self>, _port: u32, _values: &mut [u64]) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Binds `qp` to the device's counter set `set`, or, when the core's counter has none yet
+    /// (`None`), to a new one made for `port`; returns the set's number. From then on the QP
+    /// counts in that set instead of in the port's counters (which [`Driver::get_hw_stats`]
+    /// reads): the core shows a port's counters as its own plus every set's. With this
+    /// operation the driver must also offer the other counter-set operations below, and
+    /// [`Driver::PORT_COUNTERS`] (a set's values have the port's layout).
+    fn counter_bind_qp(_qp: &Qp<Self>, _set: Option<NonZeroU32>, _port: u32) -> Result<NonZeroU32> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// `qp`, bound to counter set `set`, counts in the port's counters again.
+    fn counter_unbind_qp(_qp: &Qp<Self>, _set: NonZeroU32, _port: u32) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Frees counter set `set`, to which no QP is bound any more.
+    fn counter_dealloc(_dev: &Device<Self>, _set: NonZeroU32) -> Result {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Reads counter set `set` of `port` into `values`, one per entry of
+    /// [`Driver::PORT_COUNTERS`]. May sleep.
+    fn counter_update_stats(
+        _dev: &Device<Self>,
+        _set: NonZeroU32,
+        _port: u32,
+        _values: &mut [u64],
+    ) -> Result {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
@@ -846,6 +878,17 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
     if T::HAS_GET_HW_STATS && !T::PORT_COUNTERS.is_empty() {
         ops.alloc_hw_port_stats = Some(counters::alloc_hw_port_stats_callback::<T>);
         ops.get_hw_stats = Some(counters::get_hw_stats_callback::<T>);
+        // Counter sets only beside the port's counters: the core adds theirs to the port's.
+        if T::HAS_COUNTER_BIND_QP {
+            ops.counter_init = Some(counters::counter_init_callback);
+            ops.counter_alloc_stats = Some(counters::counter_alloc_stats_callback::<T>);
+            ops.counter_bind_qp = Some(counters::counter_bind_qp_callback::<T>);
+            ops.counter_unbind_qp = Some(counters::counter_unbind_qp_callback::<T>);
+            ops.counter_dealloc = Some(counters::counter_dealloc_callback::<T>);
+            ops.counter_update_stats = Some(counters::counter_update_stats_callback::<T>);
+            // The core allocates counters with room for the driver's part: there is none.
+            ops.size_rdma_counter = core::mem::size_of::<bindings::rdma_counter>();
+        }
     }
     ops
 }
