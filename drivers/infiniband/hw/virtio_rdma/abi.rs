@@ -177,6 +177,12 @@ pub(crate) mod cmd {
     pub(crate) const MODIFY_SRQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_MODIFY_SRQ;
     pub(crate) const QUERY_SRQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_SRQ;
     pub(crate) const DESTROY_SRQ: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DESTROY_SRQ;
+    pub(crate) const ALLOC_COUNTER_SET: u32 =
+        bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET;
+    pub(crate) const DEALLOC_COUNTER_SET: u32 =
+        bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEALLOC_COUNTER_SET;
+    pub(crate) const BIND_COUNTER_SET: u32 =
+        bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_BIND_COUNTER_SET;
 }
 
 /// `enum virtio_rdma_status`.
@@ -367,6 +373,59 @@ same_layout!(
     RspQueryCounters,
     bindings::virtio_rdma_rsp_query_counters,
     [value]
+);
+
+/// `struct virtio_rdma_cmd_alloc_counter_set`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdAllocCounterSet {
+    pub(crate) port: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdAllocCounterSet,
+    bindings::virtio_rdma_cmd_alloc_counter_set,
+    [port, reserved]
+);
+
+/// `struct virtio_rdma_rsp_alloc_counter_set`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspAllocCounterSet {
+    pub(crate) set: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    RspAllocCounterSet,
+    bindings::virtio_rdma_rsp_alloc_counter_set,
+    [set, reserved]
+);
+
+/// `struct virtio_rdma_cmd_dealloc_counter_set`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdDeallocCounterSet {
+    pub(crate) set: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdDeallocCounterSet,
+    bindings::virtio_rdma_cmd_dealloc_counter_set,
+    [set, reserved]
+);
+
+/// `struct virtio_rdma_cmd_bind_counter_set`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdBindCounterSet {
+    pub(crate) qpn: U32,
+    /// 0: the port's own counters.
+    pub(crate) set: U32,
+}
+same_layout!(
+    CmdBindCounterSet,
+    bindings::virtio_rdma_cmd_bind_counter_set,
+    [qpn, set]
 );
 
 /// `struct virtio_rdma_cmd_add_gid`.

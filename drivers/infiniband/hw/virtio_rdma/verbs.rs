@@ -6,6 +6,8 @@
 //! is checked (`port.rs`) before the core sees it. The port's state and MTU follow the paired
 //! netdev, which the RDMA core binds and unbinds as the interface comes and goes.
 
+use core::num::NonZeroU32;
+
 use kernel::{
     bindings,
     prelude::*,
@@ -22,6 +24,7 @@ use crate::{
     abi,
     ah::{self, DevAh},
     config::DeviceConfig,
+    counter_sets,
     cq::{self, Cq},
     ctrl::Ctrl,
     health::Health,
@@ -115,18 +118,32 @@ impl rdma::Driver for RdmaDev<'_> {
     }
 
     fn get_hw_stats(dev: &Device<Self>, port: u32, values: &mut [u64]) -> Result {
-        let rsp: abi::RspQueryCounters = dev.ctrl.exec(
-            abi::cmd::QUERY_COUNTERS,
-            &abi::CmdQueryCounters {
-                port: port.into(),
-                set: 0.into(),
-            },
-        )?;
-        // Counters are plain numbers: any value the device reports is one.
-        for (value, reported) in values.iter_mut().zip(rsp.value.iter()) {
-            *value = reported.get();
-        }
-        Ok(())
+        counter_sets::query(dev, port, None, values)
+    }
+
+    fn counter_bind_qp(
+        qp: &rdma::Qp<Self>,
+        set: Option<NonZeroU32>,
+        port: u32,
+    ) -> Result<NonZeroU32> {
+        counter_sets::bind(qp, set, port)
+    }
+
+    fn counter_unbind_qp(qp: &rdma::Qp<Self>, _set: NonZeroU32, _port: u32) -> Result {
+        counter_sets::unbind(qp)
+    }
+
+    fn counter_dealloc(dev: &Device<Self>, set: NonZeroU32) -> Result {
+        counter_sets::dealloc(dev, set)
+    }
+
+    fn counter_update_stats(
+        dev: &Device<Self>,
+        set: NonZeroU32,
+        port: u32,
+        values: &mut [u64],
+    ) -> Result {
+        counter_sets::query(dev, port, Some(set), values)
     }
 
     fn alloc_ucontext(dev: &Device<Self>, udata: &mut Udata<'_>) -> Result<Self::Ucontext> {

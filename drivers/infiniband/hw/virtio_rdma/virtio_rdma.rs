@@ -28,6 +28,7 @@ use kernel::{
 mod abi;
 mod ah;
 mod config;
+mod counter_sets;
 mod cq;
 mod ctrl;
 mod events;
