@@ -30,7 +30,9 @@ def main():
             v.post(a, e.IBV_WR_RDMA_WRITE, rkey=v.mr.rkey, addr=v.mr.buf, length=SIZE)
             wc = v.poll()
             status = None if wc is None else wc.status
-            check(status == e.IBV_WC_SUCCESS, f"an RDMA WRITE: status {status}")
+            # Silent when it holds: the caller reads one line per command.
+            if status != e.IBV_WC_SUCCESS:
+                check(False, f"an RDMA WRITE: status {status}")
         print("done", flush=True)
 
 
