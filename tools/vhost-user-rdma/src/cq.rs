@@ -51,6 +51,10 @@ pub enum CqError {
     /// The driver left no CQE buffer in the CQ's virtqueue.
     #[error("CQ {0} overrun: no CQE buffer available")]
     Overrun(u32),
+    /// The CQ's ring in guest memory is full (or its consumer is bogus:
+    /// only its owner's completions are lost).
+    #[error("CQ {0} overrun: its ring is full")]
+    RingFull(u32),
     /// The used ring could not be updated.
     #[error("CQ {0}: {1}")]
     Ring(u32, String),
@@ -123,7 +127,7 @@ fn post_ring(
     // told as the genuine completion here.
     let push = |c: &VirtioRdmaCqReq, _used_len: u32| {
         ring.push(&guard, c).map_err(|e| match e {
-            PushError::Full => CqError::Overrun(cqn),
+            PushError::Full => CqError::RingFull(cqn),
             PushError::Fault => CqError::Ring(cqn, "its ring cannot be written".into()),
         })
     };

@@ -388,11 +388,11 @@ fn complete(
     solicited: bool,
 ) {
     if let Err(e) = cq::post(ctrl, cqn, c, solicited) {
-        error!(
-            "{}: QP {qpn}: completion lost: {e}; QP moves to error",
-            ctrl.name()
-        );
-        if matches!(e, cq::CqError::Overrun(_)) {
+        // A guest (a process, with rings) can overrun its CQs at will: rate-limited.
+        ctrl.guest_warn(format_args!(
+            "QP {qpn}: completion lost: {e}; QP moves to error"
+        ));
+        if matches!(e, cq::CqError::Overrun(_) | cq::CqError::RingFull(_)) {
             event::post(ctrl, Event::CqErr(cqn));
         }
         to_error_event(fabric, ctrl, qpn, Event::QpFatal(qpn));

@@ -75,7 +75,14 @@ pub(crate) fn releases(cmd: u32) -> bool {
     use abi::cmd::*;
     matches!(
         cmd,
-        DESTROY_PD | DESTROY_CQ | DEREG_MR | DEALLOC_MW | DESTROY_QP | DESTROY_SRQ | DEL_GID
+        DESTROY_PD
+            | DESTROY_CQ
+            | DEREG_MR
+            | DEALLOC_MW
+            | DESTROY_QP
+            | DESTROY_SRQ
+            | DEL_GID
+            | DEALLOC_COUNTER_SET
     )
 }
 
