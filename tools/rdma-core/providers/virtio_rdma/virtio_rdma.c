@@ -225,11 +225,12 @@ static struct vrdma_qp *vrdma_find_qp(struct vrdma_context *ctx, uint32_t qpn)
 static struct vrdma_qp **vrdma_qp_entry(struct vrdma_context *ctx,
 					uint32_t qpn)
 {
-	struct vrdma_qp ***chunk = &ctx->qp_table[qpn >> VRDMA_QP_CHUNK_SHIFT];
+	struct vrdma_qp ***chunk;
 	struct vrdma_qp **entries;
 
 	if (qpn >> 24)
 		return NULL;
+	chunk = &ctx->qp_table[qpn >> VRDMA_QP_CHUNK_SHIFT];
 	pthread_mutex_lock(&ctx->qp_mutex);
 	entries = *chunk;
 	if (!entries) {
