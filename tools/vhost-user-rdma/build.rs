@@ -82,6 +82,11 @@ const CHECKED_STRUCTS: &[&str] = &[
     "virtio_rdma_cmd_query_srq",
     "virtio_rdma_rsp_query_srq",
     "virtio_rdma_cmd_destroy_srq",
+    "virtio_rdma_rsp_alloc_xrcd",
+    "virtio_rdma_cmd_dealloc_xrcd",
+    "virtio_rdma_cmd_create_xrc_srq",
+    "virtio_rdma_cmd_create_xrc_tgt_qp",
+    "virtio_rdma_sq_xrc",
 ];
 
 /// Header constants (enumerators and macros) that `src/abi.rs` defines too.
@@ -167,6 +172,10 @@ const CHECKED_CONSTS: &[&str] = &[
     "VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET",
     "VIRTIO_RDMA_CMD_DEALLOC_COUNTER_SET",
     "VIRTIO_RDMA_CMD_BIND_COUNTER_SET",
+    "VIRTIO_RDMA_CMD_ALLOC_XRCD",
+    "VIRTIO_RDMA_CMD_DEALLOC_XRCD",
+    "VIRTIO_RDMA_CMD_CREATE_XRC_SRQ",
+    "VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP",
     "VIRTIO_RDMA_SRQ_F_USER",
     "VIRTIO_RDMA_EVENT_SRQ_LIMIT_REACHED",
     "VIRTIO_RDMA_EVENT_QP_LAST_WQE_REACHED",

@@ -62,6 +62,8 @@ struct virtio_rdma_config {
 	__le32 max_srq;			/* shared receive queues (0: none) */
 	__le32 max_srq_wr;		/* receives an SRQ holds */
 	__le32 max_srq_sge;		/* SGEs of an SRQ's receive */
+	__le32 max_xrcd;		/* XRC domains (0: no XRC; needs SRQs) */
+	__le32 reserved1;
 };
 
 #define VIRTIO_RDMA_CONFIG_SPACE_SIZE	256
@@ -140,6 +142,10 @@ enum virtio_rdma_ctrl_cmd {
 	VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET = 29,
 	VIRTIO_RDMA_CMD_DEALLOC_COUNTER_SET = 30,
 	VIRTIO_RDMA_CMD_BIND_COUNTER_SET = 31,
+	VIRTIO_RDMA_CMD_ALLOC_XRCD = 32,	/* max_xrcd > 0 */
+	VIRTIO_RDMA_CMD_DEALLOC_XRCD = 33,	/* max_xrcd > 0 */
+	VIRTIO_RDMA_CMD_CREATE_XRC_SRQ = 34,	/* max_xrcd > 0 */
+	VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP = 35,	/* max_xrcd > 0 */
 };
 
 struct virtio_rdma_ctrl_hdr {
@@ -615,12 +621,24 @@ struct virtio_rdma_sq_bind {
 	__le64 reserved;
 };
 
+/*
+ * Any request on an XRC_INI QP: the SRQ (of the remote XRC domain) the
+ * message is for, after the operation's own fields (rdma and atomic end
+ * before byte 32; sends have none).
+ */
+struct virtio_rdma_sq_xrc {
+	__u8 op[32];			/* rdma or atomic, as for RC */
+	__le32 remote_srqn;
+	__le32 reserved;
+};
+
 union virtio_rdma_sq_wr {
 	struct virtio_rdma_sq_rdma rdma;	/* RDMA_WRITE*, RDMA_READ */
 	struct virtio_rdma_sq_atomic atomic;	/* ATOMIC_* */
 	struct virtio_rdma_sq_ud ud;		/* any send on a UD/GSI QP */
 	struct virtio_rdma_sq_reg reg;		/* REG_MR */
 	struct virtio_rdma_sq_bind bind;	/* BIND_MW */
+	struct virtio_rdma_sq_xrc xrc;		/* remote_srqn, XRC_INI QPs */
 	__u8 raw[40];
 };
 
@@ -907,6 +925,50 @@ struct virtio_rdma_rsp_query_srq {
  */
 struct virtio_rdma_cmd_destroy_srq {
 	__le32 srqn;
+	__le32 reserved;
+};
+
+/*
+ * XRC (eXtended Reliable Connected transport). An XRC domain groups XRC
+ * SRQs and XRC target QPs: an XRC_INI QP (a send-only RC QP, created with
+ * CREATE_QP_RING) names in each request the SRQ of the remote domain the
+ * message is for (struct virtio_rdma_sq_xrc); the connected XRC_TGT QP
+ * (no queues, no CQs, no PD) takes receives from that SRQ if it is of the
+ * target's domain, and checks rkeys against that SRQ's PD.
+ *
+ * VIRTIO_RDMA_CMD_ALLOC_XRCD: no request body.
+ */
+struct virtio_rdma_rsp_alloc_xrcd {
+	__le32 xrcdn;			/* 1 .. */
+	__le32 reserved;
+};
+
+/*
+ * VIRTIO_RDMA_CMD_DEALLOC_XRCD request (no XRC SRQ or XRC_TGT QP may be of
+ * the domain).
+ */
+struct virtio_rdma_cmd_dealloc_xrcd {
+	__le32 xrcdn;
+	__le32 reserved;
+};
+
+/*
+ * VIRTIO_RDMA_CMD_CREATE_XRC_SRQ request: an SRQ as CREATE_SRQ makes, of
+ * domain @xrcdn, whose receive completions go to ring CQ @cqn (naming the
+ * XRC_TGT QP that took the receive). Answered as CREATE_SRQ.
+ */
+struct virtio_rdma_cmd_create_xrc_srq {
+	struct virtio_rdma_cmd_create_srq srq;
+	__le32 xrcdn;
+	__le32 cqn;
+};
+
+/*
+ * VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP request: an XRC_TGT QP of domain
+ * @xrcdn, in RESET, numbered as a ring QP. Answered as CREATE_QP.
+ */
+struct virtio_rdma_cmd_create_xrc_tgt_qp {
+	__le32 xrcdn;
 	__le32 reserved;
 };
 

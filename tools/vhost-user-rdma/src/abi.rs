@@ -101,6 +101,14 @@ pub const VIRTIO_RDMA_CMD_ALLOC_COUNTER_SET: u32 = 29;
 pub const VIRTIO_RDMA_CMD_DEALLOC_COUNTER_SET: u32 = 30;
 /// Control command: bind a QP to a counter set (or back to the port's).
 pub const VIRTIO_RDMA_CMD_BIND_COUNTER_SET: u32 = 31;
+/// Control command: allocate an XRC domain (`max_xrcd` > 0).
+pub const VIRTIO_RDMA_CMD_ALLOC_XRCD: u32 = 32;
+/// Control command: free an XRC domain.
+pub const VIRTIO_RDMA_CMD_DEALLOC_XRCD: u32 = 33;
+/// Control command: create an XRC SRQ (an SRQ of a domain, with its CQ).
+pub const VIRTIO_RDMA_CMD_CREATE_XRC_SRQ: u32 = 34;
+/// Control command: create an XRC target QP.
+pub const VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP: u32 = 35;
 /// CREATE_SRQ flag: the ring belongs to a process.
 pub const VIRTIO_RDMA_SRQ_F_USER: u32 = 1;
 
@@ -162,6 +170,44 @@ pub struct VirtioRdmaRspQuerySrq {
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
 pub struct VirtioRdmaCmdDestroySrq {
     pub srqn: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_rsp_alloc_xrcd`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaRspAllocXrcd {
+    pub xrcdn: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_dealloc_xrcd`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdDeallocXrcd {
+    pub xrcdn: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_create_xrc_srq`: CREATE_SRQ's request, then the
+/// domain and the ring CQ of its receive completions.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdCreateXrcSrq {
+    pub srq: VirtioRdmaCmdCreateSrq,
+    pub xrcdn: U32,
+    pub cqn: U32,
+}
+
+/// `struct virtio_rdma_cmd_create_xrc_tgt_qp`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdCreateXrcTgtQp {
+    pub xrcdn: U32,
     pub reserved: U32,
 }
 
@@ -391,6 +437,8 @@ pub struct VirtioRdmaConfig {
     pub max_srq: U32,
     pub max_srq_wr: U32,
     pub max_srq_sge: U32,
+    pub max_xrcd: U32,
+    pub reserved1: U32,
 }
 
 /// `struct virtio_rdma_ctrl_hdr`: first bytes of every control request.
@@ -916,6 +964,17 @@ pub struct VirtioRdmaSqReq {
     pub ex: U32,
     pub inline_len: U32,
     pub wr: [u8; 40],
+}
+
+/// `struct virtio_rdma_sq_xrc`: what every remote operation of an XRC_INI
+/// QP carries in `wr`, after its RDMA or atomic part.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaSqXrc {
+    pub op: [u8; 32],
+    pub remote_srqn: U32,
+    pub reserved: U32,
 }
 
 /// `struct virtio_rdma_sge`.

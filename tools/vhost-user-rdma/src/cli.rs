@@ -122,6 +122,11 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_MAX_SRQ, requires = "rings")]
     pub max_srq: u32,
 
+    /// With --rings: XRC domains of each device (0: no XRC; none with
+    /// --max-srq 0).
+    #[arg(long, value_name = "N", default_value_t = limits::DEFAULT_MAX_XRCD, requires = "rings")]
+    pub max_xrcd: u32,
+
     /// With --rings: completion-event virtqueues (interrupt vectors).
     #[arg(long, value_name = "N", default_value_t = 2, requires = "rings")]
     pub comp_vqs: u32,
@@ -199,6 +204,7 @@ impl Cli {
                     self.poll_us,
                 )
                 .and_then(|r| r.with_max_srq(self.max_srq))
+                .and_then(|r| r.with_max_xrcd(self.max_xrcd))
             })
             .transpose()
     }
@@ -290,6 +296,29 @@ mod tests {
         assert_eq!(limits.num_queues(), 66);
         assert_eq!(limits.queue_size(), 1024);
         assert_eq!(cli.log_level, LevelFilter::Info);
+    }
+
+    /// XRC domains are offered with SRQs (64 unless told), as many as
+    /// `--max-xrcd` says, none without SRQs.
+    #[test]
+    fn max_xrcd() {
+        let xrcd = |extra: &[&str]| {
+            let mut args = vec!["x", "--socket", "a", "--rings"];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args)
+                .expect("parses")
+                .limits()
+                .map(|l| l.config().max_xrcd.get())
+        };
+        assert_eq!(xrcd(&[]), Ok(limits::DEFAULT_MAX_XRCD));
+        assert_eq!(xrcd(&["--max-xrcd", "3"]), Ok(3));
+        assert_eq!(xrcd(&["--max-xrcd", "3", "--max-srq", "0"]), Ok(0));
+        assert_eq!(
+            xrcd(&["--max-xrcd", "16385"]),
+            Err(LimitsError::MaxXrcd(16385))
+        );
+        let no_rings = ["x", "--socket", "a", "--max-xrcd", "3"];
+        assert!(Cli::try_parse_from(no_rings).is_err(), "needs --rings");
     }
 
     #[test]

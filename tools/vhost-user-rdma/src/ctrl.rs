@@ -64,6 +64,8 @@ pub struct State {
     pub(crate) srqs: SrqTable,
     /// Counter sets, by number (a reset frees them with the rest).
     pub(crate) counter_sets: CounterSets,
+    /// XRC domains, by number (`xrcd.rs`).
+    pub(crate) xrcds: HandleTable,
 }
 
 impl State {
@@ -78,6 +80,7 @@ impl State {
             routes: (0..limits.qp_count()).map(|_| None).collect(),
             srqs: SrqTable::new(limits.max_srq()),
             counter_sets: CounterSets::new(limits.max_counter_sets()),
+            xrcds: HandleTable::new(limits.max_xrcd()),
         }
     }
 
@@ -85,7 +88,7 @@ impl State {
     fn census(&self) -> String {
         format!(
             "{} PDs, {} MRs ({} page-table entries), {} windows, {} CQs, {} QPs, {} SRQs, {} GIDs, \
-             {} counter sets",
+             {} counter sets, {} XRC domains",
             self.pds.len(),
             self.mrs.len(),
             self.mr_pages,
@@ -94,7 +97,8 @@ impl State {
             self.qps.iter().flatten().count(),
             self.srqs.len(),
             self.gids.len(),
-            self.counter_sets.len()
+            self.counter_sets.len(),
+            self.xrcds.len()
         )
     }
 
@@ -127,6 +131,14 @@ impl State {
     /// QP `qpn`, mutable.
     pub fn qp_mut(&mut self, qpn: u32) -> Option<&mut Qp> {
         self.qps.get_mut(qpn as usize).and_then(Option::as_mut)
+    }
+
+    /// The lowest free ring QP number (ring QPs are numbered from
+    /// `max_qp`, the virtqueue QPs' count).
+    pub(crate) fn free_ring_qpn(&self, max_qp: u32) -> Option<u32> {
+        (max_qp as usize..self.qps.len())
+            .find(|&n| self.qps[n].is_none())
+            .map(|n| n as u32)
     }
 
     /// Whether GID index `index` of port 1 is set.
@@ -222,6 +234,12 @@ fn command_info(cmd: u32) -> Option<(&'static str, usize)> {
         ),
         VIRTIO_RDMA_CMD_DEALLOC_COUNTER_SET => ("DEALLOC_COUNTER_SET", 0),
         VIRTIO_RDMA_CMD_BIND_COUNTER_SET => ("BIND_COUNTER_SET", 0),
+        VIRTIO_RDMA_CMD_ALLOC_XRCD => ("ALLOC_XRCD", size_of::<VirtioRdmaRspAllocXrcd>()),
+        VIRTIO_RDMA_CMD_DEALLOC_XRCD => ("DEALLOC_XRCD", 0),
+        VIRTIO_RDMA_CMD_CREATE_XRC_SRQ => ("CREATE_XRC_SRQ", size_of::<VirtioRdmaRspCreateSrq>()),
+        VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP => {
+            ("CREATE_XRC_TGT_QP", size_of::<VirtioRdmaRspCreateQp>())
+        }
         _ => return None,
     })
 }
@@ -504,8 +522,8 @@ impl Ctrl {
     }
 
     /// One look at every ring; whether any had work. Receives posted to an
-    /// SRQ are new receives for every QP created with it (each may have a
-    /// sender stalled on RNR).
+    /// SRQ are new receives for every QP that takes from it (each may have
+    /// a sender stalled on RNR).
     fn serve_rings(&self, serve: &impl Fn(u32, bool, bool)) -> bool {
         let mut todo: Vec<(u32, bool, bool)> = {
             let guard = self.mem.memory();
@@ -518,20 +536,22 @@ impl Ctrl {
                 .filter(|(_, sq, rq)| *sq || *rq)
                 .collect()
         };
-        let grown: Vec<u32> = {
+        let grown: Vec<(u32, Option<u32>)> = {
             let guard = self.mem.memory();
             let st = self.lock();
             st.srqs
                 .iter()
                 .filter(|(_, s)| s.ring.moved(&guard))
-                .map(|(n, _)| n)
+                .map(|(n, s)| (n, s.xrc.map(|x| x.xrcdn)))
                 .collect()
         };
         let grown = !grown.is_empty() && {
             let st = self.lock();
+            // An XRC SRQ's takers are the target QPs of its domain.
             let takers = st.qps.iter().enumerate().filter_map(|(n, q)| {
-                let srqn = q.as_ref()?.srq?.srqn;
-                grown.contains(&srqn).then_some(n as u32)
+                let q = q.as_ref()?;
+                let takes = grown.iter().any(|&(srqn, xrcdn)| q.takes_from(srqn, xrcdn));
+                takes.then_some(n as u32)
             });
             for qpn in takers {
                 match todo.iter_mut().find(|t| t.0 == qpn) {
@@ -663,6 +683,10 @@ impl Ctrl {
             VIRTIO_RDMA_CMD_MODIFY_SRQ if self.rings_acked() => self.modify_srq(body),
             VIRTIO_RDMA_CMD_QUERY_SRQ if self.rings_acked() => self.query_srq(body),
             VIRTIO_RDMA_CMD_DESTROY_SRQ if self.rings_acked() => self.destroy_srq(body),
+            VIRTIO_RDMA_CMD_ALLOC_XRCD if self.xrc_enabled() => self.alloc_xrcd(),
+            VIRTIO_RDMA_CMD_DEALLOC_XRCD if self.xrc_enabled() => self.dealloc_xrcd(body),
+            VIRTIO_RDMA_CMD_CREATE_XRC_SRQ if self.xrc_enabled() => self.create_xrc_srq(body),
+            VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP if self.xrc_enabled() => self.create_xrc_tgt_qp(body),
             _ => {
                 self.guest_warn(format_args!("{name} is not implemented"));
                 Err(VIRTIO_RDMA_S_UNSUPPORTED)

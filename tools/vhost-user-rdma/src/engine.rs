@@ -20,6 +20,11 @@
 //! after the device's other queues. A posted receive retries only the
 //! sender stalled on that very QP.
 //!
+//! An XRC_INI QP requests as RC does, of its XRC_TGT peer; each request
+//! names the XRC SRQ of the target's domain that stands in for the
+//! target's PD and receive queue (`xrcd.rs`), and one naming anything
+//! else fails with IB_WC_REM_INV_REQ_ERR and moves nothing.
+//!
 //! UC QPs are connected like RC but nothing acknowledges their messages:
 //! what the responder does not take (no receive posted, a failed remote
 //! access check, a responder that is gone) is lost without stalling or
@@ -54,6 +59,7 @@ use crate::ring::{Element, WorkRing};
 use crate::stats::{Counter, Tally};
 use crate::vring::RdmaVring;
 use crate::wqe::{self, wr_id_of, RecvWqe, SendWqe, Sge, SGE_LEN, SQ_HDR_LEN};
+use crate::xrcd::{self, Target};
 
 mod transfer;
 
@@ -756,7 +762,7 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
     // this PSN.
     let bytes = w.payload_len();
     let n = qp::packets(w.opcode, bytes, s.path_mtu);
-    let peer = match admit(fabric, ctrl, qpn, &s, true) {
+    let mut peer = match admit(fabric, ctrl, qpn, &s, true) {
         Ok(peer) => peer,
         Err(why) => {
             // Sent, and nobody took it.
@@ -768,16 +774,18 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
             return Exec::Done(IB_WC_RETRY_EXC_ERR, 0);
         }
     };
-    let done = match w.opcode {
-        IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_SEND_WITH_INV => {
-            connected_send(fabric, ctrl, qpn, &s, &peer, w)
+    let done = match resolve_xrc(&mut peer, &s, w) {
+        // IB's invalid XRC extended header: NAK'd, nothing moves.
+        Err(why) => {
+            debug!(
+                "{}: QP {qpn}: wr_id {} names SRQ {}: {why}",
+                ctrl.name(),
+                w.wr_id,
+                w.xrc().remote_srqn.get()
+            );
+            Exec::Done(IB_WC_REM_INV_REQ_ERR, 0)
         }
-        IB_WR_RDMA_WRITE | IB_WR_RDMA_WRITE_WITH_IMM => rdma_write(fabric, ctrl, qpn, &s, &peer, w),
-        IB_WR_RDMA_READ => rdma_read(fabric, ctrl, &s, &peer, w),
-        IB_WR_ATOMIC_CMP_AND_SWP | IB_WR_ATOMIC_FETCH_AND_ADD => {
-            Exec::Done(atomic(fabric, ctrl, &s, &peer, w), 8)
-        }
-        _ => Exec::Done(IB_WC_LOC_QP_OP_ERR, 0),
+        Ok(()) => execute_remote(fabric, ctrl, qpn, &s, &peer, w),
     };
     // The request went out (an RNR NAK'd one is sent again later with the
     // same PSN): both ends move past its packets.
@@ -795,6 +803,48 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
         }
     }
     done
+}
+
+/// Executes RC/UC request `w` of QP `qpn` at its admitted responder.
+fn execute_remote(
+    fabric: &Fabric,
+    ctrl: &Ctrl,
+    qpn: u32,
+    s: &Sender,
+    peer: &Peer,
+    w: &SendWqe,
+) -> Exec {
+    match w.opcode {
+        IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_SEND_WITH_INV => {
+            connected_send(fabric, ctrl, qpn, s, peer, w)
+        }
+        IB_WR_RDMA_WRITE | IB_WR_RDMA_WRITE_WITH_IMM => rdma_write(fabric, ctrl, qpn, s, peer, w),
+        IB_WR_RDMA_READ => rdma_read(fabric, ctrl, s, peer, w),
+        IB_WR_ATOMIC_CMP_AND_SWP | IB_WR_ATOMIC_FETCH_AND_ADD => {
+            Exec::Done(atomic(fabric, ctrl, s, peer, w), 8)
+        }
+        _ => Exec::Done(IB_WC_LOC_QP_OP_ERR, 0),
+    }
+}
+
+/// For a request of an XRC_INI QP: the XRC SRQ it names at its target
+/// `peer` (of the target's domain, else refused), which the responder then
+/// uses in place of the target's PD, receive queue and recv CQ. Other
+/// QPs' requests name none.
+fn resolve_xrc(peer: &mut Peer, s: &Sender, w: &SendWqe) -> Result<(), crate::srq::Refusal> {
+    if s.qp_type != IB_QPT_XRC_INI {
+        return Ok(());
+    }
+    let st = peer.ctrl().lock();
+    // Admission let only an XRC_TGT QP, which has a domain, answer.
+    let xrcdn = st
+        .qp(peer.qpn)
+        .and_then(|q| q.xrcdn)
+        .ok_or("no target QP")?;
+    let target = xrcd::target(&st.srqs, xrcdn, w.xrc().remote_srqn.get())?;
+    drop(st);
+    peer.xrc = Some(target);
+    Ok(())
 }
 
 /// Why an RC/UC request reaches no responder.
@@ -853,12 +903,13 @@ fn admit(
         dev,
         qpn: s.dest_qpn,
         counters: None,
+        xrc: None,
     };
     let pc = peer.dev.ctrl();
     let st = pc.lock();
     let q = st
         .qp(peer.qpn)
-        .filter(|q| q.qp_type == s.qp_type && q.can_receive())
+        .filter(|q| q.qp_type == xrcd::responder_type(s.qp_type) && q.can_receive())
         .ok_or(Refused::NotReady(peer.qpn))?;
     // Dropped as not for it: counted on the QP addressed.
     let tally = pc.stats().of(q.counters.as_deref());
@@ -906,6 +957,9 @@ struct Peer {
     qpn: u32,
     /// The QP's counter set when it was found, if it is bound to one.
     counters: Option<Arc<CounterSet>>,
+    /// For an XRC_TGT QP: the XRC SRQ the request names, its PD and
+    /// receive queue for this request.
+    xrc: Option<Target>,
 }
 
 impl Peer {
@@ -984,8 +1038,9 @@ fn resolve(st: &State, pdn: u32, sges: &[Sge], access: u32, limit: u64) -> Resul
     Ok(out)
 }
 
-/// Remote access: rkey (an MR's or a window's), PD of the responder QP,
-/// MR or window and QP access rights, bounds.
+/// Remote access: rkey (an MR's or a window's), PD of the responder QP (of
+/// the XRC SRQ a request to a target QP names), MR or window and QP access
+/// rights, bounds.
 fn resolve_remote(peer: &Peer, rkey: u32, addr: u64, len: u64, access: u32) -> Result<Ranges, ()> {
     if len == 0 {
         return Ok(Ranges::new());
@@ -995,8 +1050,10 @@ fn resolve_remote(peer: &Peer, rkey: u32, addr: u64, len: u64, access: u32) -> R
     if qp.attr.qp_access_flags.get() & access != access {
         return Err(());
     }
+    // A target QP has no PD: the rkeys are those of the XRC SRQ's.
+    let pdn = peer.xrc.map_or(qp.pdn, |t| t.pdn);
     st.mrs
-        .remote(rkey, peer.qpn, qp.pdn, addr, len, access)
+        .remote(rkey, peer.qpn, pdn, addr, len, access)
         .ok_or(())
 }
 
@@ -1117,8 +1174,11 @@ struct Recv {
     recv_cqn: u32,
     /// The PD its lkeys are checked against (its SRQ's, if it has one).
     pdn: u32,
-    /// The responder QP's own PD (what SEND_WITH_INV's rkey must be of).
+    /// The responder QP's own PD (what SEND_WITH_INV's rkey must be of;
+    /// a target QP's is its XRC SRQ's).
     qp_pdn: u32,
+    /// The XRC SRQ it came from, for a target QP.
+    xrc_srqn: Option<u32>,
 }
 
 enum Take {
@@ -1129,32 +1189,39 @@ enum Take {
     Bad,
 }
 
-/// Takes the next receive of `peer`: from its SRQ if it has one, else
-/// from its RQ.
+/// Takes the next receive of `peer`: from its SRQ if it has one (a target
+/// QP: the XRC SRQ the request names), else from its RQ.
 fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
     let pc = peer.ctrl();
     let Some((mut max_sge, recv_cqn, qp_pdn, srq, timer)) = pc.lock().qp(peer.qpn).map(|q| {
         (
             q.caps.max_recv_sge,
-            q.recv_cqn,
-            q.pdn,
-            q.srq,
+            peer.xrc.map_or(q.recv_cqn, |t| t.cqn),
+            peer.xrc.map_or(q.pdn, |t| t.pdn),
+            peer.xrc.map(|t| t.link()).or(q.srq),
             q.attr.min_rnr_timer,
         )
     }) else {
         return Take::Empty(Duration::ZERO);
     };
+    let xrc_srqn = peer.xrc.map(|t| t.srqn);
     let recv = |head, wqe| Recv {
         head,
         wqe,
         recv_cqn,
         pdn: srq.map_or(qp_pdn, |s| s.pdn),
         qp_pdn,
+        xrc_srqn,
     };
-    // A receive held for a message that never ended is the next one.
+    // A receive held for a message that never ended is the next one, for
+    // a message to the same queue (a target QP's came from the XRC SRQ
+    // one request named; one for another SRQ ends it).
     let held = pc.lock().qp_mut(peer.qpn).and_then(|q| q.held_recv.take());
     if let Some(h) = held {
-        return Take::Got(recv(h.head, h.wqe));
+        if h.xrc_srqn == xrc_srqn {
+            return Take::Got(recv(h.head, h.wqe));
+        }
+        transfer::flush_held(pc, peer.qpn, h, IB_WC_WR_FLUSH_ERR);
     }
     let delay = Duration::from_micros(rnr_delay_us(timer));
     let rq = match srq {
@@ -1689,6 +1756,7 @@ fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         dev,
         qpn: ud.remote_qpn.get(),
         counters: None,
+        xrc: None,
     };
     let qkey = if ud.remote_qkey.get() & QKEY_PRIVILEGED != 0 {
         s.qkey

@@ -16,8 +16,9 @@ use zerocopy::{FromZeros, IntoBytes};
 use crate::abi::*;
 use crate::ctrl::{Ctrl, RSP_HDR_LEN};
 use crate::ib::*;
-use crate::limits::{Limits, Mac, MAX_INLINE_DATA, MAX_SGE};
+use crate::limits::{Limits, Mac, Rings, MAX_INLINE_DATA, MAX_SGE};
 use crate::mr;
+use crate::ring::CqRing;
 use crate::wqe;
 
 mod data_path;
@@ -28,14 +29,24 @@ const MEM_SIZE: usize = 1 << 20;
 /// Where [`work_request`]'s setup puts the user MR's page table.
 const TABLE: u64 = 0x8_0000;
 
-/// A device with empty tables over fresh guest memory.
+/// A device with empty tables over fresh guest memory, offering a few
+/// rings, SRQs and XRC domains (and the driver took them), so that every
+/// command is reachable.
 fn device() -> Ctrl {
     let mem =
         GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), MEM_SIZE)]).expect("guest memory");
-    let limits = Limits::new(8, 4, 16, Mac([0x52, 0x54, 0, 0, 0, 1])).expect("limits");
-    Ctrl::new("fuzz", limits, GuestMemoryAtomic::new(mem))
+    let rings = Rings::new(4, 4, 1, 0)
+        .and_then(|r| r.with_max_srq(4))
+        .and_then(|r| r.with_max_xrcd(2))
+        .expect("rings");
+    let limits = Limits::new(8, 4, 16, Mac([0x52, 0x54, 0, 0, 0, 1]))
+        .and_then(|l| l.with_rings(Some(rings)))
+        .expect("limits");
+    let ctrl = Ctrl::new("fuzz", limits, GuestMemoryAtomic::new(mem))
         .expect("device")
-        .with_fixed_key_byte(0)
+        .with_fixed_key_byte(0);
+    ctrl.set_acked_features(1 << VIRTIO_RDMA_F_RINGS);
+    ctrl
 }
 
 /// Takes `n` bytes (fewer at the end of the input).
@@ -180,6 +191,7 @@ pub fn work_request(data: &[u8]) -> bool {
             w.ud(),
             w.reg(),
             w.bind(),
+            w.xrc(),
             w.payload_len(),
         );
         let _ = (w.signaled(false), wqe::wc_opcode(w.opcode));
@@ -379,10 +391,114 @@ pub fn ctrl_seeds() -> Vec<Vec<u8>> {
         s.extend(record(VIRTIO_RDMA_CMD_DESTROY_PD, &pair(pdn, 0), 0));
         seeds.push(s);
     }
+    seeds.push(xrc_seed(base.clone(), pdn, &gid.gid));
     let mut s = base;
     s.extend(record(VIRTIO_RDMA_CMD_DESTROY_CQ, &pair(0, 0), 0));
     seeds.push(s);
     seeds
+}
+
+/// An odd-tag record: `bytes` written to guest memory at `at`.
+fn mem_record(at: u16, bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![1];
+    out.extend_from_slice(&(at / 16).to_le_bytes());
+    out.push(u8::try_from(bytes.len()).expect("short"));
+    out.extend_from_slice(bytes);
+    out
+}
+
+/// A one-page ring of `depth` slots of `stride` bytes whose page table
+/// (at `table`) names page `page`.
+fn one_page_ring(
+    s: &mut Vec<u8>,
+    table: u16,
+    page: u64,
+    depth: u32,
+    stride: u32,
+) -> VirtioRdmaRing {
+    s.extend(mem_record(table, &page.to_le_bytes()));
+    VirtioRdmaRing {
+        pages: U64::new(u64::from(table)),
+        npages: U32::new(1),
+        depth: U32::new(depth),
+        stride: U32::new(stride),
+        reserved: U32::new(0),
+    }
+}
+
+/// XRC on top of `base` (PD `pdn`, GID `gid`): a domain, a ring CQ, an XRC
+/// SRQ reporting to it, a target QP and an initiator QP (qpns 8 and 9, the
+/// first ring QP numbers), each initiator work request naming the SRQ;
+/// then all of it taken down again.
+fn xrc_seed(mut s: Vec<u8>, pdn: u32, gid: &[u8; 16]) -> Vec<u8> {
+    let cq_ring = one_page_ring(&mut s, 0x9000, 0xa000, 8, CqRing::STRIDE);
+    let cq = VirtioRdmaCmdCreateCqRing {
+        ring: cq_ring,
+        comp_vq: U32::new(0),
+        reserved: U32::new(0),
+    };
+    // Ring CQs are numbered after the virtqueue CQs (max_cq is 4).
+    let cqn = 4;
+    s.extend(record(VIRTIO_RDMA_CMD_CREATE_CQ_RING, cq.as_bytes(), 8));
+    s.extend(record(VIRTIO_RDMA_CMD_ALLOC_XRCD, &[], 8));
+    let srq_ring = one_page_ring(&mut s, 0x9100, 0xb000, 8, 32);
+    let srq = VirtioRdmaCmdCreateXrcSrq {
+        srq: VirtioRdmaCmdCreateSrq {
+            ring: srq_ring,
+            pdn: U32::new(pdn),
+            max_wr: U32::new(8),
+            max_sge: U32::new(1),
+            srq_limit: U32::new(2),
+            flags: U32::new(0),
+            reserved: U32::new(0),
+        },
+        xrcdn: U32::new(1),
+        cqn: U32::new(cqn),
+    };
+    s.extend(record(VIRTIO_RDMA_CMD_CREATE_XRC_SRQ, srq.as_bytes(), 8));
+    s.extend(record(VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP, &pair(1, 0), 8));
+    let sq = one_page_ring(&mut s, 0x9200, 0xc000, 8, 80);
+    let mut ini = VirtioRdmaCmdCreateQpRing::new_zeroed();
+    ini.qp.pdn = U32::new(pdn);
+    ini.qp.qp_type = IB_QPT_XRC_INI;
+    ini.qp.max_send_wr = U32::new(8);
+    ini.qp.max_send_sge = U32::new(1);
+    ini.qp.send_cqn = U32::new(cqn);
+    ini.sq = sq;
+    s.extend(record(VIRTIO_RDMA_CMD_CREATE_QP_RING, ini.as_bytes(), 8));
+    // The initiator connects to the target, which answers it.
+    for (qpn, dest) in [(8, 9), (9, 8)] {
+        let mut a = VirtioRdmaQpAttr::new_zeroed();
+        let mut modify = |a: &VirtioRdmaQpAttr, mask: u32| {
+            let m = VirtioRdmaCmdModifyQp {
+                qpn: U32::new(qpn),
+                attr_mask: U32::new(mask),
+                attr: *a,
+            };
+            s.extend(record(VIRTIO_RDMA_CMD_MODIFY_QP, m.as_bytes(), 0));
+        };
+        a.qp_state = IB_QPS_INIT;
+        a.port_num = 1;
+        modify(
+            &a,
+            IB_QP_STATE | IB_QP_PORT | IB_QP_PKEY_INDEX | IB_QP_ACCESS_FLAGS,
+        );
+        a.qp_state = IB_QPS_RTR;
+        a.path_mtu = 3;
+        a.dest_qp_num = U32::new(dest);
+        a.ah_attr.dgid = *gid;
+        a.ah_attr.port_num = 1;
+        let path = IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU | IB_QP_DEST_QPN | IB_QP_RQ_PSN;
+        let target = IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER;
+        modify(&a, if qpn == 8 { path | target } else { path });
+    }
+    s.extend(record(VIRTIO_RDMA_CMD_QUERY_QP, &pair(8, 0), 96));
+    s.extend(record(VIRTIO_RDMA_CMD_DESTROY_QP, &pair(9, 0), 0));
+    s.extend(record(VIRTIO_RDMA_CMD_DESTROY_QP, &pair(8, 0), 0));
+    s.extend(record(VIRTIO_RDMA_CMD_DESTROY_SRQ, &pair(1, 0), 0));
+    s.extend(record(VIRTIO_RDMA_CMD_DEALLOC_XRCD, &pair(1, 0), 0));
+    s.extend(record(VIRTIO_RDMA_CMD_DESTROY_CQ, &pair(cqn, 0), 0));
+    s
 }
 
 /// An SQ element.
@@ -444,6 +560,14 @@ pub fn work_request_seeds() -> Vec<Vec<u8>> {
             send_element(op, 0, at.as_bytes(), &[(0x3000, 8, dma)]),
         ));
     }
+    // An XRC_INI QP's RDMA WRITE: the RDMA part, then the SRQ it names.
+    let mut xrc = VirtioRdmaSqXrc::new_zeroed();
+    xrc.op[..16].copy_from_slice(rdma.as_bytes());
+    xrc.remote_srqn = U32::new(1);
+    seeds.push(caps(
+        0,
+        send_element(IB_WR_RDMA_WRITE, IB_SEND_SIGNALED, xrc.as_bytes(), &sges),
+    ));
     let mut ud = VirtioRdmaSqUd::new_zeroed();
     ud.remote_qpn = U32::new(3);
     ud.remote_qkey = U32::new(0x1111);

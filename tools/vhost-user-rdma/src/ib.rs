@@ -11,6 +11,8 @@ pub const IB_QPT_GSI: u8 = 1;
 pub const IB_QPT_RC: u8 = 2;
 pub const IB_QPT_UC: u8 = 3;
 pub const IB_QPT_UD: u8 = 4;
+pub const IB_QPT_XRC_INI: u8 = 9;
+pub const IB_QPT_XRC_TGT: u8 = 10;
 
 // enum ib_qp_state
 pub const IB_QPS_RESET: u8 = 0;

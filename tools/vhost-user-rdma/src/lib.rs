@@ -7,7 +7,7 @@
 //! The protocol is `Documentation/infiniband/virtio_rdma.rst`; its layouts
 //! are `include/uapi/linux/virtio_rdma.h` (mirrored in [`abi`], checked at
 //! build time). Control commands: [`ctrl`] (dispatch, ports, PDs, GIDs) and
-//! [`verbs`] (CQs, MRs, QPs). Data path: [`engine`] executes SQ elements
+//! [`verbs`] (CQs, MRs, QPs), [`xrcd`] (XRC domains). Data path: [`engine`] executes SQ elements
 //! ([`wqe`]) against MRs ([`mr`]) and QPs ([`qp`]), writes completions
 //! ([`cq`]), and reaches other devices of the process through [`fabric`].
 //! [`stats`] and [`counter_sets`] count what the device did.
@@ -40,3 +40,4 @@ pub mod verbs;
 pub mod vring;
 pub mod worker;
 pub mod wqe;
+pub mod xrcd;

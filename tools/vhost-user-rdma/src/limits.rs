@@ -197,6 +197,9 @@ pub enum LimitsError {
     /// max_srq out of range.
     #[error("--max-srq must be 0..={MAX_RING_OBJECTS}, got {0}")]
     MaxSrq(u32),
+    /// max_xrcd out of range.
+    #[error("--max-xrcd must be 0..={MAX_XRCD}, got {0}")]
+    MaxXrcd(u32),
     /// Counter sets out of range.
     #[error("counter sets must be 1..={MAX_COUNTER_SETS}, got {0}")]
     MaxCounterSets(u32),
@@ -339,6 +342,12 @@ pub const MAX_RING_OBJECTS: u32 = abi::VIRTIO_RDMA_MAX_QP_LIMIT;
 pub const MAX_COMP_VQS: u32 = 16;
 /// Shared receive queues a device with rings offers unless told otherwise.
 pub const DEFAULT_MAX_SRQ: u32 = 1024;
+/// XRC domains a device with SRQs offers unless told otherwise: a domain
+/// is a number and a count of what uses it, so this only bounds the table;
+/// a process opens one per XRC application (`ibv_open_xrcd`).
+pub const DEFAULT_MAX_XRCD: u32 = 64;
+/// Most XRC domains a device may offer.
+pub const MAX_XRCD: u32 = MAX_RING_OBJECTS;
 /// Counter sets (ALLOC_COUNTER_SET) a device keeps at most. Each costs the
 /// host a few hundred bytes (19 counters and the table's entry), so this
 /// bounds what a guest can make the backend allocate; 1024 is more than
@@ -361,6 +370,8 @@ pub struct Rings {
     pub poll_us: u32,
     /// Shared receive queues, numbered from 1 (0: none).
     pub max_srq: u32,
+    /// XRC domains, numbered from 1 (0: no XRC; none without SRQs).
+    pub max_xrcd: u32,
 }
 
 impl Rings {
@@ -380,6 +391,7 @@ impl Rings {
             comp_vqs,
             poll_us,
             max_srq: DEFAULT_MAX_SRQ,
+            max_xrcd: DEFAULT_MAX_XRCD,
         })
     }
 
@@ -389,6 +401,15 @@ impl Rings {
             return Err(LimitsError::MaxSrq(max_srq));
         }
         self.max_srq = max_srq;
+        Ok(self)
+    }
+
+    /// The same ring limits with `max_xrcd` XRC domains.
+    pub fn with_max_xrcd(mut self, max_xrcd: u32) -> Result<Self, LimitsError> {
+        if max_xrcd > MAX_XRCD {
+            return Err(LimitsError::MaxXrcd(max_xrcd));
+        }
+        self.max_xrcd = max_xrcd;
         Ok(self)
     }
 }
@@ -552,6 +573,15 @@ impl Limits {
         self.rings.map_or(0, |r| r.max_srq)
     }
 
+    /// XRC domains (numbered 1..=max_xrcd): XRC SRQs are SRQs, so none
+    /// without them.
+    pub fn max_xrcd(&self) -> u32 {
+        match self.rings {
+            Some(r) if r.max_srq > 0 => r.max_xrcd,
+            _ => 0,
+        }
+    }
+
     /// Receives an SRQ holds, and SGEs of each (0 without SRQs): as a QP's
     /// RQ.
     pub fn srq_caps(&self) -> (u32, u32) {
@@ -696,6 +726,8 @@ impl Limits {
             max_srq: U32::new(self.max_srq()),
             max_srq_wr: U32::new(self.srq_caps().0),
             max_srq_sge: U32::new(self.srq_caps().1),
+            max_xrcd: U32::new(self.max_xrcd()),
+            reserved1: U32::new(0),
         }
     }
 

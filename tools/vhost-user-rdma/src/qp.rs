@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Queue pairs: what CREATE_QP fixed, the attributes MODIFY_QP set, and the
 //! IB state machine with its per-transition attribute masks (as the
-//! kernel's `ib_modify_qp_is_ok` checks them for RC, UC, UD and GSI QPs).
+//! kernel's `ib_modify_qp_is_ok` checks them for RC, UC, UD, GSI, XRC_INI
+//! and XRC_TGT QPs).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,6 +15,11 @@ use crate::limits;
 use crate::ring::WorkRing;
 use crate::srq::SrqLink;
 use crate::wqe::{RecvWqe, SendWqe};
+
+/// The CQ number of a CQ a QP does not have (an XRC_INI QP's recv CQ,
+/// an XRC_TGT QP's two): no CQ has it, so nothing is ever written there
+/// and DESTROY_CQ finds no QP holding a real CQ through it.
+pub const NO_CQ: u32 = u32::MAX;
 
 /// What CREATE_QP fixed.
 #[derive(Clone, Copy, Debug)]
@@ -73,6 +79,13 @@ pub struct HeldRecv {
     pub wqe: RecvWqe,
     /// Names it for the transfer that filled it.
     pub token: u64,
+    /// The CQ its completion goes to (the QP's recv CQ, or for a target
+    /// QP the XRC SRQ's it came from).
+    pub cqn: u32,
+    /// The PD its lkeys are checked against.
+    pub pdn: u32,
+    /// The XRC SRQ it came from (a target QP takes from several).
+    pub xrc_srqn: Option<u32>,
 }
 
 /// The rings of a QP whose queues are in guest memory.
@@ -91,7 +104,7 @@ pub struct QpRings {
 pub struct Qp {
     /// Protection domain.
     pub pdn: u32,
-    /// `enum ib_qp_type`: GSI, RC, UC or UD.
+    /// `enum ib_qp_type`: GSI, RC, UC, UD, XRC_INI or XRC_TGT.
     pub qp_type: u8,
     /// Every SQ element generates a completion.
     pub sq_sig_all: bool,
@@ -116,6 +129,8 @@ pub struct Qp {
     /// The counter set it counts in (BIND_COUNTER_SET), if any; else the
     /// port's own counters.
     pub counters: Option<Arc<CounterSet>>,
+    /// An XRC_TGT QP's domain (`xrcd.rs`).
+    pub xrcdn: Option<u32>,
 }
 
 impl Qp {
@@ -140,6 +155,7 @@ impl Qp {
             rings: None,
             srq: None,
             counters: None,
+            xrcdn: None,
         }
     }
 
@@ -153,15 +169,18 @@ impl Qp {
         matches!(self.state(), IB_QPS_RTR | IB_QPS_RTS)
     }
 
-    /// The PD its receives' lkeys are checked against: its SRQ's if it has
-    /// one (the receives are the SRQ owner's), else its own.
-    pub fn recv_pdn(&self) -> u32 {
-        self.srq.map_or(self.pdn, |s| s.pdn)
-    }
-
     /// Whether this is a UD or GSI QP.
     pub fn is_ud(&self) -> bool {
         matches!(self.qp_type, IB_QPT_UD | IB_QPT_GSI)
+    }
+
+    /// Whether it takes receives from SRQ `srqn` (of domain `xrcdn` if an
+    /// XRC SRQ): a QP created with it, or a target QP of its domain.
+    pub fn takes_from(&self, srqn: u32, xrcdn: Option<u32>) -> bool {
+        match xrcdn {
+            Some(d) => self.xrcdn == Some(d),
+            None => self.srq.is_some_and(|l| l.srqn == srqn),
+        }
     }
 }
 
@@ -170,7 +189,22 @@ impl Qp {
 /// `qp_state_table` (drivers/infiniband/core/verbs.c) for the types and
 /// states the device implements (no SQD).
 fn masks(qp_type: u8, cur: u8, next: u8) -> Option<(u32, u32)> {
-    let rc = qp_type == IB_QPT_RC;
+    // XRC's two halves are RC QPs, each without the other half's
+    // attributes (the kernel's table): an initiator never responds (no
+    // RDMA READ/atomic responder depth, no RNR timer), a target never
+    // requests (no retry counts, no initiator depth).
+    let (ini, tgt) = (qp_type == IB_QPT_XRC_INI, qp_type == IB_QPT_XRC_TGT);
+    let responder = if ini {
+        0
+    } else {
+        IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER
+    };
+    let requester = if tgt {
+        0
+    } else {
+        IB_QP_RETRY_CNT | IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC
+    };
+    let rc = qp_type == IB_QPT_RC || ini || tgt;
     let uc = qp_type == IB_QPT_UC;
     let gsi = qp_type == IB_QPT_GSI;
     // What INIT accepts: RC and UC need access flags and a port, UD a Q_Key
@@ -192,12 +226,7 @@ fn masks(qp_type: u8, cur: u8, next: u8) -> Option<(u32, u32)> {
         (IB_QPS_RESET, IB_QPS_INIT) => (init_attrs, 0),
         (IB_QPS_INIT, IB_QPS_INIT) => (0, init_attrs),
         (IB_QPS_INIT, IB_QPS_RTR) if rc => (
-            IB_QP_AV
-                | IB_QP_PATH_MTU
-                | IB_QP_DEST_QPN
-                | IB_QP_RQ_PSN
-                | IB_QP_MAX_DEST_RD_ATOMIC
-                | IB_QP_MIN_RNR_TIMER,
+            IB_QP_AV | IB_QP_PATH_MTU | IB_QP_DEST_QPN | IB_QP_RQ_PSN | responder,
             IB_QP_ALT_PATH | IB_QP_ACCESS_FLAGS | IB_QP_PKEY_INDEX,
         ),
         (IB_QPS_INIT, IB_QPS_RTR) if uc => (
@@ -206,15 +235,11 @@ fn masks(qp_type: u8, cur: u8, next: u8) -> Option<(u32, u32)> {
         ),
         (IB_QPS_INIT, IB_QPS_RTR) => (0, ud_opt),
         (IB_QPS_RTR, IB_QPS_RTS) if rc => (
-            IB_QP_TIMEOUT
-                | IB_QP_RETRY_CNT
-                | IB_QP_RNR_RETRY
-                | IB_QP_SQ_PSN
-                | IB_QP_MAX_QP_RD_ATOMIC,
+            IB_QP_TIMEOUT | IB_QP_SQ_PSN | requester,
             IB_QP_CUR_STATE
                 | IB_QP_ALT_PATH
                 | IB_QP_ACCESS_FLAGS
-                | IB_QP_MIN_RNR_TIMER
+                | (responder & IB_QP_MIN_RNR_TIMER)
                 | IB_QP_PATH_MIG_STATE,
         ),
         (IB_QPS_RTR, IB_QPS_RTS) if uc => (IB_QP_SQ_PSN, uc_opt),
@@ -225,7 +250,7 @@ fn masks(qp_type: u8, cur: u8, next: u8) -> Option<(u32, u32)> {
                 | IB_QP_ACCESS_FLAGS
                 | IB_QP_ALT_PATH
                 | IB_QP_PATH_MIG_STATE
-                | IB_QP_MIN_RNR_TIMER,
+                | (responder & IB_QP_MIN_RNR_TIMER),
         ),
         (IB_QPS_RTS, IB_QPS_RTS) if uc => (0, uc_opt),
         (IB_QPS_RTS, IB_QPS_RTS) => (0, IB_QP_CUR_STATE | IB_QP_QKEY),
@@ -486,6 +511,57 @@ mod tests {
         assert_eq!(
             modify(&mut q, IB_QP_STATE, &to(9), ok),
             Err(VIRTIO_RDMA_S_INVALID)
+        );
+    }
+
+    /// The kernel's table: an XRC initiator takes no responder
+    /// attributes, a target no requester ones.
+    #[test]
+    fn xrc_masks() {
+        let ok = |_| true;
+        let init = IB_QP_STATE | IB_QP_PORT | IB_QP_PKEY_INDEX | IB_QP_ACCESS_FLAGS;
+        let path = IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU | IB_QP_DEST_QPN | IB_QP_RQ_PSN;
+        let responder = IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER;
+        let requester = IB_QP_RETRY_CNT | IB_QP_RNR_RETRY | IB_QP_MAX_QP_RD_ATOMIC;
+        let rts = IB_QP_STATE | IB_QP_TIMEOUT | IB_QP_SQ_PSN;
+        let mut i = qp(IB_QPT_XRC_INI);
+        assert_eq!(modify(&mut i, init, &to(IB_QPS_INIT), ok), Ok((0, 1)));
+        assert_eq!(
+            modify(&mut i, path | responder, &to(IB_QPS_RTR), ok),
+            Err(VIRTIO_RDMA_S_INVALID)
+        );
+        assert_eq!(modify(&mut i, path, &to(IB_QPS_RTR), ok), Ok((1, 2)));
+        assert_eq!(
+            modify(&mut i, rts, &to(IB_QPS_RTS), ok),
+            Err(VIRTIO_RDMA_S_INVALID),
+            "needs the requester attributes"
+        );
+        assert_eq!(
+            modify(&mut i, rts | requester, &to(IB_QPS_RTS), ok),
+            Ok((2, 3))
+        );
+        assert_eq!(
+            modify(&mut i, IB_QP_MIN_RNR_TIMER, &to(IB_QPS_RTS), ok),
+            Err(VIRTIO_RDMA_S_INVALID)
+        );
+        let mut t = qp(IB_QPT_XRC_TGT);
+        assert_eq!(modify(&mut t, init, &to(IB_QPS_INIT), ok), Ok((0, 1)));
+        assert_eq!(
+            modify(&mut t, path, &to(IB_QPS_RTR), ok),
+            Err(VIRTIO_RDMA_S_INVALID),
+            "needs the responder attributes"
+        );
+        assert_eq!(
+            modify(&mut t, path | responder, &to(IB_QPS_RTR), ok),
+            Ok((1, 2))
+        );
+        assert_eq!(
+            modify(&mut t, rts | requester, &to(IB_QPS_RTS), ok),
+            Err(VIRTIO_RDMA_S_INVALID)
+        );
+        assert_eq!(
+            modify(&mut t, rts | IB_QP_MIN_RNR_TIMER, &to(IB_QPS_RTS), ok),
+            Ok((2, 3))
         );
     }
 

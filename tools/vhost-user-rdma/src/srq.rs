@@ -9,12 +9,17 @@
 //! `SRQ_LIMIT_REACHED` event when a take leaves fewer receives than it,
 //! and disarms. An SRQ lives while QPs were created with it: its PD and
 //! size are fixed for its life, so a QP keeps a copy ([`SrqLink`]).
+//!
+//! An XRC SRQ (`xrcd.rs`) is one of an XRC domain: no QP is created with
+//! it; the target QPs of its domain take its receives for the messages
+//! that name it, and complete them on its own CQ.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::ring::WorkRing;
 use crate::wqe;
+use crate::xrcd::XrcSrq;
 
 /// One shared receive queue.
 #[derive(Debug)]
@@ -33,6 +38,8 @@ pub struct Srq {
     pub qps: u32,
     /// The ring belongs to a process (`VIRTIO_RDMA_SRQ_F_USER`).
     pub user: bool,
+    /// Its domain and CQ, if it is an XRC SRQ.
+    pub xrc: Option<XrcSrq>,
 }
 
 /// What a QP keeps of its SRQ.
@@ -159,6 +166,18 @@ impl SrqTable {
     pub fn uses_pd(&self, pdn: u32) -> bool {
         self.iter().any(|(_, s)| s.pdn == pdn)
     }
+
+    /// Whether an XRC SRQ is of domain `xrcdn`.
+    pub fn uses_xrcd(&self, xrcdn: u32) -> bool {
+        self.iter()
+            .any(|(_, s)| s.xrc.is_some_and(|x| x.xrcdn == xrcdn))
+    }
+
+    /// Whether an XRC SRQ reports its receive completions to CQ `cqn`.
+    pub fn reports_to(&self, cqn: u32) -> bool {
+        self.iter()
+            .any(|(_, s)| s.xrc.is_some_and(|x| x.cqn == cqn))
+    }
 }
 
 #[cfg(test)]
@@ -188,6 +207,7 @@ mod tests {
             limit,
             qps: 0,
             user: false,
+            xrc: None,
         }
     }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Control commands that create, change and destroy CQs, MRs, QPs and
-//! SRQs.
+//! SRQs (an XRC SRQ's and an XRC initiator's checks included; the XRC
+//! domain commands are `xrcd.rs`).
 //! Each checks every argument before it changes anything; a failed command
 //! has no effect.
 
@@ -20,11 +21,12 @@ use crate::ib::*;
 use crate::limits;
 use crate::mr::{self, Mr, MrKind, PageMap};
 use crate::mw::Mw;
-use crate::qp::{self, Qp, QpCaps, QpRings};
+use crate::qp::{self, Qp, QpCaps, QpRings, NO_CQ};
 use crate::ring::{self, CqRing, RingMap, WorkRing};
 use crate::srq::{self, Srq};
 use crate::stats::Counter;
 use crate::wqe;
+use crate::xrcd::XrcSrq;
 
 /// Largest page table of a user MR (max_mr_size in pages).
 const MAX_USER_MR_PAGES: u64 = limits::MAX_MR_SIZE / VIRTIO_RDMA_PAGE_SIZE as u64;
@@ -168,8 +170,9 @@ impl Ctrl {
                 .iter()
                 .flatten()
                 .any(|q| q.send_cqn == cqn || q.recv_cqn == cqn)
+                || st.srqs.reports_to(cqn)
             {
-                let why = format_args!("cqn {cqn} is used by a QP");
+                let why = format_args!("cqn {cqn} is used by a QP or an XRC SRQ");
                 return Err(self.bad("DESTROY_CQ", why, VIRTIO_RDMA_S_BUSY));
             }
             st.cqs[cqn as usize] = None;
@@ -489,7 +492,22 @@ impl Ctrl {
         };
         let qs = u32::from(self.limits().queue_size());
         let (pdn, qp_type) = (req.pdn.get(), req.qp_type);
-        let (send_cqn, recv_cqn) = (req.send_cqn.get(), req.recv_cqn.get());
+        // An XRC initiator only sends, from a process's ring: it has no
+        // receive queue, SRQ or recv CQ (its `recv_cqn` is ignored).
+        let ini = qp_type == IB_QPT_XRC_INI;
+        if ini {
+            let receives = caps.max_recv_wr != 0 || caps.max_recv_sge != 0 || req.srqn.get() != 0;
+            if rings.is_none() || !self.xrc_enabled() || receives {
+                let why = format_args!(
+                    "an XRC_INI QP needs rings, XRC and no receives (srqn {}, {caps:?})",
+                    req.srqn.get()
+                );
+                return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+            }
+        }
+        let send_cqn = req.send_cqn.get();
+        // (An initiator's is checked as its send CQ, and kept as NO_CQ.)
+        let recv_cqn = if ini { send_cqn } else { req.recv_cqn.get() };
         let mut st = self.lock();
         if !st.pds.contains(pdn) {
             return Err(self.bad(
@@ -518,10 +536,18 @@ impl Ctrl {
                 let why = format_args!("srqn {srqn} on a GSI QP or one with an RQ ({caps:?})");
                 return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
             }
-            _ => Some(st.srqs.get(srqn).map(|s| s.link(srqn)).ok_or_else(|| {
-                let why = format_args!("srqn {srqn} does not exist");
-                self.bad(cmd, why, VIRTIO_RDMA_S_NOT_FOUND)
-            })?),
+            _ => match st.srqs.get(srqn) {
+                None => {
+                    let why = format_args!("srqn {srqn} does not exist");
+                    return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NOT_FOUND));
+                }
+                // Only its domain's target QPs take an XRC SRQ's receives.
+                Some(s) if s.xrc.is_some() => {
+                    let why = format_args!("srqn {srqn} is an XRC SRQ");
+                    return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+                }
+                Some(s) => Some(s.link(srqn)),
+            },
         };
         let bad_caps = caps.max_send_wr == 0
             || caps.max_send_wr > qs
@@ -530,7 +556,8 @@ impl Ctrl {
             || caps.max_recv_sge > limits::MAX_SGE
             || caps.max_inline_data > limits::MAX_INLINE_DATA
             || req.sq_sig_all > 1;
-        if bad_caps || !matches!(qp_type, IB_QPT_GSI | IB_QPT_RC | IB_QPT_UC | IB_QPT_UD) {
+        let known = matches!(qp_type, IB_QPT_GSI | IB_QPT_RC | IB_QPT_UC | IB_QPT_UD) || ini;
+        if bad_caps || !known {
             let why = format_args!("type {qp_type} or capacities {caps:?} not supported");
             return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
         }
@@ -540,12 +567,13 @@ impl Ctrl {
             (None, _) => (2..max_qp).find(|&n| st.qps[n].is_none()),
             // The GSI QP is the kernel's, on a virtqueue.
             (Some(_), IB_QPT_GSI) => None,
-            (Some(_), _) => (max_qp..st.qps.len()).find(|&n| st.qps[n].is_none()),
+            (Some(_), _) => st.free_ring_qpn(max_qp as u32).map(|n| n as usize),
         };
         let Some(qpn) = qpn else {
             let why = format_args!("no free QP number for type {qp_type}");
             return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NO_RESOURCE));
         };
+        let recv_cqn = if ini { NO_CQ } else { recv_cqn };
         let mut qp = Qp::new(
             pdn,
             qp_type,
@@ -584,13 +612,15 @@ impl Ctrl {
         }
         let q = &req.qp;
         let sge = |n: u32| n.saturating_mul(wqe::SGE_LEN as u32);
-        let sq_stride =
-            wqe::SQ_HDR_LEN as u32 + sge(q.max_send_sge.get()).max(q.max_inline_data.get());
-        let rq_stride = wqe::RQ_HDR_LEN as u32 + sge(q.max_recv_sge.get());
-        // A QP with an SRQ takes its receives there: it has no RQ ring.
-        let has_rq = q.srqn.get() == 0;
+        // Sizes the guest chose: saturated, and refused by RingMap::load.
+        let sq_stride = (wqe::SQ_HDR_LEN as u32)
+            .saturating_add(sge(q.max_send_sge.get()).max(q.max_inline_data.get()));
+        let rq_stride = (wqe::RQ_HDR_LEN as u32).saturating_add(sge(q.max_recv_sge.get()));
+        // A QP with an SRQ takes its receives there, an XRC initiator takes
+        // none: neither has an RQ ring.
+        let has_rq = q.srqn.get() == 0 && q.qp_type != IB_QPT_XRC_INI;
         if !has_rq && req.rq.as_bytes().iter().any(|&b| b != 0) {
-            let why = format_args!("a QP with an SRQ has an RQ ring");
+            let why = format_args!("a QP with an SRQ, or an XRC_INI QP, has an RQ ring");
             return Err(self.bad(CMD, why, VIRTIO_RDMA_S_INVALID));
         }
         let (sq, rq) = {
@@ -689,26 +719,37 @@ impl Ctrl {
     pub(crate) fn create_srq(&self, body: &[u8]) -> CmdResult {
         const CMD: &str = "CREATE_SRQ";
         let req: VirtioRdmaCmdCreateSrq = self.parse(CMD, body)?;
+        self.insert_srq(CMD, &req, None)
+    }
+
+    /// Checks an SRQ's request (CREATE_SRQ's, also inside CREATE_XRC_SRQ's)
+    /// and adds it, an XRC SRQ if `xrc` says of what.
+    pub(crate) fn insert_srq(
+        &self,
+        cmd: &str,
+        req: &VirtioRdmaCmdCreateSrq,
+        xrc: Option<XrcSrq>,
+    ) -> CmdResult {
         let (pdn, flags) = (req.pdn.get(), req.flags.get());
         let (max_wr, max_sge, limit) = (req.max_wr.get(), req.max_sge.get(), req.srq_limit.get());
         if !self.lock().pds.contains(pdn) {
             let why = format_args!("pdn {pdn} does not exist");
-            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NOT_FOUND));
         }
         if flags & !VIRTIO_RDMA_SRQ_F_USER != 0 {
             let why = format_args!("flags {flags:#x} not understood");
-            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
         }
         let caps = self.limits().srq_caps();
         srq::check_create(max_wr, max_sge, limit, req.ring.depth.get(), caps).map_err(|why| {
             let why = format_args!("max_wr {max_wr} max_sge {max_sge} limit {limit}: {why}");
-            self.bad(CMD, why, VIRTIO_RDMA_S_INVALID)
+            self.bad(cmd, why, VIRTIO_RDMA_S_INVALID)
         })?;
         let map = {
             let guard = self.mem().memory();
             RingMap::load(&guard, &req.ring, max_wr, srq::stride_for(max_sge))
         }
-        .map_err(|r| self.bad(CMD, format_args!("{}", r.why), r.status))?;
+        .map_err(|r| self.bad(cmd, format_args!("{}", r.why), r.status))?;
         let srq = Srq {
             ring: Arc::new(WorkRing::new(map)),
             pdn,
@@ -717,15 +758,16 @@ impl Ctrl {
             limit,
             qps: 0,
             user: flags & VIRTIO_RDMA_SRQ_F_USER != 0,
+            xrc,
         };
         let Some(srqn) = self.lock().srqs.insert(srq) else {
             let why = format_args!("all {} SRQs are in use", self.limits().max_srq());
-            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_NO_RESOURCE));
+            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NO_RESOURCE));
         };
         // Its ring asks for no doorbell yet: poll until it does.
         self.wake_rings();
         debug!(
-            "{}: {CMD} pdn {pdn} max_wr {max_wr} -> srqn {srqn}",
+            "{}: {cmd} pdn {pdn} max_wr {max_wr} -> srqn {srqn}",
             self.name()
         );
         Ok(VirtioRdmaRspCreateSrq {

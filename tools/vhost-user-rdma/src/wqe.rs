@@ -3,11 +3,11 @@
 //! work request, bounded by the QP's capacities.
 
 use smallvec::SmallVec;
-use zerocopy::FromBytes;
+use zerocopy::{FromBytes, FromZeros};
 
 use crate::abi::{
     VirtioRdmaRqReq, VirtioRdmaSge, VirtioRdmaSqAtomic, VirtioRdmaSqBind, VirtioRdmaSqRdma,
-    VirtioRdmaSqReg, VirtioRdmaSqReq, VirtioRdmaSqUd,
+    VirtioRdmaSqReg, VirtioRdmaSqReq, VirtioRdmaSqUd, VirtioRdmaSqXrc,
 };
 use crate::ib::*;
 use crate::mw::BindReq;
@@ -237,6 +237,13 @@ impl SendWqe {
         VirtioRdmaSqAtomic::read_from_prefix(&self.wr)
             .map(|(v, _)| v)
             .unwrap_or_default()
+    }
+
+    /// The XRC part (an XRC_INI QP's remote operations).
+    pub fn xrc(&self) -> VirtioRdmaSqXrc {
+        VirtioRdmaSqXrc::read_from_prefix(&self.wr)
+            .map(|(v, _)| v)
+            .unwrap_or(VirtioRdmaSqXrc::new_zeroed())
     }
 
     /// The UD part.

@@ -201,7 +201,7 @@ fn rust_log_refines_the_log_level() {
 fn sigusr1_logs_each_devices_counters() {
     let err = stderr_after(&[], &[], &["-USR1"]);
     assert!(
-        err.contains("a: holds 0 PDs, 0 MRs (0 page-table entries), 0 windows, 0 CQs, 0 QPs, 0 SRQs, 0 GIDs, 0 counter sets; counters: sent_pkts=0"),
+        err.contains("a: holds 0 PDs, 0 MRs (0 page-table entries), 0 windows, 0 CQs, 0 QPs, 0 SRQs, 0 GIDs, 0 counter sets, 0 XRC domains; counters: sent_pkts=0"),
         "{err}"
     );
 }

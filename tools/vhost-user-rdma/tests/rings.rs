@@ -19,6 +19,18 @@ use zerocopy::{FromZeros, IntoBytes};
 
 /// CREATE_QP_RING with rings `i` and `i + 1`; (status, qpn, SQ, RQ).
 fn try_ring_qp(d: &mut Dev, pdn: u32, cq: u32, i: u64, flags: u32) -> (u8, u32, Ring, Ring) {
+    try_ring_qp_with(d, pdn, cq, i, flags, |_| {})
+}
+
+/// As [`try_ring_qp`], the QP's request changed by `change` first.
+fn try_ring_qp_with(
+    d: &mut Dev,
+    pdn: u32,
+    cq: u32,
+    i: u64,
+    flags: u32,
+    change: impl FnOnce(&mut VirtioRdmaCmdCreateQp),
+) -> (u8, u32, Ring, Ring) {
     let (sq, sq_desc) = ring(d, i, 8, 256);
     let (rq, rq_desc) = ring(d, i + 1, 8, 128);
     let mut q = VirtioRdmaCmdCreateQp::new_zeroed();
@@ -31,6 +43,7 @@ fn try_ring_qp(d: &mut Dev, pdn: u32, cq: u32, i: u64, flags: u32) -> (u8, u32, 
     q.max_recv_sge = 4.into();
     q.recv_cqn = cq.into();
     q.max_inline_data = 64.into();
+    change(&mut q);
     let req = VirtioRdmaCmdCreateQpRing {
         qp: q,
         sq: sq_desc,
@@ -335,6 +348,16 @@ fn ring_descriptions_and_objects_are_checked() {
     // Unknown flags.
     let (st, ..) = try_ring_qp(&mut d, pd, cqn, 1, 2);
     assert_eq!(st, VIRTIO_RDMA_S_INVALID);
+    // Sizes whose slots no ring could hold (once an overflow: the fuzzer's).
+    let huge = [
+        |q: &mut VirtioRdmaCmdCreateQp| q.max_inline_data = u32::MAX.into(),
+        |q: &mut VirtioRdmaCmdCreateQp| q.max_send_sge = u32::MAX.into(),
+        |q: &mut VirtioRdmaCmdCreateQp| q.max_recv_sge = u32::MAX.into(),
+    ];
+    for change in huge {
+        let (st, ..) = try_ring_qp_with(&mut d, pd, cqn, 1, 0, change);
+        assert_eq!(st, VIRTIO_RDMA_S_INVALID);
+    }
     // A completion-event queue the device does not have.
     let (_, desc) = ring(&d, 5, 16, CQE);
     let req = VirtioRdmaCmdCreateCqRing {

@@ -57,6 +57,9 @@ pub(super) fn start(peer: &Peer, recv: Option<(Recv, VirtioRdmaCqReq, bool)>, to
                 head: r.head,
                 wqe: r.wqe,
                 token,
+                cqn: r.recv_cqn,
+                pdn: r.pdn,
+                xrc_srqn: r.xrc_srqn,
             });
         }
         (token, c, solicited)
@@ -151,13 +154,23 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
     let lost = Outcome::End(IB_WC_SUCCESS, total_len);
     // The responder, still there and still connected to this QP (the PSNs
     // were checked when the message was admitted).
-    let Ok(peer) = admit(fabric, ctrl, qpn, s, false) else {
+    let Ok(mut peer) = admit(fabric, ctrl, qpn, s, false) else {
         return if uc {
             lost
         } else {
             Outcome::End(IB_WC_RETRY_EXC_ERR, 0)
         };
     };
+    // The XRC SRQ it names, still of the target's domain (its PD is the
+    // rkeys' and the receive's).
+    if resolve_xrc(&mut peer, s, &w).is_err() {
+        // Its SRQ was destroyed meanwhile: the receive it held ended with
+        // it, without a completion.
+        if let Some((token, ..)) = t.recv {
+            take_held(&peer, token);
+        }
+        return Outcome::End(IB_WC_REM_INV_REQ_ERR, 0);
+    }
     let pc = peer.ctrl();
     // The receive it fills, still held for it.
     let held = match &t.recv {
@@ -168,7 +181,7 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
                 .and_then(|q| q.held_recv.as_ref())
                 .filter(|h| h.token == *token);
             match (q, held) {
-                (Some(q), Some(h)) => Some((h.wqe.sges.clone(), q.recv_pdn())),
+                (Some(_), Some(h)) => Some((h.wqe.sges.clone(), h.pdn)),
                 _ => {
                     return if uc {
                         lost
@@ -273,9 +286,10 @@ fn take_held(peer: &Peer, token: u64) -> Option<Recv> {
     Some(Recv {
         head: h.head,
         wqe: h.wqe,
-        recv_cqn: q.recv_cqn,
-        pdn: q.recv_pdn(),
+        recv_cqn: h.cqn,
+        pdn: h.pdn,
         qp_pdn: q.pdn,
+        xrc_srqn: h.xrc_srqn,
     })
 }
 
@@ -291,21 +305,28 @@ fn fail_recv(fabric: &Fabric, peer: &Peer, t: &Transfer) {
 /// A receive held for a transfer, completed with `status` (flush) or
 /// returned (`None`: discard) before the QP's other receives.
 pub(super) fn drop_held(ctrl: &Ctrl, qpn: u32, status: Option<u8>) {
-    let Some((h, recv_cqn)) = ctrl
-        .lock()
-        .qp_mut(qpn)
-        .and_then(|q| q.held_recv.take().map(|h| (h, q.recv_cqn)))
-    else {
+    let Some(h) = ctrl.lock().qp_mut(qpn).and_then(|q| q.held_recv.take()) else {
         return;
     };
+    match status {
+        Some(status) => flush_held(ctrl, qpn, h, status),
+        None => {
+            if let Some(rq) = recv_vring(ctrl, qpn) {
+                give_back(ctrl, rq, h.head);
+            }
+        }
+    }
+}
+
+/// Completes receive `h`, taken out of QP `qpn`, with `status` on the CQ
+/// it was taken for.
+pub(super) fn flush_held(ctrl: &Ctrl, qpn: u32, h: HeldRecv, status: u8) {
     if let Some(rq) = recv_vring(ctrl, qpn) {
         give_back(ctrl, rq, h.head);
     }
-    if let Some(status) = status {
-        let mut c = cqe(h.wqe.wr_id, status, IB_WC_RECV, qpn);
-        c.byte_len = U32::new(0);
-        if let Err(e) = cq::post(ctrl, recv_cqn, &c, false) {
-            ctrl.guest_warn(format_args!("QP {qpn}: flush completion lost: {e}"));
-        }
+    let mut c = cqe(h.wqe.wr_id, status, IB_WC_RECV, qpn);
+    c.byte_len = U32::new(0);
+    if let Err(e) = cq::post(ctrl, h.cqn, &c, false) {
+        ctrl.guest_warn(format_args!("QP {qpn}: flush completion lost: {e}"));
     }
 }
