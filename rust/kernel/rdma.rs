@@ -10,10 +10,10 @@
 //! behind it ([`Device`]), the `ib_device_ops` table is built from the [`Driver`] implementation
 //! (only the operations the driver implements are set), and the device is registered. Objects
 //! that the core allocates for the driver (protection domains [`Pd`], completion queues [`Cq`],
-//! shared receive queues [`Srq`]) embed their C structure the same way; a [`CqRegistry`] finds
-//! the CQ a device signals. User memory regions pin their pages as a [`Umem`]. A RoCE port can
-//! be bound to its Ethernet interface by MAC address ([`DeviceInfo::roce_mac`]); the binding
-//! follows the interface as it comes and goes.
+//! shared receive queues [`Srq`], XRC domains [`Xrcd`]) embed their C structure the same way;
+//! a [`CqRegistry`] finds the CQ a device signals. User memory regions pin their pages as a
+//! [`Umem`]. A RoCE port can be bound to its Ethernet interface by MAC address
+//! ([`DeviceInfo::roce_mac`]); the binding follows the interface as it comes and goes.
 
 mod ah;
 mod counters;
@@ -33,6 +33,7 @@ mod shared_mem;
 mod srq;
 mod ucontext;
 mod umem;
+mod xrcd;
 
 pub use ah::Ah;
 pub use counters::CounterDesc;
@@ -50,9 +51,10 @@ pub use qp::{
 };
 pub use restrack::ResAttrs;
 pub use shared_mem::SharedMem;
-pub use srq::{NewSrq, Srq, SrqAttr, SrqChange, SrqRegistry};
+pub use srq::{NewSrq, Srq, SrqAttr, SrqChange, SrqRegistry, SrqXrc};
 pub use ucontext::{Ucontext, Udata};
 pub use umem::Umem;
+pub use xrcd::Xrcd;
 
 /// Port numbers of RDMA devices start at 1.
 pub const FIRST_PORT: u32 = 1;

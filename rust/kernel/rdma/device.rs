@@ -14,8 +14,9 @@ use super::{
     qp::{self, NewQp, QpAttr, QpInitAttr, QpRegistry, RecvWrs, RoceAv, SendWrs, WorkQueue},
     restrack::{self, ResAttrs},
     roce,
-    srq::{self, NewSrq, Srq, SrqAttr, SrqChange, SrqRegistry},
+    srq::{self, NewSrq, Srq, SrqAttr, SrqChange, SrqRegistry, SrqXrc},
     ucontext::{self, Ucontext, Udata},
+    xrcd::{self, Xrcd},
     Cq, GidAttr, Pd, Qp,
 };
 use crate::{
@@ -261,11 +262,14 @@ pub trait Driver: Sized + Send + Sync {
     /// Creates the driver's part of a shared receive queue of `pd` with at least the sizes in
     /// `attr` and its limit: a kernel one, or with `udata` a process's, whose receives the
     /// process writes into memory it shares with the driver and announces with
-    /// [`Driver::ring_srq_doorbell`]. The driver reserves the index it returns (see
-    /// [`SrqRegistry::reserve`]).
+    /// [`Driver::ring_srq_doorbell`]. With `xrc`, an XRC SRQ of that domain, whose receive
+    /// completions go to that CQ (a driver without [`Driver::alloc_xrcd`] never gets one).
+    /// The driver reserves the index it returns (see [`SrqRegistry::reserve`]); an XRC SRQ's
+    /// index is also its number, which initiators name.
     fn create_srq(
         _pd: &Pd<Self>,
         _attr: &SrqAttr,
+        _xrc: Option<SrqXrc<'_, Self>>,
         _udata: Option<&mut Udata<'_>>,
     ) -> Result<NewSrq<Self::Srq>> {
         build_error!(VTABLE_DEFAULT_ERROR)
@@ -353,13 +357,38 @@ pub trait Driver: Sized + Send + Sync {
     /// to `send_cq` and `recv_cq`: a kernel one, or with `udata` a user one (of the user context
     /// of `pd`), whose work requests the process writes into memory it shares with the driver
     /// ([`UserMmap`](super::UserMmap)) and then announces with [`Driver::ring_doorbell`].
+    /// Only an XRC initiator QP (`IB_QPT_XRC_INI`, which receives nothing) has no `recv_cq`.
     fn create_qp(
         pd: &Pd<Self>,
         attr: &QpInitAttr,
         send_cq: &Cq<Self>,
-        recv_cq: &Cq<Self>,
+        recv_cq: Option<&Cq<Self>>,
         udata: Option<&mut Udata<'_>>,
     ) -> Result<NewQp<Self::Qp>>;
+
+    /// The driver's part of an XRC domain ([`Xrcd`]).
+    type Xrcd: Send + Sync;
+
+    /// Allocates the driver's part of an XRC domain. A driver with this operation offers XRC:
+    /// it also implements [`Driver::dealloc_xrcd`] and [`Driver::create_xrc_tgt_qp`], and
+    /// XRC SRQs in [`Driver::create_srq`].
+    fn alloc_xrcd(_dev: &Device<Self>) -> Result<Self::Xrcd> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Releases the driver's part of an XRC domain nothing uses any more. The core frees the
+    /// domain whatever happens: a device that fails to free it can only be reported.
+    fn dealloc_xrcd(_dev: &Device<Self>, _xrcd: Self::Xrcd) {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
+
+    /// Creates the driver's part of an XRC target QP of `xrcd`: no queues, no CQs, no PD. It
+    /// takes the receives of its messages from the domain's XRC SRQs that initiators name.
+    /// The core creates it for a process but keeps it itself (processes open it by number),
+    /// so there is no user data.
+    fn create_xrc_tgt_qp(_xrcd: &Xrcd<Self>, _attr: &QpInitAttr) -> Result<NewQp<Self::Qp>> {
+        build_error!(VTABLE_DEFAULT_ERROR)
+    }
 
     /// Destroys a queue pair: when this returns the device no longer uses its queues. The
     /// abstraction has removed it from the registry and drops its data afterwards.
@@ -850,6 +879,11 @@ fn ops<T: Driver>() -> bindings::ib_device_ops {
         ops.query_srq = Some(srq::query_srq_callback::<T>);
         ops.post_srq_recv = Some(srq::post_srq_recv_callback::<T>);
         ops.size_ib_srq = Srq::<T>::SIZE;
+    }
+    if T::HAS_ALLOC_XRCD {
+        ops.alloc_xrcd = Some(xrcd::alloc_xrcd_callback::<T>);
+        ops.dealloc_xrcd = Some(xrcd::dealloc_xrcd_callback::<T>);
+        ops.size_ib_xrcd = Xrcd::<T>::SIZE;
     }
     if T::HAS_RESIZE_USER_CQ {
         ops.resize_user_cq = Some(cq::resize_user_cq_callback::<T>);

@@ -3,7 +3,7 @@
 //! Queue pairs, allocated by the RDMA core with room for the driver's part; their attributes;
 //! and the work requests posted to them.
 
-use super::{registry::Slots, Ah, Cq, Device, Driver, Mr, Pd, Srq, Udata};
+use super::{registry::Slots, Ah, Cq, Device, Driver, Mr, Pd, Srq, Udata, Xrcd};
 use crate::{bindings, error::from_result, prelude::*, sync::new_spinlock_irq, types::Opaque};
 use core::{marker::PhantomData, ops::Deref, ptr};
 
@@ -54,8 +54,8 @@ pub struct NewQp<D> {
 ///
 /// # Invariants
 ///
-/// `ib` is a QP of a device whose driver is `T`, created by the driver (its PD and CQs are of
-/// that device), and `data` is initialised.
+/// `ib` is a QP of a device whose driver is `T`, created by the driver (its PD and CQs, or an
+/// XRC target QP's domain, are of that device), and `data` is initialised.
 #[repr(C)]
 pub struct Qp<T: Driver> {
     ib: Opaque<bindings::ib_qp>,
@@ -608,8 +608,8 @@ impl<'a> Iterator for RecvWrs<'a> {
 /// # Safety
 ///
 /// Called by the RDMA core only, with a zeroed QP of `Qp::<T>::SIZE` bytes whose `device`, `pd`
-/// and CQs are of a device of driver `T`, valid `init`, and a null `udata` (a kernel QP) or the
-/// user verb's (for a QP of a user PD).
+/// and CQs (an XRC target QP: `init.xrcd`) are of a device of driver `T`, valid `init`, and a
+/// null `udata` (a kernel QP, or an XRC target QP) or the user verb's (for a QP of a user PD).
 pub(crate) unsafe extern "C" fn create_qp_callback<T: Driver>(
     qp: *mut bindings::ib_qp,
     init: *mut bindings::ib_qp_init_attr,
@@ -621,18 +621,6 @@ pub(crate) unsafe extern "C" fn create_qp_callback<T: Driver>(
         let mut udata = unsafe { Udata::from_raw_opt(udata) };
         // SAFETY: `qp` and `init` are valid (function safety requirement).
         let (raw, init) = unsafe { (&mut *qp, &mut *init) };
-        if raw.pd.is_null() || init.send_cq.is_null() || init.recv_cq.is_null() {
-            return Err(EINVAL);
-        }
-        // SAFETY: The PD and CQs are live objects of a device of driver `T` (function safety
-        // requirement); the core holds references to them for the QP's lifetime.
-        let (pd, send_cq, recv_cq) = unsafe {
-            (
-                &*raw.pd.cast::<Pd<T>>(),
-                &*init.send_cq.cast::<Cq<T>>(),
-                &*init.recv_cq.cast::<Cq<T>>(),
-            )
-        };
         let attr = QpInitAttr {
             qp_type: init.qp_type,
             cap: QpCap {
@@ -649,7 +637,38 @@ pub(crate) unsafe extern "C" fn create_qp_callback<T: Driver>(
             srq: (!init.srq.is_null()).then(|| unsafe { (*init.srq.cast::<Srq<T>>()).index() }),
             port_num: init.port_num,
         };
-        let new = T::create_qp(pd, &attr, send_cq, recv_cq, udata.as_mut())?;
+        let new = if init.qp_type == bindings::ib_qp_type_IB_QPT_XRC_TGT {
+            // The core keeps target QPs itself (processes open them by number): no PD, no
+            // CQs, no user data, only the domain.
+            if !T::HAS_ALLOC_XRCD {
+                return Err(EOPNOTSUPP);
+            }
+            if init.xrcd.is_null() || udata.is_some() {
+                return Err(EINVAL);
+            }
+            // SAFETY: The domain is a live object of a device of driver `T` (function safety
+            // requirement); the core holds a reference to it for the QP's lifetime.
+            T::create_xrc_tgt_qp(unsafe { Xrcd::from_raw(init.xrcd) }, &attr)?
+        } else {
+            // Only an XRC initiator QP, which receives nothing, has no receive CQ.
+            let no_recv_cq_ok = init.qp_type == bindings::ib_qp_type_IB_QPT_XRC_INI;
+            if raw.pd.is_null()
+                || init.send_cq.is_null()
+                || (init.recv_cq.is_null() && !no_recv_cq_ok)
+            {
+                return Err(EINVAL);
+            }
+            // SAFETY: The PD and CQs are live objects of a device of driver `T` (function
+            // safety requirement); the core holds references to them for the QP's lifetime.
+            let (pd, send_cq, recv_cq) = unsafe {
+                (
+                    &*raw.pd.cast::<Pd<T>>(),
+                    &*init.send_cq.cast::<Cq<T>>(),
+                    init.recv_cq.cast::<Cq<T>>().as_ref(),
+                )
+            };
+            T::create_qp(pd, &attr, send_cq, recv_cq, udata.as_mut())?
+        };
         raw.qp_num = new.qpn;
         init.cap.max_send_wr = new.cap.max_send_wr;
         init.cap.max_recv_wr = new.cap.max_recv_wr;
@@ -664,10 +683,11 @@ pub(crate) unsafe extern "C" fn create_qp_callback<T: Driver>(
             (&raw mut (*obj).data).write(new.data);
             &*obj
         };
-        if let Err(e) = T::qp_registry(pd.device()).insert(obj) {
+        let registry = T::qp_registry(obj.device());
+        if let Err(e) = registry.insert(obj) {
             T::destroy_qp(obj);
             // A reservation the driver made for it goes with it.
-            T::qp_registry(pd.device()).release(new.qpn);
+            registry.release(new.qpn);
             // SAFETY: `data` was initialised above and is not used again: the core frees the QP
             // when this fails.
             unsafe { ptr::drop_in_place(&raw mut (*qp.cast::<Qp<T>>()).data) };

@@ -6,8 +6,11 @@
 //! core counts those QPs and refuses to destroy an SRQ that still has one. Kernel consumers
 //! post receives with `ib_post_srq_recv`; a process writes them into memory it shares with the
 //! driver and rings the doorbell (uverbs `post_srq_recv` without requests), as for a QP.
+//!
+//! An XRC SRQ belongs to an XRC domain instead of to QPs: initiators name it per message, and
+//! its receive completions go to a CQ of its own ([`SrqXrc`]).
 
-use super::{qp::RecvWrs, registry::Slots, Device, Driver, Pd, Udata};
+use super::{qp::RecvWrs, registry::Slots, Cq, Device, Driver, Pd, Udata, Xrcd};
 use crate::{bindings, error::from_result, prelude::*, sync::new_spinlock_irq, types::Opaque};
 use core::{marker::PhantomData, ops::Deref, ptr};
 
@@ -32,6 +35,14 @@ pub struct SrqChange {
     pub srq_limit: Option<u32>,
 }
 
+/// What makes an SRQ an XRC SRQ: its domain and the CQ its receive completions go to.
+pub struct SrqXrc<'a, T: Driver> {
+    /// The XRC domain.
+    pub xrcd: &'a Xrcd<T>,
+    /// The CQ of the SRQ's receive completions.
+    pub cq: &'a Cq<T>,
+}
+
 /// An SRQ the driver created: its part, its index in the driver's [`SrqRegistry`] and its
 /// actual sizes (at least those asked for).
 pub struct NewSrq<D> {
@@ -47,8 +58,9 @@ pub struct NewSrq<D> {
 ///
 /// # Invariants
 ///
-/// `ib` is a basic SRQ of a device whose driver is `T`, created by the driver (its PD is of
-/// that device), `index` is the index the driver gave it, and `data` is initialised.
+/// `ib` is a basic or XRC SRQ of a device whose driver is `T`, created by the driver (its PD,
+/// and an XRC SRQ's domain and CQ, are of that device), `index` is the index the driver gave
+/// it, and `data` is initialised.
 #[repr(C)]
 pub struct Srq<T: Driver> {
     ib: Opaque<bindings::ib_srq>,
@@ -183,8 +195,8 @@ impl<T: Driver> SrqRegistry<T> {
 /// # Safety
 ///
 /// Called by the RDMA core only, with a zeroed SRQ of `Srq::<T>::SIZE` bytes whose `device` and
-/// `pd` are of a device of driver `T`, valid `init`, and a null `udata` (a kernel SRQ) or the
-/// user verb's.
+/// `pd` (and, for an XRC SRQ, `ext.xrc.xrcd` and `ext.cq`) are of a device of driver `T`, valid
+/// `init`, and a null `udata` (a kernel SRQ) or the user verb's.
 pub(crate) unsafe extern "C" fn create_srq_callback<T: Driver>(
     srq: *mut bindings::ib_srq,
     init: *mut bindings::ib_srq_init_attr,
@@ -195,10 +207,32 @@ pub(crate) unsafe extern "C" fn create_srq_callback<T: Driver>(
         let mut udata = unsafe { Udata::from_raw_opt(udata) };
         // SAFETY: `srq` and `init` are valid (function safety requirement).
         let (raw, init) = unsafe { (&mut *srq, &mut *init) };
-        // XRC and tag-matching SRQs carry a CQ and a domain this abstraction does not offer.
-        if init.srq_type != bindings::ib_srq_type_IB_SRQT_BASIC || raw.pd.is_null() {
-            return Err(EOPNOTSUPP);
+        if raw.pd.is_null() {
+            return Err(EINVAL);
         }
+        let xrc = match init.srq_type {
+            bindings::ib_srq_type_IB_SRQT_BASIC => None,
+            // The core sets an XRC SRQ's domain and CQ (both checked non-null here) before
+            // calling, and holds references to them for the SRQ's lifetime.
+            bindings::ib_srq_type_IB_SRQT_XRC if T::HAS_ALLOC_XRCD => {
+                // SAFETY: `ext.xrc` is the member of the union the core set for an XRC SRQ.
+                let xrcd = unsafe { raw.ext.__bindgen_anon_1.xrc.xrcd };
+                if xrcd.is_null() || raw.ext.cq.is_null() {
+                    return Err(EINVAL);
+                }
+                // SAFETY: The domain and the CQ are live objects of a device of driver `T`
+                // (function safety requirement: the core allocated them through this
+                // driver's operations) and outlive the SRQ.
+                Some(unsafe {
+                    SrqXrc {
+                        xrcd: Xrcd::from_raw(xrcd),
+                        cq: &*raw.ext.cq.cast::<Cq<T>>(),
+                    }
+                })
+            }
+            // Tag-matching SRQs, and XRC ones of a driver without domains.
+            _ => return Err(EOPNOTSUPP),
+        };
         // SAFETY: The PD is a live object of a device of driver `T` (function safety
         // requirement); the core holds a reference to it for the SRQ's lifetime.
         let pd = unsafe { &*raw.pd.cast::<Pd<T>>() };
@@ -207,7 +241,12 @@ pub(crate) unsafe extern "C" fn create_srq_callback<T: Driver>(
             max_sge: init.attr.max_sge,
             srq_limit: init.attr.srq_limit,
         };
-        let new = T::create_srq(pd, &asked, udata.as_mut())?;
+        let is_xrc = xrc.is_some();
+        let new = T::create_srq(pd, &asked, xrc, udata.as_mut())?;
+        if is_xrc {
+            // What uverbs answers the process, and initiators name.
+            raw.ext.__bindgen_anon_1.xrc.srq_num = new.index;
+        }
         init.attr.max_wr = new.attr.max_wr;
         init.attr.max_sge = new.attr.max_sge;
         let obj = srq.cast::<Srq<T>>();

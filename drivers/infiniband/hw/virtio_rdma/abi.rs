@@ -73,6 +73,8 @@ pub(crate) struct Config {
     pub(crate) max_srq: U32,
     pub(crate) max_srq_wr: U32,
     pub(crate) max_srq_sge: U32,
+    pub(crate) max_xrcd: U32,
+    pub(crate) reserved1: U32,
 }
 
 same_layout!(
@@ -118,6 +120,8 @@ same_layout!(
         max_srq,
         max_srq_wr,
         max_srq_sge,
+        max_xrcd,
+        reserved1,
     ]
 );
 
@@ -183,6 +187,13 @@ pub(crate) mod cmd {
         bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEALLOC_COUNTER_SET;
     pub(crate) const BIND_COUNTER_SET: u32 =
         bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_BIND_COUNTER_SET;
+    pub(crate) const ALLOC_XRCD: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_ALLOC_XRCD;
+    pub(crate) const DEALLOC_XRCD: u32 =
+        bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_DEALLOC_XRCD;
+    pub(crate) const CREATE_XRC_SRQ: u32 =
+        bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_XRC_SRQ;
+    pub(crate) const CREATE_XRC_TGT_QP: u32 =
+        bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP;
 }
 
 /// `enum virtio_rdma_status`.
@@ -651,6 +662,59 @@ same_layout!(
     RspCreateSrq,
     bindings::virtio_rdma_rsp_create_srq,
     [srqn, reserved]
+);
+
+/// `struct virtio_rdma_rsp_alloc_xrcd`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct RspAllocXrcd {
+    pub(crate) xrcdn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    RspAllocXrcd,
+    bindings::virtio_rdma_rsp_alloc_xrcd,
+    [xrcdn, reserved]
+);
+
+/// `struct virtio_rdma_cmd_dealloc_xrcd`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdDeallocXrcd {
+    pub(crate) xrcdn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdDeallocXrcd,
+    bindings::virtio_rdma_cmd_dealloc_xrcd,
+    [xrcdn, reserved]
+);
+
+/// `struct virtio_rdma_cmd_create_xrc_srq`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdCreateXrcSrq {
+    pub(crate) srq: CmdCreateSrq,
+    pub(crate) xrcdn: U32,
+    pub(crate) cqn: U32,
+}
+same_layout!(
+    CmdCreateXrcSrq,
+    bindings::virtio_rdma_cmd_create_xrc_srq,
+    [srq, xrcdn, cqn]
+);
+
+/// `struct virtio_rdma_cmd_create_xrc_tgt_qp`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdCreateXrcTgtQp {
+    pub(crate) xrcdn: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdCreateXrcTgtQp,
+    bindings::virtio_rdma_cmd_create_xrc_tgt_qp,
+    [xrcdn, reserved]
 );
 
 /// `struct virtio_rdma_cmd_modify_srq`.

@@ -44,6 +44,8 @@ pub(crate) enum ConfigError {
     CompVqs(u32),
     /// `max_srq` is above `VIRTIO_RDMA_MAX_QP_LIMIT` (no more SRQs than QPs).
     MaxSrq(u32),
+    /// `max_xrcd` is above `VIRTIO_RDMA_MAX_QP_LIMIT` (no more domains than QPs).
+    MaxXrcd(u32),
 }
 
 impl fmt::Display for ConfigError {
@@ -68,6 +70,7 @@ impl fmt::Display for ConfigError {
             }
             Self::CompVqs(n) => write!(f, "num_comp_vqs is {n}, must be 1..={MAX_COMP_VQS}"),
             Self::MaxSrq(n) => write!(f, "max_srq is {n}, must be 0..={}", abi::MAX_QP_LIMIT),
+            Self::MaxXrcd(n) => write!(f, "max_xrcd is {n}, must be 0..={}", abi::MAX_QP_LIMIT),
         }
     }
 }
@@ -355,9 +358,10 @@ pub(crate) fn validate(raw: &Config, rings: bool) -> Result<DeviceConfig, Config
         raw.max_srq.set(0);
     }
     if raw.max_srq.get() == 0 {
-        // No SRQs: their sizes mean nothing.
+        // No SRQs: their sizes mean nothing, and XRC (whose receives are SRQs') is not there.
         raw.max_srq_wr.set(0);
         raw.max_srq_sge.set(0);
+        raw.max_xrcd.set(0);
     }
     Ok(DeviceConfig { raw, layout })
 }
@@ -376,6 +380,10 @@ fn check_srq(raw: &Config) -> Result<(), ConfigError> {
         if raw.max_srq_sge.get() == 0 {
             return Err(ConfigError::Zero("max_srq_sge"));
         }
+    }
+    let max_xrcd = raw.max_xrcd.get();
+    if max_xrcd > abi::MAX_QP_LIMIT {
+        return Err(ConfigError::MaxXrcd(max_xrcd));
     }
     Ok(())
 }
@@ -623,6 +631,14 @@ mod tests {
             assert_eq!(cfg.raw.max_srq.get(), 0);
             assert_eq!(cfg.raw.max_srq_wr.get(), 0);
         }
+        c.max_xrcd.set(16385);
+        assert_eq!(validate(&c, true).err(), Some(ConfigError::MaxXrcd(16385)));
+        c.max_xrcd.set(8);
+        assert!(validate(&c, true).is_ok_and(|cfg| cfg.raw.max_xrcd.get() == 8));
+        // XRC without SRQs (or without rings) is not there.
+        assert!(validate(&c, false).is_ok_and(|cfg| cfg.raw.max_xrcd.get() == 0));
+        c.max_srq.set(0);
+        assert!(validate(&c, true).is_ok_and(|cfg| cfg.raw.max_xrcd.get() == 0));
         c.max_srq.set(16385);
         assert_eq!(validate(&c, true).err(), Some(ConfigError::MaxSrq(16385)));
         c.max_srq.set(1);

@@ -81,6 +81,7 @@ pub(crate) fn releases(cmd: u32) -> bool {
             | DEALLOC_MW
             | DESTROY_QP
             | DESTROY_SRQ
+            | DEALLOC_XRCD
             | DEL_GID
             | DEALLOC_COUNTER_SET
     )

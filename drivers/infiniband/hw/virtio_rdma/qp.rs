@@ -21,6 +21,9 @@
 //! kernel QP's rings are the driver's: posting encodes each request as for a virtqueue, copies
 //! it into the next slot and publishes the batch (`kernel_rings.rs`), kicking the notification
 //! queue only when the device asked for it; its tables work as with virtqueues.
+//!
+//! XRC (`xrcd.rs`): an initiator QP is a process's ring QP without a receive ring; a target QP
+//! has no queues at all (CREATE_XRC_TGT_QP), only its domain.
 
 use kernel::{
     bindings, new_spinlock_irq,
@@ -43,6 +46,7 @@ use crate::{
     verbs::RdmaDev,
     wqe::{self, RqBuf, SendDesc, SqBuf, WorkElement},
     wr_table::{self, BadToken, PostTable, Posted, Queue, WrTable},
+    xrcd,
 };
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
@@ -74,6 +78,9 @@ enum Queues {
     Guest(QpRings),
     /// Rings of a kernel QP in the driver's memory, which the device reads.
     Kernel(KernelQueues),
+    /// None: an XRC target QP of domain `xrcdn`, which takes the receives of its messages
+    /// from the domain's XRC SRQs.
+    Target { xrcdn: u32 },
 }
 
 /// The rings of a kernel QP and the requests outstanding on them.
@@ -135,7 +142,7 @@ impl DevQp {
             (Queues::Virtqueues(vqs), _) => Some(vqs.wrs(queue)),
             (Queues::Kernel(k), Queue::Send) => Some(&k.sq_wrs),
             (Queues::Kernel(k), Queue::Recv) => Some(&k.rq_wrs),
-            (Queues::Guest(_), _) => None,
+            (Queues::Guest(_) | Queues::Target { .. }, _) => None,
         }
     }
 
@@ -162,6 +169,7 @@ impl DevQp {
     pub(crate) fn fill_res(&self, attrs: &mut ResAttrs<'_>) -> Result {
         let vqs = match &self.queues {
             Queues::Virtqueues(vqs) => vqs,
+            Queues::Target { xrcdn } => return attrs.put_u32(c"xrcdn", *xrcdn),
             Queues::Guest(rings) => {
                 attrs.put_u32(c"send_cqn", self.send_cqn)?;
                 attrs.put_u32(c"recv_cqn", self.recv_cqn)?;
@@ -228,21 +236,28 @@ fn record<B: WorkElement, T: PostTable>(
     Ok(())
 }
 
+/// Whether a QP of `attr` has a receive queue of its own: not with a shared receive queue,
+/// nor as an XRC initiator, which receives nothing.
+pub(crate) fn has_rq(attr: &QpInitAttr) -> bool {
+    attr.srq.is_none() && attr.qp_type != bindings::ib_qp_type_IB_QPT_XRC_INI
+}
+
 /// Checks what the consumer asks for against what the device and the driver support.
 pub(crate) fn check_init(attr: &QpInitAttr, limits: &QpCap) -> Result<QpCap> {
     match attr.qp_type {
         bindings::ib_qp_type_IB_QPT_RC
         | bindings::ib_qp_type_IB_QPT_UC
         | bindings::ib_qp_type_IB_QPT_UD
-        | bindings::ib_qp_type_IB_QPT_GSI => {}
+        | bindings::ib_qp_type_IB_QPT_GSI
+        | bindings::ib_qp_type_IB_QPT_XRC_INI => {}
         _ => return Err(EOPNOTSUPP),
     }
     if attr.create_flags != 0 {
         return Err(EOPNOTSUPP);
     }
     // A QP with a shared receive queue has no receive queue of its own (IB ignores its
-    // receive sizes then); the GSI QP has its own.
-    if attr.srq.is_some() {
+    // receive sizes then), nor has an XRC initiator; the GSI QP has its own.
+    if !has_rq(attr) {
         if attr.qp_type == bindings::ib_qp_type_IB_QPT_GSI {
             return Err(EINVAL);
         }
@@ -298,13 +313,14 @@ fn buffers<B: FromZeros>(n: u32) -> Result<KVec<KBox<B>>> {
 }
 
 /// CREATE_QP's request (the first part of CREATE_QP_RING's): a QP of `pd` for `attr` with
-/// capabilities `cap`, reporting to `send_cq` and `recv_cq`.
+/// capabilities `cap`, reporting to `send_cq` and `recv_cq` (an XRC initiator has none: the
+/// device ignores the number then).
 pub(crate) fn create_cmd(
     pd: &rdma::Pd<RdmaDev<'_>>,
     attr: &QpInitAttr,
     cap: &QpCap,
     send_cq: &rdma::Cq<RdmaDev<'_>>,
-    recv_cq: &rdma::Cq<RdmaDev<'_>>,
+    recv_cq: Option<&rdma::Cq<RdmaDev<'_>>>,
 ) -> abi::CmdCreateQp {
     abi::CmdCreateQp {
         pdn: pd.pdn.into(),
@@ -316,19 +332,20 @@ pub(crate) fn create_cmd(
         send_cqn: send_cq.index().into(),
         max_recv_wr: cap.max_recv_wr.into(),
         max_recv_sge: cap.max_recv_sge.into(),
-        recv_cqn: recv_cq.index().into(),
+        recv_cqn: recv_cq.map_or(0, |cq| cq.index()).into(),
         max_inline_data: cap.max_inline_data.into(),
         srqn: attr.srq.unwrap_or(0).into(),
     }
 }
 
 /// Creates a QP; with `udata`, a user QP with its rings: rings it maps, or with
-/// `VIRTIO_RDMA_F_RINGS` rings in its own memory (`rings.rs`).
+/// `VIRTIO_RDMA_F_RINGS` rings in its own memory (`rings.rs`). Only an XRC initiator, a
+/// process's ring QP (there is no kernel XRC), has no `recv_cq`.
 pub(crate) fn create(
     pd: &rdma::Pd<RdmaDev<'_>>,
     attr: &QpInitAttr,
     send_cq: &rdma::Cq<RdmaDev<'_>>,
-    recv_cq: &rdma::Cq<RdmaDev<'_>>,
+    recv_cq: Option<&rdma::Cq<RdmaDev<'_>>>,
     mut udata: Option<&mut Udata<'_>>,
 ) -> Result<NewQp<DevQp>> {
     let dev = pd.device();
@@ -336,6 +353,13 @@ pub(crate) fn create(
     let gsi = attr.qp_type == bindings::ib_qp_type_IB_QPT_GSI;
     // The GSI QP is the kernel's.
     if gsi && udata.is_some() {
+        return Err(EINVAL);
+    }
+    if attr.qp_type == bindings::ib_qp_type_IB_QPT_XRC_INI {
+        if !xrcd::supported(dev) || udata.is_none() {
+            return Err(EOPNOTSUPP);
+        }
+    } else if recv_cq.is_none() {
         return Err(EINVAL);
     }
     let qp = |qpn, queues| NewQp {
@@ -346,7 +370,9 @@ pub(crate) fn create(
             qp_type: attr.qp_type,
             cap,
             send_cqn: send_cq.index(),
-            recv_cqn: recv_cq.index(),
+            // An initiator's receive CQ is its send CQ: it has no receive completions, and
+            // the device failing flushes nothing there.
+            recv_cqn: recv_cq.map_or(send_cq.index(), |cq| cq.index()),
             sq_sig_all: attr.sq_sig_all,
             queues,
         },
@@ -357,7 +383,7 @@ pub(crate) fn create(
             let (qpn, rings) = rings::create_qp(pd, attr, &cap, cqs, NewRings::User(udata))?;
             return Ok(qp(qpn, Queues::Guest(rings.ok_or(EINVAL)?)));
         }
-        let k = kernel_queues(dev, &cap, attr.srq.is_some())?;
+        let k = kernel_queues(dev, &cap, !has_rq(attr))?;
         let kernel = NewRings::Kernel(&k.sq, k.rq.as_deref());
         let (qpn, _) = rings::create_qp(pd, attr, &cap, cqs, kernel)?;
         return Ok(qp(qpn, Queues::Kernel(k)));
@@ -366,6 +392,7 @@ pub(crate) fn create(
     if attr.srq.is_some() {
         return Err(EOPNOTSUPP);
     }
+    let recv_cq = recv_cq.ok_or(EINVAL)?;
     // The device completes the requests of a user QP with virtqueues into CQs with
     // virtqueues; the GSI QP's may go to kernel CQs with rings.
     if udata.is_some() && (send_cq.guest.is_some() || recv_cq.guest.is_some()) {
@@ -395,7 +422,7 @@ pub(crate) fn create(
     let rq_wrs = wr_table(cap.max_recv_wr, Queue::Recv)?;
     let rsp: abi::RspCreateQp = dev.ctrl.exec(
         abi::cmd::CREATE_QP,
-        &create_cmd(pd, attr, &cap, send_cq, recv_cq),
+        &create_cmd(pd, attr, &cap, send_cq, Some(recv_cq)),
     )?;
     let qpn = rsp.qpn.get();
     let layout = &dev.config.layout;
@@ -449,6 +476,38 @@ pub(crate) fn create(
             user,
         }),
     ))
+}
+
+/// Creates an XRC target QP of `xrcd`: numbered as a ring QP, with no queues, CQs or PD.
+pub(crate) fn create_xrc_tgt(
+    xrcd: &rdma::Xrcd<RdmaDev<'_>>,
+    attr: &QpInitAttr,
+) -> Result<NewQp<DevQp>> {
+    let dev = xrcd.device();
+    if attr.qp_type != bindings::ib_qp_type_IB_QPT_XRC_TGT || attr.create_flags != 0 {
+        return Err(EINVAL);
+    }
+    let cmd = abi::CmdCreateXrcTgtQp {
+        xrcdn: xrcd.xrcdn.into(),
+        reserved: 0.into(),
+    };
+    let rsp: abi::RspCreateQp = dev.ctrl.exec(abi::cmd::CREATE_XRC_TGT_QP, &cmd)?;
+    let qpn = rsp.qpn.get();
+    rings::claim_ring_qpn(dev, qpn, "CREATE_XRC_TGT_QP")?;
+    let cap = QpCap::default();
+    Ok(NewQp {
+        qpn,
+        cap,
+        data: DevQp {
+            qpn,
+            qp_type: attr.qp_type,
+            cap,
+            send_cqn: 0,
+            recv_cqn: 0,
+            sq_sig_all: false,
+            queues: Queues::Target { xrcdn: xrcd.xrcdn },
+        },
+    })
 }
 
 /// Allocates the rings and tables of a kernel QP of capabilities `cap`.
@@ -534,6 +593,7 @@ pub(crate) fn destroy(qp: &Qp<'_>) {
             }
             return;
         }
+        Queues::Target { .. } => return,
     };
     for (index, lent) in [(vqs.sq_vq, true), (vqs.rq_vq, false)] {
         let Ok(vq) = queue(dev, index) else {
@@ -770,8 +830,8 @@ pub(crate) fn post_send<'a>(qp: &Qp<'a>, wrs: &mut SendWrs<'_, RdmaDev<'a>>) -> 
         Queues::Virtqueues(v) => {
             post_to_vq(dev, v.sq_vq, &v.sq, (&v.sq_wrs, qp.sq_sig_all), wrs, encode)
         }
-        // A process posts to its own rings.
-        Queues::Guest(_) => Err(EINVAL),
+        // A process posts to its own rings; a target QP sends nothing.
+        Queues::Guest(_) | Queues::Target { .. } => Err(EINVAL),
     }
 }
 
@@ -802,8 +862,8 @@ pub(crate) fn post_recv(qp: &Qp<'_>, wrs: &mut RecvWrs<'_>) -> Result {
             post_to_ring(dev, rq, (&k.rq_wrs, false), wrs, encode)
         }
         Queues::Virtqueues(v) => post_to_vq(dev, v.rq_vq, &v.rq, (&v.rq_wrs, false), wrs, encode),
-        // A process posts to its own rings.
-        Queues::Guest(_) => Err(EINVAL),
+        // A process posts to its own rings; a target QP takes from its domain's SRQs.
+        Queues::Guest(_) | Queues::Target { .. } => Err(EINVAL),
     }
 }
 
@@ -936,8 +996,8 @@ pub(crate) fn ring_doorbell(qp: &Qp<'_>, wq: WorkQueue) -> Result {
     let vqs = match &qp.queues {
         Queues::Virtqueues(vqs) => vqs,
         Queues::Guest(_) => return kick_notify(dev),
-        // Kernel QPs have no doorbell system call.
-        Queues::Kernel(_) => return Err(EINVAL),
+        // Kernel QPs have no doorbell system call, target QPs no queues.
+        Queues::Kernel(_) | Queues::Target { .. } => return Err(EINVAL),
     };
     let rings = vqs.user.as_ref().ok_or(EINVAL)?;
     match wq {
@@ -1012,4 +1072,59 @@ fn lend_from_ring<B: DmaBuf + IntoBytes + WorkElement>(
         vq.notify();
     }
     ring.set_consumer(next).and(result)
+}
+
+#[kunit_tests(virtio_rdma_qp)]
+mod tests {
+    use super::*;
+
+    fn init(qp_type: u32, srq: Option<u32>) -> QpInitAttr {
+        QpInitAttr {
+            qp_type,
+            cap: QpCap {
+                max_send_wr: 16,
+                max_recv_wr: 8,
+                max_send_sge: 2,
+                max_recv_sge: 2,
+                max_inline_data: 0,
+            },
+            sq_sig_all: false,
+            create_flags: 0,
+            srq,
+            port_num: 1,
+        }
+    }
+
+    fn limits() -> QpCap {
+        QpCap {
+            max_send_wr: 64,
+            max_recv_wr: 64,
+            max_send_sge: 4,
+            max_recv_sge: 4,
+            max_inline_data: 64,
+        }
+    }
+
+    #[test]
+    fn xrc_initiator_has_no_receive_queue() {
+        let ini = init(bindings::ib_qp_type_IB_QPT_XRC_INI, None);
+        assert!(!has_rq(&ini));
+        let cap = check_init(&ini, &limits());
+        assert!(cap.is_ok_and(|c| c.max_recv_wr == 0 && c.max_recv_sge == 0 && c.max_send_wr == 16));
+        // Neither has a QP with an SRQ; an RC QP without one has its own.
+        assert!(!has_rq(&init(bindings::ib_qp_type_IB_QPT_RC, Some(1))));
+        let rc = init(bindings::ib_qp_type_IB_QPT_RC, None);
+        assert!(has_rq(&rc));
+        assert!(check_init(&rc, &limits()).is_ok_and(|c| c.max_recv_wr == 8));
+    }
+
+    #[test]
+    fn target_qps_are_not_made_by_create_qp() {
+        // CREATE_XRC_TGT_QP makes them (`create_xrc_tgt`): create_qp refuses the type.
+        let tgt = init(bindings::ib_qp_type_IB_QPT_XRC_TGT, None);
+        assert_eq!(check_init(&tgt, &limits()).err(), Some(EOPNOTSUPP));
+        // The GSI QP always has its own receive queue.
+        let gsi = init(bindings::ib_qp_type_IB_QPT_GSI, Some(1));
+        assert_eq!(check_init(&gsi, &limits()).err(), Some(EINVAL));
+    }
 }

@@ -116,12 +116,12 @@ pub(crate) fn check_qp_cmd(
     cmd: &abi::CreateQpCmd,
     cap: &QpCap,
     max_qp_wr: u32,
-    srq: bool,
+    has_rq: bool,
 ) -> Result {
     check_addr(cmd.sq_addr)?;
     check_depth(cmd.sq_depth, cap.max_send_wr, max_qp_wr)?;
     check_stride(cmd.sq_stride, sq_stride_min(cap))?;
-    if srq {
+    if !has_rq {
         if cmd.rq_addr != 0 || cmd.rq_depth != 0 || cmd.rq_stride != 0 {
             return Err(EINVAL);
         }
@@ -753,13 +753,14 @@ impl Held<'_> {
 }
 
 /// Creates the device's QP of `pd` with rings, for `attr` with capabilities `cap` (both
-/// checked already), reporting to CQs with rings `send_cq` and `recv_cq`. Returns its number,
-/// reserved in the QP registry, and a process's rings (the kernel's stay where they are).
+/// checked already), reporting to CQs with rings `send_cq` and `recv_cq` (none for an XRC
+/// initiator). Returns its number, reserved in the QP registry, and a process's rings (the
+/// kernel's stay where they are).
 pub(crate) fn create_qp(
     pd: &rdma::Pd<RdmaDev<'_>>,
     attr: &QpInitAttr,
     cap: &QpCap,
-    (send_cq, recv_cq): (&rdma::Cq<RdmaDev<'_>>, &rdma::Cq<RdmaDev<'_>>),
+    (send_cq, recv_cq): (&rdma::Cq<RdmaDev<'_>>, Option<&rdma::Cq<RdmaDev<'_>>>),
     new: NewRings<'_, '_>,
 ) -> Result<(u32, Option<QpRings>)> {
     let dev = pd.device();
@@ -768,17 +769,17 @@ pub(crate) fn create_qp(
         return Err(EOPNOTSUPP);
     }
     // The device writes the completions of a QP with rings into its CQs' rings.
-    if send_cq.guest.is_none() || recv_cq.guest.is_none() {
+    if send_cq.guest.is_none() || recv_cq.is_some_and(|cq| cq.guest.is_none()) {
         return Err(EINVAL);
     }
     let (held, udata, flags) = match new {
         NewRings::User(udata) => {
             let mut cmd = abi::CreateQpCmd::new_zeroed();
             udata.read_request(cmd.as_mut_bytes())?;
-            let srq = attr.srq.is_some();
-            check_qp_cmd(&cmd, cap, dev.config.raw.max_qp_wr.get(), srq)?;
+            let has_rq = qp::has_rq(attr);
+            check_qp_cmd(&cmd, cap, dev.config.raw.max_qp_wr.get(), has_rq)?;
             let sq = GuestRing::pin(dev, cmd.sq_addr, cmd.sq_depth, cmd.sq_stride)?;
-            let rq = if srq {
+            let rq = if !has_rq {
                 None
             } else {
                 Some(GuestRing::pin(
@@ -814,27 +815,8 @@ pub(crate) fn create_qp(
         )
         .inspect_err(|&e| held.each(|r| r.refused(e)))?;
     let qpn = rsp.qpn.get();
-    if !layout.is_ring_qp(qpn) || qpn == qp::GSI_QPN {
-        dev_err!(
-            dev.as_ref(),
-            "CREATE_QP_RING returned QP {}, not one of {}..{}\n",
-            qpn,
-            layout.max_qp(),
-            layout.total_qp()
-        );
-        // See `create_cq`: the number may be the GSI QP's.
-        return Err(EPROTO);
-    }
-    // See `create_cq`.
+    claim_ring_qpn(dev, qpn, "CREATE_QP_RING")?;
     let qps = &dev.ctrl.queues().handler().get_ref().qps;
-    if qps.reserve(qpn).is_err() {
-        dev_err!(
-            dev.as_ref(),
-            "CREATE_QP_RING returned QP {}, which is in use\n",
-            qpn
-        );
-        return Err(EPROTO);
-    }
     // The answer is zero: the process has its own rings.
     if let Some(udata) = udata {
         if let Err(e) = udata.write_response(abi::CreateQpResp::new_zeroed().as_bytes()) {
@@ -849,6 +831,36 @@ pub(crate) fn create_qp(
         Held::User(rings) => Ok((qpn, Some(rings))),
         Held::Kernel(..) => Ok((qpn, None)),
     }
+}
+
+/// Reserves QP number `qpn`, which command `cmd` returned for a QP numbered as a ring QP, in
+/// the QP registry; [`EPROTO`] if it is not a ring QP's number or is in use.
+pub(crate) fn claim_ring_qpn(dev: &Device<'_>, qpn: u32, cmd: &str) -> Result {
+    let layout = &dev.config.layout;
+    if !layout.is_ring_qp(qpn) || qpn == qp::GSI_QPN {
+        dev_err!(
+            dev.as_ref(),
+            "{} returned QP {}, not one of {}..{}\n",
+            cmd,
+            qpn,
+            layout.max_qp(),
+            layout.total_qp()
+        );
+        // See `create_cq`: the number may be the GSI QP's.
+        return Err(EPROTO);
+    }
+    // See `create_cq`.
+    let qps = &dev.ctrl.queues().handler().get_ref().qps;
+    if qps.reserve(qpn).is_err() {
+        dev_err!(
+            dev.as_ref(),
+            "{} returned QP {}, which is in use\n",
+            cmd,
+            qpn
+        );
+        return Err(EPROTO);
+    }
+    Ok(())
 }
 
 #[kunit_tests(virtio_rdma_rings)]
@@ -874,6 +886,21 @@ mod tests {
             rq_depth: 1,
             rq_stride: 32,
         }
+    }
+
+    #[test]
+    fn qp_without_rq_names_no_receive_ring() {
+        // A QP with an SRQ, or an XRC initiator: the receive ring is all zero.
+        let c = cap(4, 1, 64);
+        let mut cmd = qp_cmd();
+        assert_eq!(check_qp_cmd(&cmd, &c, 1024, false), Err(EINVAL));
+        cmd.rq_addr = 0;
+        cmd.rq_depth = 0;
+        assert_eq!(check_qp_cmd(&cmd, &c, 1024, false), Err(EINVAL));
+        cmd.rq_stride = 0;
+        assert_eq!(check_qp_cmd(&cmd, &c, 1024, false), Ok(()));
+        // A QP with its own receive queue needs the ring.
+        assert_eq!(check_qp_cmd(&cmd, &c, 1024, true), Err(EINVAL));
     }
 
     #[test]
@@ -959,7 +986,7 @@ mod tests {
     #[test]
     fn qp_rings_are_checked() {
         let c = cap(4, 1, 64);
-        assert_eq!(check_qp_cmd(&qp_cmd(), &c, 1024, false), Ok(()));
+        assert_eq!(check_qp_cmd(&qp_cmd(), &c, 1024, true), Ok(()));
         for bad in [
             abi::CreateQpCmd {
                 sq_depth: 64,
@@ -994,11 +1021,11 @@ mod tests {
                 ..qp_cmd()
             },
         ] {
-            assert_eq!(check_qp_cmd(&bad, &c, 1024, false), Err(EINVAL));
+            assert_eq!(check_qp_cmd(&bad, &c, 1024, true), Err(EINVAL));
         }
         // More inline data needs a larger send slot.
         assert_eq!(
-            check_qp_cmd(&qp_cmd(), &cap(4, 1, 128), 1024, false),
+            check_qp_cmd(&qp_cmd(), &cap(4, 1, 128), 1024, true),
             Err(EINVAL)
         );
     }

@@ -10,11 +10,15 @@
 //! is a ring in its own memory, pinned (`rings.rs`), which it posts to itself; its doorbell
 //! only kicks the notification queue. The completions of an SRQ's receives come through the
 //! receive CQs of the QPs that took them (`cq.rs`).
+//!
+//! An XRC SRQ (CREATE_XRC_SRQ) is a process's only: it belongs to a domain (`xrcd.rs`) and its
+//! completions go to a ring CQ of its own, naming target QPs that may be another process's;
+//! no kernel consumer uses XRC, and a kernel CQ could not tie such completions to a table.
 
 use kernel::{
     new_spinlock_irq,
     prelude::*,
-    rdma::{self, NewSrq, RecvWr, RecvWrs, SrqAttr, SrqChange, Udata},
+    rdma::{self, NewSrq, RecvWr, RecvWrs, SrqAttr, SrqChange, SrqXrc, Udata},
     sync::SpinLockIrq,
 };
 use zerocopy::FromZeros;
@@ -27,6 +31,7 @@ use crate::{
     verbs::RdmaDev,
     wqe::{self, RqBuf},
     wr_table::{BadToken, Posted, SrqTable},
+    xrcd,
 };
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
@@ -114,15 +119,26 @@ fn check(dev: &Device<'_>, attr: &SrqAttr) -> Result<SrqAttr> {
     })
 }
 
-/// Creates an SRQ of `pd`: with `udata` a process's, on the ring it names in its request.
+/// Creates an SRQ of `pd`: with `udata` a process's, on the ring it names in its request; with
+/// `xrc` an XRC SRQ (a process's, reporting to a ring CQ).
 pub(crate) fn create(
     pd: &rdma::Pd<RdmaDev<'_>>,
     asked: &SrqAttr,
+    xrc: Option<SrqXrc<'_, RdmaDev<'_>>>,
     udata: Option<&mut Udata<'_>>,
 ) -> Result<NewSrq<DevSrq>> {
     let dev = pd.device();
     dev.health.check()?;
     let attr = check(dev, asked)?;
+    if let Some(xrc) = &xrc {
+        if !xrcd::supported(dev) || udata.is_none() {
+            return Err(EOPNOTSUPP);
+        }
+        // The device writes the SRQ's completions into its CQ's ring.
+        if xrc.cq.guest.is_none() {
+            return Err(EINVAL);
+        }
+    }
     let (ring, flags) = match udata {
         Some(udata) => {
             let mut cmd = abi::CreateSrqCmd::new_zeroed();
@@ -152,22 +168,27 @@ pub(crate) fn create(
             )
         }
     };
-    let wire = ring.with(GuestRing::lend);
-    let rsp: abi::RspCreateSrq = dev
-        .ctrl
-        .exec(
-            abi::cmd::CREATE_SRQ,
-            &abi::CmdCreateSrq {
-                ring: wire,
-                pdn: pd.pdn.into(),
-                max_wr: attr.max_wr.into(),
-                max_sge: attr.max_sge.into(),
-                srq_limit: attr.srq_limit.into(),
-                flags: flags.into(),
-                reserved: 0.into(),
+    let cmd = abi::CmdCreateSrq {
+        ring: ring.with(GuestRing::lend),
+        pdn: pd.pdn.into(),
+        max_wr: attr.max_wr.into(),
+        max_sge: attr.max_sge.into(),
+        srq_limit: attr.srq_limit.into(),
+        flags: flags.into(),
+        reserved: 0.into(),
+    };
+    let rsp: Result<abi::RspCreateSrq> = match xrc {
+        None => dev.ctrl.exec(abi::cmd::CREATE_SRQ, &cmd),
+        Some(xrc) => dev.ctrl.exec(
+            abi::cmd::CREATE_XRC_SRQ,
+            &abi::CmdCreateXrcSrq {
+                srq: cmd,
+                xrcdn: xrc.xrcd.xrcdn.into(),
+                cqn: xrc.cq.index().into(),
             },
-        )
-        .inspect_err(|&e| ring.with(|r| r.refused(e)))?;
+        ),
+    };
+    let rsp = rsp.inspect_err(|&e| ring.with(|r| r.refused(e)))?;
     let srqn = rsp.srqn.get();
     let srq = DevSrq { srqn, attr, ring };
     // As for CQs and QPs: a number the device hands out twice (or out of range) must not lead

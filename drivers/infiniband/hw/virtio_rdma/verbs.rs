@@ -14,8 +14,8 @@ use kernel::{
     rdma::{
         self, CounterDesc, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, MwType,
         NewCq, NewMr, NewMw, NewQp, NewSrq, PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs,
-        ResAttrs, RoceAv, SendWrs, SrqAttr, SrqChange, SrqRegistry, Udata, UserRange, WcSink,
-        WorkQueue,
+        ResAttrs, RoceAv, SendWrs, SrqAttr, SrqChange, SrqRegistry, SrqXrc, Udata, UserRange,
+        WcSink, WorkQueue,
     },
     sync::Arc,
 };
@@ -36,6 +36,7 @@ use crate::{
     rings::KeptRing,
     srq::{self, DevSrq},
     ucontext, wqe,
+    xrcd::{self, Xrcd},
 };
 
 /// The `ib_device_cap_flags` the driver implements (and so passes on when the device offers
@@ -169,6 +170,10 @@ impl rdma::Driver for RdmaDev<'_> {
         attr.max_qp_wr = c.max_qp_wr.get();
         // Only the capabilities the driver implements too; the device may offer more.
         attr.device_cap_flags = c.device_cap_flags.get() & DEVICE_CAP_FLAGS;
+        // XRC is offered by a config field (it needs SRQs), not by the device's flags.
+        if xrcd::supported(dev) {
+            attr.device_cap_flags |= bindings::ib_device_cap_flags_IB_DEVICE_XRC as u64;
+        }
         // What a QP takes: the device's limits, within what an element holds.
         let qp_limits = qp::limits(dev);
         attr.max_send_sge = qp_limits.max_send_sge;
@@ -369,9 +374,10 @@ impl rdma::Driver for RdmaDev<'_> {
     fn create_srq(
         pd: &rdma::Pd<Self>,
         attr: &SrqAttr,
+        xrc: Option<SrqXrc<'_, Self>>,
         udata: Option<&mut Udata<'_>>,
     ) -> Result<NewSrq<DevSrq>> {
-        srq::create(pd, attr, udata)
+        srq::create(pd, attr, xrc, udata)
     }
 
     fn destroy_srq(srq: &rdma::Srq<Self>) -> Result {
@@ -402,11 +408,26 @@ impl rdma::Driver for RdmaDev<'_> {
         pd: &rdma::Pd<Self>,
         attr: &QpInitAttr,
         send_cq: &rdma::Cq<Self>,
-        recv_cq: &rdma::Cq<Self>,
+        recv_cq: Option<&rdma::Cq<Self>>,
         udata: Option<&mut Udata<'_>>,
     ) -> Result<NewQp<DevQp>> {
         pd.device().health.check()?;
         qp::create(pd, attr, send_cq, recv_cq, udata)
+    }
+
+    type Xrcd = Xrcd;
+
+    fn alloc_xrcd(dev: &Device<Self>) -> Result<Xrcd> {
+        xrcd::alloc(dev)
+    }
+
+    fn dealloc_xrcd(dev: &Device<Self>, xrcd: Xrcd) {
+        xrcd::dealloc(dev, xrcd)
+    }
+
+    fn create_xrc_tgt_qp(xrcd: &rdma::Xrcd<Self>, attr: &QpInitAttr) -> Result<NewQp<DevQp>> {
+        xrcd.device().health.check()?;
+        qp::create_xrc_tgt(xrcd, attr)
     }
 
     fn destroy_qp(qp: &rdma::Qp<Self>) {

@@ -47,6 +47,7 @@ mod uring;
 mod verbs;
 mod wqe;
 mod wr_table;
+mod xrcd;
 
 use config::QueueKind;
 use ctrl::Ctrl;
