@@ -192,7 +192,7 @@ static void srq_receives_complete_in_any_order_once(void)
 	struct vrdma_srq_table t;
 	uint64_t a, b;
 
-	EXPECT(!vrdma_srq_table_init(&t, 2));
+	EXPECT(!vrdma_srq_table_init(&t, 2, VRDMA_TAG_SRQ, 0));
 	a = vrdma_srq_table_post(&t, &r1);
 	b = vrdma_srq_table_post(&t, &r2);
 	EXPECT(vrdma_srq_table_full(&t));
@@ -209,7 +209,71 @@ static void srq_receives_complete_in_any_order_once(void)
 	EXPECT(vrdma_srq_table_complete(&t, (uint64_t)VRDMA_TAG_SRQ << 32 | 7, &p) ==
 	       VRDMA_WR_NOT_OUTSTANDING);
 	vrdma_srq_table_free(&t);
-	EXPECT(vrdma_srq_table_init(&t, VRDMA_SRQ_TABLE_MAX + 1) != 0);
+	EXPECT(vrdma_srq_table_init(&t, VRDMA_SRQ_TABLE_MAX + 1, VRDMA_TAG_SRQ, 0) != 0);
+}
+
+static void xrc_srq_tokens_carry_the_srq_number(void)
+{
+	struct vrdma_posted p, r1 = req(1, true), r2 = req(2, true);
+	struct vrdma_srq_table x, y, b;
+	uint64_t a, c, d;
+
+	EXPECT(!vrdma_srq_table_init(&x, 4, VRDMA_TAG_XRC_SRQ, 0xabcdef));
+	EXPECT(!vrdma_srq_table_init(&y, 4, VRDMA_TAG_XRC_SRQ, 0xabcdee));
+	EXPECT(!vrdma_srq_table_init(&b, 4, VRDMA_TAG_SRQ, 0));
+	a = vrdma_srq_table_post(&x, &r1);
+	c = vrdma_srq_table_post(&y, &r2);
+	d = vrdma_srq_table_post(&b, &r2);
+	/* Bits 40..63 the number, above the tag; a basic SRQ's carry none. */
+	EXPECT(vrdma_token_tag(a) == VRDMA_TAG_XRC_SRQ && vrdma_token_srqn(a) == 0xabcdef);
+	EXPECT(vrdma_token_srqn(c) == 0xabcdee);
+	EXPECT(vrdma_token_tag(d) == VRDMA_TAG_SRQ && vrdma_token_srqn(d) == 0);
+	/* Another XRC SRQ's number, a basic SRQ's tag, the same entry. */
+	EXPECT(vrdma_srq_table_complete(&x, c, &p) == VRDMA_WR_NOT_OUTSTANDING);
+	EXPECT(vrdma_srq_table_complete(&x, (a & 0xffffffffffull) | 1ull << 40, &p) ==
+	       VRDMA_WR_NOT_OUTSTANDING);
+	EXPECT(vrdma_srq_table_complete(&x, (a & 0xffffffff) | (uint64_t)VRDMA_TAG_SRQ << 32, &p) ==
+	       VRDMA_WR_NOT_OUTSTANDING);
+	EXPECT(vrdma_srq_table_complete(&b, (d & 0xffffffffffull) | 1ull << 40, &p) ==
+	       VRDMA_WR_NOT_OUTSTANDING);
+	EXPECT(vrdma_srq_table_complete(&x, a, &p) == VRDMA_WR_OK && p.wr_id == 1);
+	EXPECT(vrdma_srq_table_complete(&y, c, &p) == VRDMA_WR_OK && p.wr_id == 2);
+	EXPECT(vrdma_srq_table_complete(&b, d, &p) == VRDMA_WR_OK && p.wr_id == 2);
+	vrdma_srq_table_free(&x);
+	vrdma_srq_table_free(&y);
+	vrdma_srq_table_free(&b);
+	/* Numbers are 24 bits; a basic SRQ's tokens carry none; no other tag. */
+	EXPECT(vrdma_srq_table_init(&x, 4, VRDMA_TAG_XRC_SRQ, 1u << 24) == EINVAL);
+	EXPECT(vrdma_srq_table_init(&x, 4, VRDMA_TAG_SRQ, 5) == EINVAL);
+	EXPECT(vrdma_srq_table_init(&x, 4, VRDMA_TAG_RECV, 0) == EINVAL);
+}
+
+static void num_table_finds_by_number_within_24_bits(void)
+{
+	struct vrdma_num_table t;
+	int a, b;
+	void **e, **f;
+
+	vrdma_num_table_init(&t);
+	EXPECT(!vrdma_num_table_find(&t, 5));
+	e = vrdma_num_table_entry(&t, 5);
+	f = vrdma_num_table_entry(&t, 0xffffff);
+	EXPECT(e && f);
+	vrdma_num_table_set(e, &a);
+	vrdma_num_table_set(f, &b);
+	EXPECT(vrdma_num_table_find(&t, 5) == &a);
+	EXPECT(vrdma_num_table_find(&t, 0xffffff) == &b);
+	/* The next chunk, and numbers of more than 24 bits (a device's lie). */
+	EXPECT(!vrdma_num_table_find(&t, 5 + VRDMA_NUM_CHUNK));
+	EXPECT(!vrdma_num_table_find(&t, 1u << 24 | 5));
+	EXPECT(!vrdma_num_table_find(&t, ~0u));
+	EXPECT(!vrdma_num_table_entry(&t, 1u << 24));
+	/* Clearing for another object (the number reused) leaves the entry. */
+	vrdma_num_table_clear(e, &b);
+	EXPECT(vrdma_num_table_find(&t, 5) == &a);
+	vrdma_num_table_clear(e, &a);
+	EXPECT(!vrdma_num_table_find(&t, 5));
+	vrdma_num_table_free(&t);
 }
 
 static void run(void (*fn)(void), const char *name)
@@ -232,5 +296,7 @@ int main(void)
 	RUN(an_error_flushes_what_it_skips_first);
 	RUN(a_reset_discards_quietly);
 	RUN(srq_receives_complete_in_any_order_once);
+	RUN(xrc_srq_tokens_carry_the_srq_number);
+	RUN(num_table_finds_by_number_within_24_bits);
 	return failed;
 }

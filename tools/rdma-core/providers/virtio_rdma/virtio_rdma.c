@@ -48,6 +48,13 @@
  * Send operations the device refuses for a process (local invalidate, MW
  * binding, send with invalidate, TSO, flush, atomic write) fail
  * ibv_create_qp_ex with EOPNOTSUPP.
+ *
+ * XRC (ring mode only, as SRQs): domains, XRC SRQs (ibv_create_srq_ex),
+ * XRC_SEND QPs (ring QPs without a receive ring, whose every request but
+ * the local ones names the remote SRQ) and XRC_RECV QPs (no rings: nothing
+ * is posted to them). An XRC SRQ's receive completes on the SRQ's CQ
+ * naming the XRC_RECV QP that took it, which may be another process's: the
+ * completion is checked by its token, which names the SRQ (wr_table.h).
  */
 
 #include <config.h>
@@ -77,10 +84,6 @@ struct vrdma_device {
 	struct verbs_device ibv_dev;
 };
 
-/* QP numbers are 24 bits: a table of 4096 chunks of 4096 QPs. */
-#define VRDMA_QP_CHUNK_SHIFT 12
-#define VRDMA_QP_CHUNK (1u << VRDMA_QP_CHUNK_SHIFT)
-
 /*
  * What a QP number a completion reports is replaced with once its QP is
  * destroyed (not a QP number: those are 24 bits).
@@ -91,12 +94,13 @@ struct vrdma_context {
 	struct verbs_context ibv_ctx;
 	uint64_t caps;
 	/*
-	 * Ring mode: the QPs by number, to check the completions the device
-	 * writes. Chunks are added under the mutex and kept until the context
-	 * goes; entries are set and cleared under the QP's CQs' locks.
+	 * Ring mode, to check the completions the device writes: the QPs by
+	 * number (entries set and cleared under the QP's CQs' locks), and the
+	 * XRC SRQs by number (under the SRQ's CQ's lock), which a completion
+	 * names by its token, not by its QP (wr_table.h).
 	 */
-	pthread_mutex_t qp_mutex;
-	struct vrdma_qp **qp_table[VRDMA_QP_CHUNK];
+	struct vrdma_num_table qps;
+	struct vrdma_num_table xrc_srqs;
 };
 
 /*
@@ -156,10 +160,17 @@ struct vrdma_qp {
 	uint32_t wr_tail;		/* swrs.tail at wr_start */
 	int wr_err;			/* the first error, or 0 */
 	struct virtio_rdma_sq_req *wr_req;	/* the request being built */
-	bool wr_need_ud;		/* a UD request without its address */
+	/*
+	 * The request being built lacks what its QP's type needs: a UD one
+	 * its address, an XRC_SEND one (not local) its SRQ's number.
+	 */
+	bool wr_need_addr;
 };
 
-/* Ring mode: a shared receive queue, a receive ring the device reads. */
+/*
+ * Ring mode: a shared receive queue, a receive ring the device reads. An
+ * XRC SRQ (vsrq.srq_type) has its number and CQ in vsrq.
+ */
 struct vrdma_srq {
 	struct verbs_srq vsrq;
 	struct vrdma_ring ring;
@@ -203,42 +214,19 @@ static struct vrdma_qp *to_vqp_ex(struct ibv_qp_ex *qp)
 }
 
 /*
- * Ring mode: the QP numbered @qpn, or NULL. Lock-free for the poller: a
- * chunk, once published, stays until the context goes, and an entry changes
- * only under the locks of the CQs that QP reports to (held by the poller).
+ * Ring mode: the QP numbered @qpn, or NULL (lock-free for the poller, who
+ * holds the locks of the CQs that QP reports to: struct vrdma_num_table).
  */
 static struct vrdma_qp *vrdma_find_qp(struct vrdma_context *ctx, uint32_t qpn)
 {
-	struct vrdma_qp **chunk;
-
-	if (qpn >> 24)
-		return NULL;
-	chunk = __atomic_load_n(&ctx->qp_table[qpn >> VRDMA_QP_CHUNK_SHIFT],
-				__ATOMIC_ACQUIRE);
-	if (!chunk)
-		return NULL;
-	return __atomic_load_n(&chunk[qpn & (VRDMA_QP_CHUNK - 1)],
-			       __ATOMIC_ACQUIRE);
+	return vrdma_num_table_find(&ctx->qps, qpn);
 }
 
-/* The entry for @qpn, its chunk made if need be; NULL without memory. */
-static struct vrdma_qp **vrdma_qp_entry(struct vrdma_context *ctx,
-					uint32_t qpn)
+/* Ring mode: the XRC SRQ numbered @srqn, or NULL (as vrdma_find_qp). */
+static struct vrdma_srq *vrdma_find_xrc_srq(struct vrdma_context *ctx,
+					    uint32_t srqn)
 {
-	struct vrdma_qp ***chunk;
-	struct vrdma_qp **entries;
-
-	if (qpn >> 24)
-		return NULL;
-	chunk = &ctx->qp_table[qpn >> VRDMA_QP_CHUNK_SHIFT];
-	pthread_mutex_lock(&ctx->qp_mutex);
-	entries = *chunk;
-	if (!entries) {
-		entries = calloc(VRDMA_QP_CHUNK, sizeof(*entries));
-		__atomic_store_n(chunk, entries, __ATOMIC_RELEASE);
-	}
-	pthread_mutex_unlock(&ctx->qp_mutex);
-	return entries ? &entries[qpn & (VRDMA_QP_CHUNK - 1)] : NULL;
+	return vrdma_num_table_find(&ctx->xrc_srqs, srqn);
 }
 
 /*
@@ -683,10 +671,33 @@ static enum vrdma_cqe_verdict vrdma_cq_lied(struct vrdma_cq *cq, uint32_t qpn,
 	return VRDMA_CQE_LIE;
 }
 
-/* The CQ of @qp that completions of its receives (@recv) or sends go to. */
+/*
+ * The CQ of @qp that completions of its receives (@recv) or sends go to;
+ * NULL for the receives of an XRC_SEND QP, which has no receive queue (a
+ * recv_cq given at its creation is not used, as in the kernel).
+ */
 static struct ibv_cq *vrdma_qp_cq(struct vrdma_qp *qp, bool recv)
 {
-	return recv ? qp->vqp.qp.recv_cq : qp->vqp.qp.send_cq;
+	if (!recv)
+		return qp->vqp.qp.send_cq;
+	return qp->vqp.qp.qp_type == IBV_QPT_XRC_SEND ? NULL :
+	       qp->vqp.qp.recv_cq;
+}
+
+/*
+ * Ring mode: takes the receive @token names out of @srq's table (under the
+ * SRQ ring's lock, against the poster).
+ */
+static enum vrdma_wr_result vrdma_srq_complete(struct vrdma_srq *srq,
+					       uint64_t token,
+					       struct vrdma_posted *posted)
+{
+	enum vrdma_wr_result r;
+
+	pthread_spin_lock(&srq->ring.lock);
+	r = vrdma_srq_table_complete(&srq->wrs, token, posted);
+	pthread_spin_unlock(&srq->ring.lock);
+	return r;
 }
 
 /*
@@ -712,22 +723,35 @@ static enum vrdma_cqe_verdict vrdma_cq_check(struct vrdma_cq *cq,
 
 	if (qpn == VRDMA_QPN_GONE)
 		return VRDMA_CQE_DROP;
+	if (vrdma_token_tag(token) == VRDMA_TAG_XRC_SRQ) {
+		/*
+		 * An XRC SRQ's receive names the target QP that took it,
+		 * perhaps another process's: the token names the SRQ, which
+		 * reports to its own CQ. The QP number is reported as is.
+		 */
+		srq = vrdma_find_xrc_srq(ctx, vrdma_token_srqn(token));
+		if (!srq)
+			return vrdma_cq_lied(cq, qpn, token,
+					     "names no XRC SRQ of this process");
+		if (!recv || srq->vsrq.cq != &cq->vcq.cq)
+			return vrdma_cq_lied(cq, qpn, token,
+					     "is of a queue that does not report to this CQ");
+		r = vrdma_srq_complete(srq, token, &posted);
+		goto checked;
+	}
 	qp = vrdma_find_qp(ctx, qpn);
 	if (!qp)
 		return vrdma_cq_lied(cq, qpn, token, "names no QP of this process");
 	if (vrdma_qp_cq(qp, recv) != &cq->vcq.cq)
 		return vrdma_cq_lied(cq, qpn, token,
 				     "is of a queue that does not report to this CQ");
-	if (!recv) {
+	if (!recv)
 		r = vrdma_wr_table_complete(&qp->swrs, token, error, &posted);
-	} else if (qp->vqp.qp.srq) {
-		srq = to_vsrq(qp->vqp.qp.srq);
-		pthread_spin_lock(&srq->ring.lock);
-		r = vrdma_srq_table_complete(&srq->wrs, token, &posted);
-		pthread_spin_unlock(&srq->ring.lock);
-	} else {
+	else if (qp->vqp.qp.srq)
+		r = vrdma_srq_complete(to_vsrq(qp->vqp.qp.srq), token, &posted);
+	else
 		r = vrdma_wr_table_complete(&qp->rwrs, token, error, &posted);
-	}
+checked:
 	switch (r) {
 	case VRDMA_WR_OK:
 		break;
@@ -1155,6 +1179,7 @@ static bool vrdma_send_ops_ok(const struct ibv_qp_init_attr_ex *attr)
 		return true;
 	switch (attr->qp_type) {
 	case IBV_QPT_RC:
+	case IBV_QPT_XRC_SEND:	/* RC's, each to the SRQ it names */
 		ops = VRDMA_RC_SEND_OPS;
 		break;
 	case IBV_QPT_UC:
@@ -1169,6 +1194,16 @@ static bool vrdma_send_ops_ok(const struct ibv_qp_init_attr_ex *attr)
 	return !(attr->send_ops_flags & ~ops);
 }
 
+/* @qp's send CQ and receive CQ (the send CQ again if it has none). */
+static void vrdma_qp_cqs(struct ibv_qp *qp, struct vrdma_cq **s,
+			 struct vrdma_cq **r)
+{
+	struct ibv_cq *recv_cq = vrdma_qp_cq(to_vqp(qp), true);
+
+	*s = to_vcq(qp->send_cq);
+	*r = recv_cq ? to_vcq(recv_cq) : *s;
+}
+
 /*
  * Ring mode: the locks of @qp's CQs (one if they are the same, else in
  * address order), under which its entry in the QP table and its tables'
@@ -1176,7 +1211,9 @@ static bool vrdma_send_ops_ok(const struct ibv_qp_init_attr_ex *attr)
  */
 static void vrdma_lock_cqs(struct ibv_qp *qp)
 {
-	struct vrdma_cq *s = to_vcq(qp->send_cq), *r = to_vcq(qp->recv_cq);
+	struct vrdma_cq *s, *r;
+
+	vrdma_qp_cqs(qp, &s, &r);
 
 	if (s == r) {
 		pthread_spin_lock(&s->ring.lock);
@@ -1191,19 +1228,44 @@ static void vrdma_lock_cqs(struct ibv_qp *qp)
 
 static void vrdma_unlock_cqs(struct ibv_qp *qp)
 {
-	struct vrdma_cq *s = to_vcq(qp->send_cq), *r = to_vcq(qp->recv_cq);
+	struct vrdma_cq *s, *r;
 
+	vrdma_qp_cqs(qp, &s, &r);
 	pthread_spin_unlock(&s->ring.lock);
 	if (s != r)
 		pthread_spin_unlock(&r->ring.lock);
 }
 
 /*
- * Ring mode, a QP destroyed (no completion of it comes any more): its
- * completions not polled yet in @cq are marked as a gone QP's, so that
- * they are dropped and not taken for a lie. Under the CQ's lock.
+ * Whether completion @c is of QP @qpn. Not one whose token is an XRC SRQ's:
+ * that names a target QP, whatever process's (vrdma_cq_check).
  */
-static void vrdma_cq_clean(struct vrdma_cq *cq, uint32_t qpn)
+static bool vrdma_cqe_of_qp(const struct virtio_rdma_cq_req *c, uint32_t qpn)
+{
+	return le32toh(c->qp_num) == qpn &&
+	       vrdma_token_tag(le64toh(c->wr_id)) != VRDMA_TAG_XRC_SRQ;
+}
+
+/* Whether completion @c is of the XRC SRQ numbered @srqn. */
+static bool vrdma_cqe_of_xrc_srq(const struct virtio_rdma_cq_req *c,
+				 uint32_t srqn)
+{
+	uint64_t token = le64toh(c->wr_id);
+
+	return vrdma_token_tag(token) == VRDMA_TAG_XRC_SRQ &&
+	       vrdma_token_srqn(token) == srqn;
+}
+
+/*
+ * Ring mode, a QP or XRC SRQ destroyed (no completion of it comes any
+ * more): its completions not polled yet in @cq (those @of says are of
+ * object @id) are marked as a gone QP's, so that they are dropped and not
+ * taken for a lie. Under the CQ's lock.
+ */
+static void vrdma_cq_clean(struct vrdma_cq *cq,
+			   bool (*of)(const struct virtio_rdma_cq_req *c,
+				      uint32_t id),
+			   uint32_t id)
 {
 	struct vrdma_ring *ring = &cq->ring;
 	struct virtio_rdma_ring_cqe *u;
@@ -1214,25 +1276,29 @@ static void vrdma_cq_clean(struct vrdma_cq *cq, uint32_t qpn)
 		u = vrdma_slot(ring, n);
 		if (vrdma_load(ring, &u->seq) != n + 1)
 			break;
-		if (le32toh(u->cqe.qp_num) == qpn)
+		if (of(&u->cqe, id))
 			u->cqe.qp_num = htole32(VRDMA_QPN_GONE);
 	}
 }
 
-/* Ring mode: @qp (or NULL) as the QP numbered @qpn in the table. */
+/* Ring mode: @qp (or NULL: @ibqp is gone) as the QP numbered @qpn. */
 static int vrdma_set_qp(struct ibv_qp *ibqp, struct vrdma_qp *qp)
 {
 	struct vrdma_context *ctx = to_vctx(ibqp->context);
-	struct vrdma_qp **entry = vrdma_qp_entry(ctx, ibqp->qp_num);
+	void **entry = vrdma_num_table_entry(&ctx->qps, ibqp->qp_num);
+	struct vrdma_cq *s, *r;
 
 	if (!entry)
 		return ENOMEM;
+	vrdma_qp_cqs(ibqp, &s, &r);
 	vrdma_lock_cqs(ibqp);
-	__atomic_store_n(entry, qp, __ATOMIC_RELEASE);
-	if (!qp) {
-		vrdma_cq_clean(to_vcq(ibqp->send_cq), ibqp->qp_num);
-		if (ibqp->recv_cq != ibqp->send_cq)
-			vrdma_cq_clean(to_vcq(ibqp->recv_cq), ibqp->qp_num);
+	if (qp) {
+		vrdma_num_table_set(entry, qp);
+	} else {
+		vrdma_num_table_clear(entry, to_vqp(ibqp));
+		vrdma_cq_clean(s, vrdma_cqe_of_qp, ibqp->qp_num);
+		if (r != s)
+			vrdma_cq_clean(r, vrdma_cqe_of_qp, ibqp->qp_num);
 	}
 	vrdma_unlock_cqs(ibqp);
 	return 0;
@@ -1263,28 +1329,92 @@ static int vrdma_qp_tables(struct vrdma_qp *qp)
 	return ret;
 }
 
+static bool vrdma_xrc_qp_type(enum ibv_qp_type type)
+{
+	return type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV;
+}
+
+/*
+ * The kernel's CREATE_QP of @qp, with the driver's request @drv (NULL: none)
+ * and answer *@drv_resp. XRC QPs go by the extended command, the one the
+ * kernel driver's XRC support is written against (both reach the kernel's
+ * one QP handler); the others keep the basic one.
+ */
+static int vrdma_cmd_create_qp(struct ibv_context *context,
+			       struct vrdma_qp *qp,
+			       struct ibv_qp_init_attr_ex *attr,
+			       const struct virtio_rdma_create_qp_cmd *drv,
+			       struct virtio_rdma_create_qp_resp *drv_resp)
+{
+	struct uvrdma_create_qp_ex_resp resp_ex = {};
+	struct uvrdma_create_qp_resp resp = {};
+	struct uvrdma_create_qp_ex cmd_ex = {};
+	struct uvrdma_create_qp cmd = {};
+	int ret;
+
+	if (vrdma_xrc_qp_type(attr->qp_type)) {
+		if (drv)
+			cmd_ex.drv_payload = *drv;
+		ret = ibv_cmd_create_qp_ex2(context, &qp->vqp, attr,
+					    &cmd_ex.ibv_cmd,
+					    drv ? sizeof(cmd_ex) :
+						  sizeof(cmd_ex.ibv_cmd),
+					    &resp_ex.ibv_resp, sizeof(resp_ex));
+		*drv_resp = resp_ex.drv_payload;
+		return ret;
+	}
+	if (drv)
+		cmd.drv_payload = *drv;
+	ret = ibv_cmd_create_qp_ex(context, &qp->vqp, attr, &cmd.ibv_cmd,
+				   drv ? sizeof(cmd) : sizeof(cmd.ibv_cmd),
+				   &resp.ibv_resp, sizeof(resp));
+	*drv_resp = resp.drv_payload;
+	return ret;
+}
+
+/*
+ * Whether @attr asks for a QP this provider can make: EINVAL for one IB
+ * does not define (no PD, or an XRC_RECV QP without its domain), EOPNOTSUPP
+ * for one the device does not offer. XRC needs SRQs, which only rings in
+ * guest memory (@rings) have.
+ */
+static int vrdma_qp_attr_ok(const struct ibv_qp_init_attr_ex *attr,
+			    bool rings)
+{
+	uint32_t need = attr->qp_type == IBV_QPT_XRC_RECV ?
+			IBV_QP_INIT_ATTR_XRCD : IBV_QP_INIT_ATTR_PD;
+
+	if (!(attr->comp_mask & need))
+		return EINVAL;
+	if (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+				IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ||
+	    !vrdma_send_ops_ok(attr))
+		return EOPNOTSUPP;
+	if ((attr->srq || vrdma_xrc_qp_type(attr->qp_type)) && !rings)
+		return EOPNOTSUPP;
+	return 0;
+}
+
 /*
  * A QP for ibv_create_qp (comp_mask PD only) or ibv_create_qp_ex; on
- * success attr->cap holds the caps the kernel granted.
+ * success attr->cap holds the caps the kernel granted. An XRC_SEND QP is a
+ * ring QP without a receive ring; an XRC_RECV QP has no rings at all (it
+ * takes its receives from the XRC SRQ each message names, and sends only
+ * responses): the kernel gets no request data for it.
  */
 static struct ibv_qp *vrdma_create_qp_ex(struct ibv_context *context,
 					 struct ibv_qp_init_attr_ex *attr)
 {
 	bool rings = to_vctx(context)->caps & VIRTIO_RDMA_CAP_RINGS;
-	struct uvrdma_create_qp_resp resp = {};
-	struct uvrdma_create_qp cmd = {};
-	size_t cmd_size = sizeof(cmd.ibv_cmd);	/* no request data */
+	bool tgt = attr->qp_type == IBV_QPT_XRC_RECV;
+	struct virtio_rdma_create_qp_resp resp = {};
+	struct virtio_rdma_create_qp_cmd cmd = {};
 	struct vrdma_qp *qp;
 	int ret;
 
-	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD)) {
-		errno = EINVAL;
-		return NULL;
-	}
-	if (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD |
-				IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ||
-	    !vrdma_send_ops_ok(attr)) {
-		errno = EOPNOTSUPP;
+	ret = vrdma_qp_attr_ok(attr, rings);
+	if (ret) {
+		errno = ret;
 		return NULL;
 	}
 	qp = calloc(1, sizeof(*qp));
@@ -1292,33 +1422,32 @@ static struct ibv_qp *vrdma_create_qp_ex(struct ibv_context *context,
 		errno = ENOMEM;
 		return NULL;
 	}
-	/* SRQs come with rings in guest memory only. */
-	if (attr->srq && !rings) {
-		ret = EOPNOTSUPP;
-		goto err_free;
-	}
-	if (rings) {
-		ret = vrdma_alloc_qp_rings(qp, &attr->cap, attr->srq);
+	if (rings && !tgt) {
+		ret = vrdma_alloc_qp_rings(qp, &attr->cap,
+					   attr->srq ||
+					   attr->qp_type == IBV_QPT_XRC_SEND);
 		if (ret)
 			goto err_rings;
-		/* A QP with an SRQ names no receive ring: all zero. */
+		/* A QP without a receive ring names none: all zero. */
 		cmd.sq_addr = (uintptr_t)qp->sq.buf;
 		cmd.rq_addr = (uintptr_t)qp->rq.buf;
 		cmd.sq_depth = qp->sq.depth;
 		cmd.sq_stride = qp->sq.stride;
 		cmd.rq_depth = qp->rq.depth;
 		cmd.rq_stride = qp->rq.stride;
-		cmd_size = sizeof(cmd);
 	}
-	ret = ibv_cmd_create_qp_ex(context, &qp->vqp, attr, &cmd.ibv_cmd,
-				   cmd_size, &resp.ibv_resp, sizeof(resp));
+	ret = vrdma_cmd_create_qp(context, qp, attr,
+				  qp->sq.buf ? &cmd : NULL, &resp);
 	if (ret)
 		goto err_rings;
 	qp->max_inline = attr->cap.max_inline_data;
 	qp->max_send_sge = attr->cap.max_send_sge;
 	qp->max_recv_sge = attr->cap.max_recv_sge;
 	qp->sig_all = attr->sq_sig_all;
-	if (rings) {
+	if (tgt) {
+		/* Nothing is posted to it and no completion names it as ours. */
+		ret = 0;
+	} else if (rings) {
 		ret = vrdma_caps_fit(qp, &attr->cap) ? 0 : EPROTO;
 		if (!ret)
 			ret = vrdma_qp_tables(qp);
@@ -1347,6 +1476,33 @@ err_free:
 	free(qp);
 	errno = ret;
 	return NULL;
+}
+
+/*
+ * ibv_open_qp: an XRC_RECV QP of a shared domain, made by this or another
+ * process; as one this process created, it has no rings.
+ */
+static struct ibv_qp *vrdma_open_qp(struct ibv_context *context,
+				    struct ibv_qp_open_attr *attr)
+{
+	struct ib_uverbs_create_qp_resp resp;
+	struct ibv_open_qp cmd = {};
+	struct vrdma_qp *qp;
+	int ret;
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_open_qp(context, &qp->vqp, sizeof(qp->vqp), attr, &cmd,
+			      sizeof(cmd), &resp, sizeof(resp));
+	if (ret) {
+		free(qp);
+		errno = ret;
+		return NULL;
+	}
+	return &qp->vqp.qp;
 }
 
 static struct ibv_qp *vrdma_create_qp(struct ibv_pd *pd,
@@ -1575,6 +1731,21 @@ static int vrdma_sq_ud(struct virtio_rdma_sq_req *req, struct ibv_ah *ibah,
 	return 0;
 }
 
+/*
+ * The SRQ of the XRC target's domain that a request of an XRC_SEND QP is
+ * for: after the rdma or atomic part, in every request but the local ones.
+ */
+static void vrdma_sq_xrc(struct virtio_rdma_sq_req *req, uint32_t remote_srqn)
+{
+	req->wr.xrc.remote_srqn = htole32(remote_srqn);
+}
+
+/* The operations that carry no XRC SRQ number: they do not leave the QP. */
+static bool vrdma_local_op(enum ibv_wr_opcode opcode)
+{
+	return opcode == IBV_WR_BIND_MW || opcode == IBV_WR_LOCAL_INV;
+}
+
 /* The BIND_MW part: @mw (rkey now) to become @rkey, over @info. */
 static void vrdma_sq_bind(struct virtio_rdma_sq_req *req,
 			  const struct ibv_mw *mw, uint32_t rkey,
@@ -1693,6 +1864,9 @@ static int vrdma_encode_send(struct vrdma_qp *qp, struct ibv_send_wr *wr,
 			return EINVAL;
 		}
 	}
+	/* The local operations returned above. */
+	if (qp->vqp.qp.qp_type == IBV_QPT_XRC_SEND)
+		vrdma_sq_xrc(req, wr->qp_type.xrc.remote_srqn);
 	if (wr->num_sge < 0)
 		return EINVAL;
 	if (!(wr->send_flags & IBV_SEND_INLINE))
@@ -1827,6 +2001,11 @@ static int vrdma_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	uint32_t start, pos = 0;
 	int ret = 0;
 
+	/* An XRC_RECV QP sends nothing but responses: it has no send ring. */
+	if (!ring->buf) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
 	pthread_spin_lock(&ring->lock);
 	start = ring->producer;
 	for (; wr; wr = wr->next, pos++) {
@@ -1864,7 +2043,10 @@ static int vrdma_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	uint32_t start, pos = 0;
 	int ret = 0;
 
-	/* A QP with an SRQ takes its receives from there. */
+	/*
+	 * A QP with an SRQ takes its receives from there, an XRC_RECV QP from
+	 * the XRC SRQ each message names; an XRC_SEND QP takes none.
+	 */
 	if (!ring->buf) {
 		*bad_wr = wr;
 		return EINVAL;
@@ -1906,20 +2088,90 @@ static int vrdma_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 }
 
 /*
+ * The kernel's CREATE_SRQ (basic) or CREATE_XSRQ (XRC) of @srq for @attr,
+ * with the same request: the SRQ's ring.
+ */
+static int vrdma_cmd_create_srq(struct ibv_context *context,
+				struct vrdma_srq *srq,
+				struct ibv_srq_init_attr_ex *attr, bool xrc)
+{
+	struct virtio_rdma_create_srq_cmd drv = {
+		.addr = (uintptr_t)srq->ring.buf,
+		.depth = srq->ring.depth,
+		.stride = srq->ring.stride,
+	};
+	struct ibv_srq_init_attr basic = {
+		.srq_context = attr->srq_context,
+		.attr = attr->attr,
+	};
+	struct ib_uverbs_create_srq_resp resp = {};
+	struct uvrdma_create_xsrq xcmd = {};
+	struct uvrdma_create_srq cmd = {};
+	int ret;
+
+	if (xrc) {
+		xcmd.drv_payload = drv;
+		return ibv_cmd_create_srq_ex(context, &srq->vsrq, attr,
+					     &xcmd.ibv_cmd, sizeof(xcmd),
+					     &resp, sizeof(resp));
+	}
+	cmd.drv_payload = drv;
+	ret = ibv_cmd_create_srq(attr->pd, &srq->vsrq.srq, &basic,
+				 &cmd.ibv_cmd, sizeof(cmd), &resp,
+				 sizeof(resp));
+	attr->attr = basic.attr;
+	return ret;
+}
+
+/*
+ * Ring mode: @srq, an XRC SRQ, as the XRC SRQ of its number, or (@gone)
+ * not any more; under its CQ's lock, the poller's (struct vrdma_num_table).
+ */
+static int vrdma_set_xrc_srq(struct vrdma_srq *srq, bool gone)
+{
+	struct vrdma_context *ctx = to_vctx(srq->vsrq.srq.context);
+	struct vrdma_cq *cq = to_vcq(srq->vsrq.cq);
+	void **entry = vrdma_num_table_entry(&ctx->xrc_srqs,
+					     srq->vsrq.srq_num);
+
+	if (!entry)
+		return ENOMEM;
+	pthread_spin_lock(&cq->ring.lock);
+	if (!gone) {
+		vrdma_num_table_set(entry, srq);
+	} else {
+		vrdma_num_table_clear(entry, srq);
+		vrdma_cq_clean(cq, vrdma_cqe_of_xrc_srq, srq->vsrq.srq_num);
+	}
+	pthread_spin_unlock(&cq->ring.lock);
+	return 0;
+}
+
+/*
  * Ring mode: an SRQ is a receive ring of ours that the device reads; its
  * doorbell is POST_SRQ_RECV without work requests, rung only when the
- * ring's record asks (as a QP's).
+ * ring's record asks (as a QP's). An XRC SRQ is one of a domain whose
+ * receive completions go to its own CQ, a ring CQ (as every CQ here); its
+ * tokens carry its number, by which the poller finds it (wr_table.h).
  */
-static struct ibv_srq *vrdma_create_srq(struct ibv_pd *pd,
-					struct ibv_srq_init_attr *attr)
+static struct vrdma_srq *vrdma_create_srq_any(struct ibv_context *context,
+					      struct ibv_srq_init_attr_ex *attr)
 {
-	struct ib_uverbs_create_srq_resp resp = {};
-	struct uvrdma_create_srq cmd = {};
+	enum ibv_srq_type type = attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE ?
+				 attr->srq_type : IBV_SRQT_BASIC;
+	bool xrc = type == IBV_SRQT_XRC;
 	struct vrdma_srq *srq;
 	int ret;
 
-	if (!(to_vctx(pd->context)->caps & VIRTIO_RDMA_CAP_RINGS)) {
+	if (!(to_vctx(context)->caps & VIRTIO_RDMA_CAP_RINGS) ||
+	    (type != IBV_SRQT_BASIC && !xrc)) {
 		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) ||
+	    (xrc && (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) ||
+		     !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ)))) {
+		errno = EINVAL;
 		return NULL;
 	}
 	srq = calloc(1, sizeof(*srq));
@@ -1932,38 +2184,85 @@ static struct ibv_srq *vrdma_create_srq(struct ibv_pd *pd,
 					    attr->attr.max_sge, 0));
 	if (ret)
 		goto err_free;
-	cmd.addr = (uintptr_t)srq->ring.buf;
-	cmd.depth = srq->ring.depth;
-	cmd.stride = srq->ring.stride;
-	ret = ibv_cmd_create_srq(pd, &srq->vsrq.srq, attr, &cmd.ibv_cmd,
-				 sizeof(cmd), &resp, sizeof(resp));
+	ret = vrdma_cmd_create_srq(context, srq, attr, xrc);
 	if (ret)
 		goto err_ring;
+	/* ibv_create_srq sets these itself; ibv_create_srq_ex does not. */
+	srq->vsrq.srq.srq_context = attr->srq_context;
+	srq->vsrq.srq.pd = attr->pd;
 	/* The kernel grants what was asked, or more SGEs than the ring holds. */
 	if (attr->attr.max_wr > srq->ring.depth ||
 	    vrdma_stride(sizeof(struct virtio_rdma_rq_req), attr->attr.max_sge,
 			 0) > srq->ring.stride) {
 		ret = EPROTO;
-		/* If the SRQ lives on, so must its ring: leak it. */
-		if (ibv_cmd_destroy_srq(&srq->vsrq.srq))
-			goto err_free;
-		goto err_ring;
+		goto err_destroy;
 	}
 	srq->max_sge = attr->attr.max_sge;
-	ret = vrdma_srq_table_init(&srq->wrs, srq->ring.depth);
-	if (ret) {
-		if (ibv_cmd_destroy_srq(&srq->vsrq.srq))
-			goto err_free;
-		goto err_ring;
+	/* SRQ numbers are 24 bits: the kernel's answer is checked. */
+	if (xrc && srq->vsrq.srq_num >> VRDMA_NUM_BITS) {
+		ret = EPROTO;
+		goto err_destroy;
 	}
-	return &srq->vsrq.srq;
+	ret = vrdma_srq_table_init(&srq->wrs, srq->ring.depth,
+				   xrc ? VRDMA_TAG_XRC_SRQ : VRDMA_TAG_SRQ,
+				   xrc ? srq->vsrq.srq_num : 0);
+	if (ret)
+		goto err_destroy;
+	if (xrc) {
+		ret = vrdma_set_xrc_srq(srq, false);
+		if (ret) {
+			vrdma_srq_table_free(&srq->wrs);
+			goto err_destroy;
+		}
+	}
+	return srq;
 
+err_destroy:
+	/* If the SRQ lives on, so must its ring: leak it. */
+	if (ibv_cmd_destroy_srq(&srq->vsrq.srq))
+		goto err_free;
 err_ring:
 	vrdma_free_ring(&srq->ring);
 err_free:
 	free(srq);
 	errno = ret;
 	return NULL;
+}
+
+static struct ibv_srq *vrdma_create_srq(struct ibv_pd *pd,
+					struct ibv_srq_init_attr *attr)
+{
+	struct ibv_srq_init_attr_ex attr_ex = {
+		.srq_context = attr->srq_context,
+		.attr = attr->attr,
+		.comp_mask = IBV_SRQ_INIT_ATTR_PD,
+		.pd = pd,
+	};
+	struct vrdma_srq *srq = vrdma_create_srq_any(pd->context, &attr_ex);
+
+	if (!srq)
+		return NULL;
+	attr->attr = attr_ex.attr;
+	return &srq->vsrq.srq;
+}
+
+static struct ibv_srq *vrdma_create_srq_ex(struct ibv_context *context,
+					   struct ibv_srq_init_attr_ex *attr)
+{
+	struct vrdma_srq *srq = vrdma_create_srq_any(context, attr);
+
+	return srq ? &srq->vsrq.srq : NULL;
+}
+
+/* Only an XRC SRQ's number is known here (the one messages name). */
+static int vrdma_get_srq_num(struct ibv_srq *ibsrq, uint32_t *srq_num)
+{
+	struct vrdma_srq *srq = to_vsrq(ibsrq);
+
+	if (srq->vsrq.srq_type != IBV_SRQT_XRC)
+		return EINVAL;
+	*srq_num = srq->vsrq.srq_num;
+	return 0;
 }
 
 static int vrdma_modify_srq(struct ibv_srq *srq, struct ibv_srq_attr *attr,
@@ -1989,6 +2288,9 @@ static int vrdma_destroy_srq(struct ibv_srq *ibsrq)
 	ret = ibv_cmd_destroy_srq(ibsrq);
 	if (ret)
 		return ret;
+	/* Its entry exists: creating the SRQ made it. */
+	if (srq->vsrq.srq_type == IBV_SRQT_XRC)
+		vrdma_set_xrc_srq(srq, true);
 	vrdma_srq_table_free(&srq->wrs);
 	vrdma_free_ring(&srq->ring);
 	free(srq);
@@ -2045,7 +2347,7 @@ static void vrdma_wr_start(struct ibv_qp_ex *ibqp)
 	qp->wr_tail = qp->swrs.tail;
 	qp->wr_err = 0;
 	qp->wr_req = NULL;
-	qp->wr_need_ud = false;
+	qp->wr_need_addr = false;
 }
 
 static void vrdma_wr_fail(struct vrdma_qp *qp, int err)
@@ -2068,7 +2370,7 @@ static struct virtio_rdma_sq_req *vrdma_wr_new(struct ibv_qp_ex *ibqp,
 
 	if (qp->wr_err)
 		return NULL;
-	if (qp->wr_need_ud) {
+	if (qp->wr_need_addr) {
 		vrdma_wr_fail(qp, EINVAL);
 		return NULL;
 	}
@@ -2084,7 +2386,16 @@ static struct virtio_rdma_sq_req *vrdma_wr_new(struct ibv_qp_ex *ibqp,
 	if (ring->own)
 		vrdma_sq_posted(qp, ibqp->wr_id, opcode, ibqp->wr_flags, 0);
 	ring->producer++;
-	qp->wr_need_ud = qp->vqp.qp.qp_type == IBV_QPT_UD;
+	switch (qp->vqp.qp.qp_type) {
+	case IBV_QPT_UD:
+		qp->wr_need_addr = true;
+		break;
+	case IBV_QPT_XRC_SEND:
+		qp->wr_need_addr = !vrdma_local_op(opcode);
+		break;
+	default:
+		break;
+	}
 	return qp->wr_req;
 }
 
@@ -2201,7 +2512,26 @@ static void vrdma_wr_set_ud_addr(struct ibv_qp_ex *ibqp, struct ibv_ah *ah,
 	if (ret)
 		vrdma_wr_fail(qp, ret);
 	else
-		qp->wr_need_ud = false;
+		qp->wr_need_addr = false;
+}
+
+/*
+ * ibv_wr_set_xrc_srqn. A local operation has no such field (its part of
+ * the element reaches to its end): naming an SRQ for one is an error.
+ */
+static void vrdma_wr_set_xrc_srqn(struct ibv_qp_ex *ibqp, uint32_t remote_srqn)
+{
+	struct vrdma_qp *qp = to_vqp_ex(ibqp);
+	struct virtio_rdma_sq_req *req = vrdma_wr_cur(qp);
+
+	if (!req)
+		return;
+	if (vrdma_local_op(req->opcode)) {
+		vrdma_wr_fail(qp, EINVAL);
+		return;
+	}
+	vrdma_sq_xrc(req, remote_srqn);
+	qp->wr_need_addr = false;
 }
 
 static void vrdma_wr_set_sge_list(struct ibv_qp_ex *ibqp, size_t num_sge,
@@ -2277,7 +2607,7 @@ static int vrdma_wr_complete(struct ibv_qp_ex *ibqp)
 	int ret = qp->wr_err;
 	uint32_t pos = 0;
 
-	if (!ret && qp->wr_need_ud)
+	if (!ret && qp->wr_need_addr)
 		ret = EINVAL;
 	if (ret) {
 		ring->producer = qp->wr_start;
@@ -2305,7 +2635,7 @@ static void vrdma_qp_ex_ops(struct vrdma_qp *qp)
 		q->wr_rdma_write = vrdma_wr_rdma_write;
 		q->wr_rdma_write_imm = vrdma_wr_rdma_write_imm;
 	}
-	if (type == IBV_QPT_RC) {
+	if (type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND) {
 		q->wr_rdma_read = vrdma_wr_rdma_read;
 		q->wr_atomic_cmp_swp = vrdma_wr_atomic_cmp_swp;
 		q->wr_atomic_fetch_add = vrdma_wr_atomic_fetch_add;
@@ -2315,6 +2645,8 @@ static void vrdma_qp_ex_ops(struct vrdma_qp *qp)
 	}
 	if (type == IBV_QPT_UD)
 		q->wr_set_ud_addr = vrdma_wr_set_ud_addr;
+	if (type == IBV_QPT_XRC_SEND)
+		q->wr_set_xrc_srqn = vrdma_wr_set_xrc_srqn;
 	q->wr_set_sge = vrdma_wr_set_sge;
 	q->wr_set_sge_list = vrdma_wr_set_sge_list;
 	q->wr_set_inline_data = vrdma_wr_set_inline_data;
@@ -2356,14 +2688,52 @@ static int vrdma_destroy_ah(struct ibv_ah *ibah)
 	return 0;
 }
 
+/*
+ * ibv_open_xrcd: a domain of the kernel's (shared through a file, or the
+ * process's own with fd -1), which the device sees as one.
+ */
+static struct ibv_xrcd *vrdma_open_xrcd(struct ibv_context *context,
+					struct ibv_xrcd_init_attr *attr)
+{
+	struct ib_uverbs_open_xrcd_resp resp;
+	struct ibv_open_xrcd cmd = {};
+	struct verbs_xrcd *xrcd;
+	int ret;
+
+	xrcd = calloc(1, sizeof(*xrcd));
+	if (!xrcd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_open_xrcd(context, xrcd, sizeof(*xrcd), attr, &cmd,
+				sizeof(cmd), &resp, sizeof(resp));
+	if (ret) {
+		free(xrcd);
+		errno = ret;
+		return NULL;
+	}
+	return &xrcd->xrcd;
+}
+
+/* EBUSY while an XRC SRQ or XRC_RECV QP of the domain exists (the kernel's). */
+static int vrdma_close_xrcd(struct ibv_xrcd *ibxrcd)
+{
+	struct verbs_xrcd *xrcd = container_of(ibxrcd, struct verbs_xrcd, xrcd);
+	int ret;
+
+	ret = ibv_cmd_close_xrcd(xrcd);
+	if (ret)
+		return ret;
+	free(xrcd);
+	return 0;
+}
+
 static void vrdma_free_context(struct ibv_context *ibctx)
 {
 	struct vrdma_context *ctx = to_vctx(ibctx);
-	unsigned int i;
 
-	for (i = 0; i < VRDMA_QP_CHUNK; i++)
-		free(ctx->qp_table[i]);
-	pthread_mutex_destroy(&ctx->qp_mutex);
+	vrdma_num_table_free(&ctx->qps);
+	vrdma_num_table_free(&ctx->xrc_srqs);
 	verbs_uninit_context(&ctx->ibv_ctx);
 	free(ctx);
 }
@@ -2402,13 +2772,22 @@ static const struct verbs_context_ops vrdma_user_qp_ops = {
 	.bind_mw = vrdma_bind_mw,
 };
 
-/* Shared receive queues, with rings in guest memory. */
+/*
+ * Shared receive queues and XRC (whose receive queues are SRQs), with
+ * rings in guest memory; without them these verbs fail with EOPNOTSUPP.
+ * The XRC QPs come through create_qp_ex, which refuses them then.
+ */
 static const struct verbs_context_ops vrdma_srq_ops = {
 	.create_srq = vrdma_create_srq,
+	.create_srq_ex = vrdma_create_srq_ex,
+	.get_srq_num = vrdma_get_srq_num,
 	.modify_srq = vrdma_modify_srq,
 	.query_srq = vrdma_query_srq,
 	.destroy_srq = vrdma_destroy_srq,
 	.post_srq_recv = vrdma_post_srq_recv,
+	.open_xrcd = vrdma_open_xrcd,
+	.close_xrcd = vrdma_close_xrcd,
+	.open_qp = vrdma_open_qp,
 };
 
 static struct verbs_context *vrdma_alloc_context(struct ibv_device *ibdev,
@@ -2431,7 +2810,8 @@ static struct verbs_context *vrdma_alloc_context(struct ibv_device *ibdev,
 		return NULL;
 	}
 	ctx->caps = resp.caps;
-	pthread_mutex_init(&ctx->qp_mutex, NULL);
+	vrdma_num_table_init(&ctx->qps);
+	vrdma_num_table_init(&ctx->xrc_srqs);
 	verbs_set_ops(&ctx->ibv_ctx, &vrdma_ctx_ops);
 	/* Rings in guest memory are user CQs and QPs too. */
 	if (ctx->caps & (VIRTIO_RDMA_CAP_USER_QP | VIRTIO_RDMA_CAP_RINGS))

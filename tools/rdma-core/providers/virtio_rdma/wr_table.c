@@ -5,14 +5,10 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 
 #include "wr_table.h"
-
-static uint32_t token_tag(uint64_t token)
-{
-	return (token >> 32) & 0xff;
-}
 
 /* A start position no one can guess (0 if the kernel cannot say). */
 static uint32_t vrdma_random_start(void)
@@ -113,7 +109,7 @@ enum vrdma_wr_result vrdma_wr_table_complete(struct vrdma_wr_table *t,
 	uint32_t pos = (uint32_t)token, ahead, i;
 	bool skipped = false;
 
-	if (token >> 40 || token_tag(token) != t->tag)
+	if (token >> 40 || vrdma_token_tag(token) != t->tag)
 		return VRDMA_WR_NOT_OUTSTANDING;
 	ahead = pos - t->head;
 	if (ahead >= tail - t->head) {
@@ -151,12 +147,19 @@ void vrdma_wr_table_reset(struct vrdma_wr_table *t)
 	__atomic_store_n(&t->head, t->tail, __ATOMIC_RELEASE);
 }
 
-int vrdma_srq_table_init(struct vrdma_srq_table *t, uint32_t depth)
+/*
+ * An SRQ's table: @tag VRDMA_TAG_SRQ (a basic SRQ, @srqn 0: its number is
+ * not needed) or VRDMA_TAG_XRC_SRQ (an XRC SRQ, whose tokens carry its
+ * number @srqn).
+ */
+int vrdma_srq_table_init(struct vrdma_srq_table *t, uint32_t depth,
+			 enum vrdma_wr_tag tag, uint32_t srqn)
 {
 	uint16_t start = vrdma_random_start();
 	uint32_t i;
 
-	if (!depth || depth > VRDMA_SRQ_TABLE_MAX)
+	if (!depth || depth > VRDMA_SRQ_TABLE_MAX || srqn >> VRDMA_NUM_BITS ||
+	    (tag != VRDMA_TAG_XRC_SRQ && (tag != VRDMA_TAG_SRQ || srqn)))
 		return EINVAL;
 	t->e = calloc(depth, sizeof(*t->e));
 	t->generation = calloc(depth, sizeof(*t->generation));
@@ -173,6 +176,7 @@ int vrdma_srq_table_init(struct vrdma_srq_table *t, uint32_t depth)
 	}
 	t->nfree = depth;
 	t->depth = depth;
+	t->id = (uint64_t)srqn << 40 | (uint64_t)tag << 32;
 	return 0;
 }
 
@@ -202,8 +206,7 @@ uint64_t vrdma_srq_table_post(struct vrdma_srq_table *t,
 	t->generation[i]++;
 	t->e[i] = *posted;
 	t->outstanding[i] = true;
-	return (uint64_t)VRDMA_TAG_SRQ << 32 |
-	       (uint64_t)t->generation[i] << 16 | i;
+	return t->id | (uint64_t)t->generation[i] << 16 | i;
 }
 
 /* Takes the receive @token names out of the table into *@posted. */
@@ -213,7 +216,8 @@ enum vrdma_wr_result vrdma_srq_table_complete(struct vrdma_srq_table *t,
 {
 	uint32_t i = token & 0xffff;
 
-	if (token >> 40 || token_tag(token) != VRDMA_TAG_SRQ ||
+	/* The tag and SRQ number (bits 32..63) first: another SRQ's token. */
+	if ((token & ~0xffffffffull) != t->id ||
 	    i >= t->depth || !t->outstanding[i] ||
 	    t->generation[i] != (uint16_t)(token >> 16))
 		return VRDMA_WR_NOT_OUTSTANDING;
@@ -221,4 +225,77 @@ enum vrdma_wr_result vrdma_srq_table_complete(struct vrdma_srq_table *t,
 	*posted = t->e[i];
 	t->free[t->nfree++] = i;
 	return VRDMA_WR_OK;
+}
+
+void vrdma_num_table_init(struct vrdma_num_table *t)
+{
+	memset(t->chunk, 0, sizeof(t->chunk));
+	pthread_mutex_init(&t->mutex, NULL);
+}
+
+void vrdma_num_table_free(struct vrdma_num_table *t)
+{
+	size_t i;
+
+	for (i = 0; i < VRDMA_NUM_CHUNKS; i++)
+		free(t->chunk[i]);
+	pthread_mutex_destroy(&t->mutex);
+}
+
+/*
+ * The object numbered @n, or NULL; @n is what a device wrote, so anything.
+ * Lock-free: a chunk, once published, stays until the table goes, and an
+ * entry changes only under locks the caller holds (see the structure).
+ */
+void *vrdma_num_table_find(struct vrdma_num_table *t, uint32_t n)
+{
+	void **chunk;
+
+	if (n >> VRDMA_NUM_BITS)
+		return NULL;
+	chunk = __atomic_load_n(&t->chunk[n >> VRDMA_NUM_CHUNK_SHIFT],
+				__ATOMIC_ACQUIRE);
+	if (!chunk)
+		return NULL;
+	return __atomic_load_n(&chunk[n & (VRDMA_NUM_CHUNK - 1)],
+			       __ATOMIC_ACQUIRE);
+}
+
+/*
+ * The entry for @n, its chunk made if need be: NULL without memory or for
+ * a number of more than 24 bits. Made before the locks under which the
+ * entry is set are taken (they are spinlocks).
+ */
+void **vrdma_num_table_entry(struct vrdma_num_table *t, uint32_t n)
+{
+	void ***chunk;
+	void **entries;
+
+	if (n >> VRDMA_NUM_BITS)
+		return NULL;
+	chunk = &t->chunk[n >> VRDMA_NUM_CHUNK_SHIFT];
+	pthread_mutex_lock(&t->mutex);
+	entries = *chunk;
+	if (!entries) {
+		entries = calloc(VRDMA_NUM_CHUNK, sizeof(*entries));
+		__atomic_store_n(chunk, entries, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&t->mutex);
+	return entries ? &entries[n & (VRDMA_NUM_CHUNK - 1)] : NULL;
+}
+
+/* @obj as its entry's object: what a poller finds from now on. */
+void vrdma_num_table_set(void **entry, void *obj)
+{
+	__atomic_store_n(entry, obj, __ATOMIC_RELEASE);
+}
+
+/*
+ * Clears @entry if it still holds @obj: once the kernel destroyed the
+ * object, its number may already be another's that was created meanwhile.
+ */
+void vrdma_num_table_clear(void **entry, void *obj)
+{
+	__atomic_compare_exchange_n(entry, &obj, NULL, false, __ATOMIC_RELEASE,
+				    __ATOMIC_RELAXED);
 }

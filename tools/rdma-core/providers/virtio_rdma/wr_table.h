@@ -25,10 +25,25 @@
  * under its CQ's lock; head and tail are the only words both sides touch
  * (each written by one side, read by the other with acquire order). A reset
  * holds both. An SRQ's table is used under the SRQ ring's lock only.
+ *
+ * A token is 64 bits (the element's wr_id, which the completion returns):
+ *
+ *   QP send or receive queue:  bits 0..31 the position, 32..39 the tag
+ *                              (SEND, RECV), 40..63 zero;
+ *   basic SRQ:                 bits 0..15 the entry's index, 16..31 its
+ *                              generation, 32..39 the tag (SRQ), 40..63 zero;
+ *   XRC SRQ:                   as a basic SRQ's, with the tag XRC_SRQ and
+ *                              bits 40..63 the SRQ's number.
+ *
+ * An XRC SRQ's receive completes naming the XRC target QP that took it,
+ * which may be another process's (domains are shared): not a QP of this
+ * process's QP table. Its token is what names the SRQ, by number, in the
+ * process's table of XRC SRQs (struct vrdma_num_table).
  */
 #ifndef VRDMA_WR_TABLE_H
 #define VRDMA_WR_TABLE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -37,7 +52,22 @@ enum vrdma_wr_tag {
 	VRDMA_TAG_SEND = 1,
 	VRDMA_TAG_RECV = 2,
 	VRDMA_TAG_SRQ = 3,
+	VRDMA_TAG_XRC_SRQ = 4,
 };
+
+/* QP and SRQ numbers are 24 bits. */
+#define VRDMA_NUM_BITS 24
+
+static inline uint32_t vrdma_token_tag(uint64_t token)
+{
+	return (token >> 32) & 0xff;
+}
+
+/* The SRQ number an XRC SRQ's token carries (0 in the others posted). */
+static inline uint32_t vrdma_token_srqn(uint64_t token)
+{
+	return token >> 40;
+}
 
 /* What a table keeps of one outstanding request. */
 struct vrdma_posted {
@@ -76,9 +106,26 @@ struct vrdma_srq_table {
 	uint16_t *free;		/* indices not outstanding, a stack */
 	uint32_t nfree;
 	uint32_t depth;		/* at most VRDMA_SRQ_TABLE_MAX */
+	uint64_t id;		/* the tag and number of every token */
 };
 
 #define VRDMA_SRQ_TABLE_MAX (1u << 16)
+
+/*
+ * Objects by number (QPs, XRC SRQs), for the poller to find what a
+ * completion names: 4096 chunks of 4096 entries. Chunks are added under the
+ * mutex and kept until the table goes; an entry is set and cleared under
+ * the lock of each CQ its object reports to, which the poller holds while
+ * it reads the entry without a lock.
+ */
+#define VRDMA_NUM_CHUNK_SHIFT 12
+#define VRDMA_NUM_CHUNK (1u << VRDMA_NUM_CHUNK_SHIFT)
+#define VRDMA_NUM_CHUNKS (1u << (VRDMA_NUM_BITS - VRDMA_NUM_CHUNK_SHIFT))
+
+struct vrdma_num_table {
+	pthread_mutex_t mutex;
+	void **chunk[VRDMA_NUM_CHUNKS];
+};
 
 int vrdma_wr_table_init(struct vrdma_wr_table *t, uint32_t depth,
 			enum vrdma_wr_tag tag);
@@ -94,7 +141,8 @@ enum vrdma_wr_result vrdma_wr_table_complete(struct vrdma_wr_table *t,
 					     struct vrdma_posted *posted);
 void vrdma_wr_table_reset(struct vrdma_wr_table *t);
 
-int vrdma_srq_table_init(struct vrdma_srq_table *t, uint32_t depth);
+int vrdma_srq_table_init(struct vrdma_srq_table *t, uint32_t depth,
+			 enum vrdma_wr_tag tag, uint32_t srqn);
 void vrdma_srq_table_free(struct vrdma_srq_table *t);
 bool vrdma_srq_table_full(const struct vrdma_srq_table *t);
 uint64_t vrdma_srq_table_post(struct vrdma_srq_table *t,
@@ -102,5 +150,12 @@ uint64_t vrdma_srq_table_post(struct vrdma_srq_table *t,
 enum vrdma_wr_result vrdma_srq_table_complete(struct vrdma_srq_table *t,
 					      uint64_t token,
 					      struct vrdma_posted *posted);
+
+void vrdma_num_table_init(struct vrdma_num_table *t);
+void vrdma_num_table_free(struct vrdma_num_table *t);
+void *vrdma_num_table_find(struct vrdma_num_table *t, uint32_t n);
+void **vrdma_num_table_entry(struct vrdma_num_table *t, uint32_t n);
+void vrdma_num_table_set(void **entry, void *obj);
+void vrdma_num_table_clear(void **entry, void *obj);
 
 #endif
