@@ -45,9 +45,8 @@
  * ring's lock from wr_start on; wr_complete publishes the batch as one post,
  * and an error found while building it (a full ring, too many SGEs, inline
  * data too long) withdraws the whole batch and is what wr_complete returns.
- * Send operations the device refuses for a process (local invalidate, MW
- * binding, send with invalidate, TSO, flush, atomic write) fail
- * ibv_create_qp_ex with EOPNOTSUPP.
+ * Send operations the device does not offer (TSO, flush, atomic write, and
+ * those a QP's type does not have) fail ibv_create_qp_ex with EOPNOTSUPP.
  *
  * XRC (ring mode only, as SRQs): domains, XRC SRQs (ibv_create_srq_ex),
  * XRC_SEND QPs (ring QPs without a receive ring, whose every request but
