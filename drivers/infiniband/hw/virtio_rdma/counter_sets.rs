@@ -10,7 +10,7 @@ use core::num::NonZeroU32;
 
 use kernel::{prelude::*, rdma};
 
-use crate::{abi, verbs::RdmaDev};
+use crate::{abi, device::RdmaDev};
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
 type Qp<'a> = rdma::Qp<RdmaDev<'a>>;

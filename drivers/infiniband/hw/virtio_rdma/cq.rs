@@ -35,11 +35,12 @@ use kernel::{
 use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
-    abi, health,
+    abi,
+    device::RdmaDev,
+    health,
     kernel_rings::CompRing,
     rings::{self, CqRings},
     uring::CqRing,
-    verbs::RdmaDev,
     wr_table::{BadToken, Posted, Queue},
 };
 

@@ -18,7 +18,7 @@ use kernel::{
 };
 use zerocopy::FromZeros;
 
-use crate::{abi, config::QueueLayout, cq, verbs::RdmaDev};
+use crate::{abi, config::QueueLayout, cq, device::RdmaDev};
 
 /// The buffer of one event: what the device writes.
 pub(crate) type EventBuf = abi::Event;

@@ -27,7 +27,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::{device::Bound, prelude::*, rdma, virtio};
 
-use crate::{cq, verbs::RdmaDev};
+use crate::{cq, device::RdmaDev};
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
 

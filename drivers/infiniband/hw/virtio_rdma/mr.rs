@@ -12,7 +12,7 @@ use kernel::{
     sync::{Arc, SpinLockIrq},
 };
 
-use crate::{abi, ctrl, mw, verbs::RdmaDev};
+use crate::{abi, ctrl, device::RdmaDev, mw};
 
 /// The page size of MR page tables (`VIRTIO_RDMA_PAGE_SIZE`).
 const PAGE_SIZE: u32 = abi::PAGE_SIZE;

@@ -11,7 +11,7 @@ use kernel::{
     rdma::{self, MwType, NewMw},
 };
 
-use crate::{abi, verbs::RdmaDev};
+use crate::{abi, device::RdmaDev};
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
 

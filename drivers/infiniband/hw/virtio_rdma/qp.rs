@@ -39,11 +39,11 @@ use zerocopy::{FromZeros, Immutable, IntoBytes};
 
 use crate::{
     abi, ah, cq,
+    device::RdmaDev,
     kernel_rings::WorkRing,
     mr,
     rings::{self, NewRings, QpRings},
     uring::Uring,
-    verbs::RdmaDev,
     wqe::{self, RqBuf, SendDesc, SqBuf, WorkElement},
     wr_table::{self, BadToken, PostTable, Posted, Queue, WrTable},
     xrcd,

@@ -17,8 +17,8 @@ use crate::{
     config::{QueueKind, QueueLayout},
     cq,
     ctrl::CtrlDone,
+    device::RdmaDev,
     events,
-    verbs::RdmaDev,
 };
 
 /// Handles the notifications of every virtqueue of one device.

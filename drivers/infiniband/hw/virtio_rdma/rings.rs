@@ -30,10 +30,10 @@ use zerocopy::{FromZeros, IntoBytes};
 
 use crate::{
     abi, cq, ctrl,
+    device::RdmaDev,
     kept::Kept,
     kernel_rings::{CompRing, WorkRing},
     mr, qp,
-    verbs::RdmaDev,
     wqe::{RqBuf, SqBuf},
     wr_table::{self, Posted},
 };

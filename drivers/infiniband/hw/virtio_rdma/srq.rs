@@ -25,10 +25,10 @@ use zerocopy::FromZeros;
 
 use crate::{
     abi,
+    device::RdmaDev,
     kernel_rings::WorkRing,
     qp, rings,
     rings::GuestRing,
-    verbs::RdmaDev,
     wqe::{self, RqBuf},
     wr_table::{BadToken, Posted, SrqTable},
     xrcd,

@@ -13,7 +13,7 @@ use kernel::{
 };
 use zerocopy::IntoBytes;
 
-use crate::{abi, verbs::RdmaDev};
+use crate::{abi, device::RdmaDev};
 
 /// The driver's part of a user context.
 pub(crate) struct UserContext;

@@ -25,7 +25,7 @@ use kernel::{
 };
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
-use crate::{abi, cq::CqeBuf, verbs::RdmaDev};
+use crate::{abi, cq::CqeBuf, device::RdmaDev};
 
 /// Where the slots start in the mapping: after the indices, on their own cache line.
 const SLOTS: usize = 64;

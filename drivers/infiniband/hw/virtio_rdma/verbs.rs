@@ -17,23 +17,18 @@ use kernel::{
         ResAttrs, RoceAv, SendWrs, SrqAttr, SrqChange, SrqRegistry, SrqXrc, Udata, UserRange,
         WcSink, WorkQueue,
     },
-    sync::Arc,
 };
 
 use crate::{
     abi,
     ah::{self, DevAh},
-    config::DeviceConfig,
     counter_sets,
     cq::{self, Cq},
-    ctrl::Ctrl,
-    health::Health,
-    kept::Kept,
+    device::RdmaDev,
     mr::{self, Mr},
     mw::{self, Mw},
     port::{self, Link, Port},
     qp::{self, DevQp},
-    rings::KeptRing,
     srq::{self, DevSrq},
     ucontext, wqe,
     xrcd::{self, Xrcd},
@@ -47,20 +42,6 @@ const DEVICE_CAP_FLAGS: u64 = (bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_E
     | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
     | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B)
     as u64;
-
-/// The driver's data of one RDMA device.
-pub(crate) struct RdmaDev<'a> {
-    /// The device's validated config space.
-    pub(crate) config: DeviceConfig,
-    /// The control queue.
-    pub(crate) ctrl: Ctrl<'a>,
-    /// Whether the device failed (`health.rs`).
-    pub(crate) health: Health,
-    /// Rings and MRs the device may still use after their objects went (`kept.rs`); freed
-    /// with this, after the device is reset.
-    pub(crate) kept_rings: Arc<Kept<KeptRing>>,
-    pub(crate) kept_mrs: Arc<Kept<Mr>>,
-}
 
 /// The driver's part of a protection domain: the device's handle for it.
 pub(crate) struct Pd {

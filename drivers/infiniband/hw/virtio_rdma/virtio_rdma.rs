@@ -31,6 +31,7 @@ mod config;
 mod counter_sets;
 mod cq;
 mod ctrl;
+mod device;
 mod events;
 mod health;
 mod kept;
@@ -51,9 +52,9 @@ mod xrcd;
 
 use config::QueueKind;
 use ctrl::Ctrl;
+use device::RdmaDev;
 use health::Health;
 use kept::Kept;
-use verbs::RdmaDev;
 
 kernel::virtio_device_table!(
     VIRTIO_TABLE,

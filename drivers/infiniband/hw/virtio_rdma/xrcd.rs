@@ -7,7 +7,7 @@
 
 use kernel::{prelude::*, rdma};
 
-use crate::{abi, verbs::RdmaDev};
+use crate::{abi, device::RdmaDev};
 
 type Device<'a> = rdma::Device<RdmaDev<'a>>;
 
