@@ -180,35 +180,42 @@ impl SrqTable {
     }
 }
 
+/// A small SRQ over a ring in memory of its own, for unit tests here and in
+/// `xrcd.rs`.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) fn test_srq(pdn: u32, limit: u32, xrc: Option<XrcSrq>) -> Srq {
     use crate::abi::VirtioRdmaRing;
     use crate::ring::RingMap;
     use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
+    let mem = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 0x10000)]).expect("memory");
+    mem.write_obj(0x1000u64, GuestAddress(0)).expect("table");
+    let ring = VirtioRdmaRing {
+        pages: 0.into(),
+        npages: 1.into(),
+        depth: 4.into(),
+        stride: 64.into(),
+        reserved: 0.into(),
+    };
+    let map = RingMap::load(&mem, &ring, 4, 64).expect("ring");
+    Srq {
+        ring: Arc::new(WorkRing::new(map)),
+        pdn,
+        max_wr: 4,
+        max_sge: 2,
+        limit,
+        qps: 0,
+        user: false,
+        xrc,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
     fn srq(pdn: u32, limit: u32) -> Srq {
-        let mem =
-            GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 0x10000)]).expect("memory");
-        mem.write_obj(0x1000u64, GuestAddress(0)).expect("table");
-        let ring = VirtioRdmaRing {
-            pages: 0.into(),
-            npages: 1.into(),
-            depth: 4.into(),
-            stride: 64.into(),
-            reserved: 0.into(),
-        };
-        let map = RingMap::load(&mem, &ring, 4, 64).expect("ring");
-        Srq {
-            ring: Arc::new(WorkRing::new(map)),
-            pdn,
-            max_wr: 4,
-            max_sge: 2,
-            limit,
-            qps: 0,
-            user: false,
-            xrc: None,
-        }
+        test_srq(pdn, limit, None)
     }
 
     #[test]

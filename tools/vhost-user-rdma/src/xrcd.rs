@@ -200,34 +200,10 @@ impl Ctrl {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::VirtioRdmaRing;
-    use crate::ring::{RingMap, WorkRing};
-    use crate::srq::Srq;
-    use std::sync::Arc;
-    use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
+    use crate::srq::{test_srq, Srq};
 
     fn srq(pdn: u32, xrc: Option<XrcSrq>) -> Srq {
-        let mem =
-            GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 0x10000)]).expect("memory");
-        mem.write_obj(0x1000u64, GuestAddress(0)).expect("table");
-        let ring = VirtioRdmaRing {
-            pages: 0.into(),
-            npages: 1.into(),
-            depth: 4.into(),
-            stride: 64.into(),
-            reserved: 0.into(),
-        };
-        let map = RingMap::load(&mem, &ring, 4, 64).expect("ring");
-        Srq {
-            ring: Arc::new(WorkRing::new(map)),
-            pdn,
-            max_wr: 4,
-            max_sge: 2,
-            limit: 0,
-            qps: 0,
-            user: false,
-            xrc,
-        }
+        test_srq(pdn, 0, xrc)
     }
 
     #[test]

@@ -33,7 +33,6 @@ import sys
 import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GID, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
@@ -43,6 +42,8 @@ from pyverbs.qp import QP, QPAttr, QPCap, QPEx, QPInitAttrEx
 from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr, SrqInitAttrEx
 from pyverbs.wr import SGE, RecvWR, SendWR
 from pyverbs.xrcd import XRCD, XRCDInitAttr
+
+import rc
 
 DEV = "virtio_rdma0"
 SLOT = 64
@@ -129,22 +130,10 @@ def tgt_qp(ctx, xrcd, attr_cls=QPInitAttrEx):
 
 def connect(ctx, gid_index, ini, tgt, rnr_retry=7):
     """Resets `ini` (XRC_SEND) and `tgt` (XRC_RECV) and moves both to RTS,
-    each the other's peer through the port's GID `gid_index`."""
-    gid = ctx.query_gid(1, gid_index)
-    for qp, peer, access in ((tgt, ini, REMOTE), (ini, tgt, 0)):
-        qp.modify(QPAttr(qp_state=e.IBV_QPS_RESET), e.IBV_QP_STATE)
-        attr = QPAttr(port_num=1)
-        attr.pkey_index = 0
-        attr.qp_access_flags = access
-        gr = GlobalRoute(dgid=GID(str(gid)), sgid_index=gid_index, hop_limit=64)
-        attr.ah_attr = AHAttr(port_num=1, is_global=1, gr=gr)
-        attr.dest_qp_num = peer.qp_num
-        attr.rq_psn = attr.sq_psn = 0
-        attr.max_dest_rd_atomic = attr.max_rd_atomic = 1
-        # The responder's RNR timer: 1 (0.01 ms), so that an RNR wait is short.
-        attr.min_rnr_timer, attr.timeout, attr.retry_cnt = 1, 14, 7
-        attr.rnr_retry = rnr_retry
-        qp.to_rts(attr)
+    each the other's peer; the target's RNR timer is 1 (0.01 ms), so that
+    an RNR wait is short."""
+    rc.connect_pair(ctx, gid_index, tgt, ini, REMOTE, reset=True, min_rnr_timer=1,
+                    rnr_retry=rnr_retry)
 
 
 def main():
