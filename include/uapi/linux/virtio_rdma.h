@@ -19,7 +19,8 @@
 /*
  * Config space. The device's config space is 256 bytes (the most a
  * vhost-user GET_CONFIG message carries); bytes past this structure are
- * reserved and read as zero.
+ * reserved and read as zero. VIRTIO_RDMA_CMD_QUERY_DEVICE returns the same
+ * structure, byte for byte.
  */
 struct virtio_rdma_config {
 	__le32 phys_port_cnt;
@@ -146,6 +147,8 @@ enum virtio_rdma_ctrl_cmd {
 	VIRTIO_RDMA_CMD_DEALLOC_XRCD = 33,	/* max_xrcd > 0 */
 	VIRTIO_RDMA_CMD_CREATE_XRC_SRQ = 34,	/* max_xrcd > 0 */
 	VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP = 35,	/* max_xrcd > 0 */
+	VIRTIO_RDMA_CMD_QUERY_DEVICE = 36,	/* rsp: struct virtio_rdma_config */
+	VIRTIO_RDMA_CMD_RESET = 37,		/* no request or response body */
 };
 
 struct virtio_rdma_ctrl_hdr {

@@ -65,6 +65,12 @@ pub const fn virtio_rdma_comp_vq(max_cq: u32, max_qp: u32, n: u32) -> u32 {
 
 /// Feature bit: queues in guest memory.
 pub const VIRTIO_RDMA_F_RINGS: u32 = 0;
+/// virtio-net feature bit (device ID 1, not 42): the net device also
+/// carries the RoCE queues of this protocol, in the [`VIRTIO_RDMA_F_RINGS`]
+/// mode, from the queue after the net control queue on. Not in
+/// `virtio_rdma.h` (it is a net bit); see
+/// `Documentation/infiniband/virtio_rdma_net.rst` for why 58.
+pub const VIRTIO_NET_F_ROCE: u32 = 58;
 /// Where a ring's slots start, after its record.
 pub const VIRTIO_RDMA_RING_SLOTS: u32 = 64;
 /// Record flag: the device asks to be notified of new work.
@@ -109,6 +115,12 @@ pub const VIRTIO_RDMA_CMD_DEALLOC_XRCD: u32 = 33;
 pub const VIRTIO_RDMA_CMD_CREATE_XRC_SRQ: u32 = 34;
 /// Control command: create an XRC target QP.
 pub const VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP: u32 = 35;
+/// Control command: the device's `struct virtio_rdma_config` (no request
+/// body), as its config space holds it.
+pub const VIRTIO_RDMA_CMD_QUERY_DEVICE: u32 = 36;
+/// Control command: destroy every object and return every buffer the
+/// device holds on its other queues (no request body).
+pub const VIRTIO_RDMA_CMD_RESET: u32 = 37;
 /// CREATE_SRQ flag: the ring belongs to a process.
 pub const VIRTIO_RDMA_SRQ_F_USER: u32 = 1;
 

@@ -16,7 +16,10 @@ use crate::limits::{self, ConfigOverride, Limits, LimitsError, Mac, Pinned, Ring
 /// Each --socket is one independent device; one process serves them all.
 /// Start QEMU with `-device vhost-user-rdma-pci,chardev=...`: QEMU asks the
 /// backend for the number of virtqueues (2 + max_cq + 2 * max_qp, at most
-/// 256; --print-num-queues prints it). The process exits when every frontend
+/// 256; --print-num-queues prints it). With --net every device is instead a
+/// virtio-net device carrying the RoCE queues (QEMU's `net=on`): an
+/// Ethernet interface with the --mac, switched to the other --net devices
+/// of this process, and 3 more virtqueues before the RoCE ones. The process exits when every frontend
 /// has disconnected, or on SIGTERM/SIGINT; socket files are removed. SIGUSR1
 /// logs each device's objects and counters. A later option overrides an
 /// earlier one, except the per-device ones (--socket, --mac, --ip, --max-mr,
@@ -47,7 +50,9 @@ pub struct Cli {
 
     /// MAC of the paired virtio-net function, reported in config space: one
     /// per --socket, in the same order (each guest's RDMA port pairs with its
-    /// own NIC, and its link-local GID is derived from it).
+    /// own NIC, and its link-local GID is derived from it). With --net, the
+    /// device's own Ethernet MAC: the switch delivers to it, and it is the
+    /// only source MAC the device's frames may carry.
     #[arg(long = "mac", value_name = "XX:XX:XX:XX:XX:XX")]
     pub macs: Vec<Mac>,
 
@@ -85,7 +90,12 @@ pub struct Cli {
     /// Report config field FIELD as VALUE (decimal or 0x hex) while serving the
     /// real limits: for testing a driver against a device with a bad config.
     /// Repeatable; FIELD is a field of struct virtio_rdma_config.
-    #[arg(long = "config-override", value_name = "FIELD=VALUE")]
+    /// Not with --net (its config space is virtio-net's).
+    #[arg(
+        long = "config-override",
+        value_name = "FIELD=VALUE",
+        conflicts_with = "net"
+    )]
     pub config_overrides: Vec<ConfigOverride>,
 
     /// Make every device of this process lie to its guest, for testing a
@@ -138,6 +148,13 @@ pub struct Cli {
     /// their time.
     #[arg(long, value_name = "US", default_value_t = 0, requires = "rings")]
     pub poll_us: u32,
+
+    /// Present every device as virtio-net (virtio ID 1, QEMU's `net=on`)
+    /// with VIRTIO_NET_F_ROCE: receiveq, transmitq and controlq, then the
+    /// RoCE queues in the ID-42 layout (3 + the ID-42 count, at most 256).
+    /// Needs --rings (the RoCE part is the rings mode).
+    #[arg(long, requires = "rings")]
+    pub net: bool,
 
     /// Print the number of virtqueues for these limits and exit.
     #[arg(long)]
@@ -214,7 +231,8 @@ impl Cli {
         let mac = self.macs.first().copied().unwrap_or(DEFAULT_MAC);
         Limits::new(self.max_qp, self.max_cq, self.queue_size, mac)?
             .with_overrides(&self.config_overrides)?
-            .with_rings(self.rings()?)
+            .with_rings(self.rings()?)?
+            .with_net(self.net)
     }
 
     /// Each socket with its device's limits: the i-th --mac for the i-th
@@ -257,7 +275,8 @@ impl Cli {
                     mac,
                 )?
                 .with_overrides(&self.config_overrides)?
-                .with_rings(self.rings()?)?,
+                .with_rings(self.rings()?)?
+                .with_net(self.net)?,
             };
             if let Some(ips) = per_socket("--ip", &self.ips, i, n)?.flatten() {
                 l = l.with_pinned(Some(Pinned::new(&ips)?));
@@ -514,6 +533,40 @@ mod tests {
         assert!(parse(&["--hostile", "bogus"]).is_err());
         assert!(parse(&["--hostile", "events", "--hostile-every", "0"]).is_err());
         assert!(parse(&["--hostile-every", "3"]).is_err(), "needs --hostile");
+    }
+
+    #[test]
+    fn net_personality() {
+        let parse = |args: &[&str]| Cli::try_parse_from(["x", "--socket", "a"].iter().chain(args));
+        assert!(parse(&["--net"]).is_err(), "needs --rings");
+        assert!(
+            parse(&["--net", "--rings", "--config-override", "max_qp=1"]).is_err(),
+            "its config is virtio-net's"
+        );
+        let cli = parse(&["--net", "--rings", "--max-qp", "4", "--max-cq", "4"]).expect("parses");
+        let l = cli.limits().expect("valid");
+        assert!(l.net());
+        assert_eq!(l.roce_base(), 3);
+        assert_eq!(l.num_queues(), 3 + l.roce_queues());
+        assert_eq!(l.roce_queues(), 2 + 4 + 8 + 1 + 2);
+        // 3 + 2 + 120 + 2 * 64 + 3 = 256 fits; one CQ more does not.
+        let fits = ["--net", "--rings", "--max-qp", "64", "--max-cq", "120"];
+        assert_eq!(
+            parse(&fits)
+                .expect("parses")
+                .limits()
+                .map(|l| l.num_queues()),
+            Ok(256)
+        );
+        let over = ["--net", "--rings", "--max-qp", "64", "--max-cq", "121"];
+        assert_eq!(
+            parse(&over).expect("parses").devices().map(|_| ()),
+            Err(LimitsError::NetTooManyQueues {
+                net: 3,
+                roce: 254,
+                total: 257
+            })
+        );
     }
 
     #[test]

@@ -240,6 +240,8 @@ fn command_info(cmd: u32) -> Option<(&'static str, usize)> {
         VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP => {
             ("CREATE_XRC_TGT_QP", size_of::<VirtioRdmaRspCreateQp>())
         }
+        VIRTIO_RDMA_CMD_QUERY_DEVICE => ("QUERY_DEVICE", size_of::<VirtioRdmaConfig>()),
+        VIRTIO_RDMA_CMD_RESET => ("RESET", 0),
         _ => return None,
     })
 }
@@ -370,16 +372,97 @@ impl Ctrl {
     /// guest or another. The port's own counters stay.
     pub fn reset(&self) {
         let _fabric = fabric::lock();
-        let old = std::mem::replace(&mut *self.lock(), State::new(&self.limits));
-        self.ring_qps_mut().clear();
-        self.comp_waiting().clear();
+        let destroyed = self.forget_all();
         self.rings_acked.store(false, Ordering::Relaxed);
         info!(
-            "{}: device reset; destroyed {}; counters: {}",
-            self.name,
-            old.census(),
-            self.stats
+            "{}: device reset; destroyed {destroyed}; counters: {}",
+            self.name, self.stats
         );
+    }
+
+    /// Empties the object tables (the caller holds the whole fabric);
+    /// returns what they held, for the log. Takes the device's locks one
+    /// at a time.
+    fn forget_all(&self) -> String {
+        let destroyed = {
+            let mut st = self.lock();
+            let mut old = std::mem::replace(&mut *st, State::new(&self.limits));
+            let destroyed = old.census();
+            // MR and window handles of before come back last: an old key
+            // names no new MR while the table has handles it never used.
+            let mut mrs = std::mem::replace(&mut old.mrs, MrTable::new(0));
+            mrs.retire_all();
+            st.mrs = mrs;
+            destroyed
+        };
+        self.ring_qps_mut().clear();
+        self.comp_waiting().clear();
+        // SQs scheduled for another pass are gone with their QPs.
+        self.take_scheduled();
+        destroyed
+    }
+
+    /// RESET: what a device reset does to the objects, keeping the
+    /// negotiated features, and every buffer the device holds on a queue
+    /// other than the control queue returned with used length 0, each
+    /// queue signalled. Runs holding the whole fabric (`execute`), so no
+    /// data-path step of any device is under way.
+    fn reset_command(&self, body: &[u8]) -> CmdResult {
+        if !body.is_empty() {
+            // Destructive: a request that is not exactly RESET's is refused.
+            self.guest_warn(format_args!(
+                "RESET: {} bytes after the header; RESET has no request body",
+                body.len()
+            ));
+            return Err(VIRTIO_RDMA_S_INVALID);
+        }
+        let vrings: &[RdmaVring] = self.vrings.get().map_or(&[], Vec::as_slice);
+        let ctrl_vq = usize::from(VIRTIO_RDMA_CTRL_VQ);
+        let marks: Vec<u16> = vrings.iter().map(RdmaVring::next_used).collect();
+        // Each QP as DESTROY_QP: the elements only its state still names
+        // (an SQ element stalled on RNR or moving in chunks, a receive a
+        // message in chunks fills) and those left on its queues go back
+        // unwritten, in queue order; its rings are passed.
+        let qpns: Vec<u32> = {
+            let st = self.lock();
+            (0..st.qps.len() as u32)
+                .filter(|&n| st.qp(n).is_some())
+                .collect()
+        };
+        for qpn in qpns {
+            crate::engine::discard(self, qpn);
+        }
+        let destroyed = self.forget_all();
+        // What is still available: CQE, event and completion-event
+        // buffers, and elements on the queues of slots without a QP.
+        for (index, vring) in vrings.iter().enumerate() {
+            if index != ctrl_vq {
+                crate::engine::return_available(self, vring);
+            }
+        }
+        // The driver frees these buffers once RESET answers: tell it of
+        // every queue that gave some back, whatever its suppression says.
+        let mut returned = 0;
+        for (index, (vring, mark)) in vrings.iter().zip(marks).enumerate() {
+            let n = vring.next_used().wrapping_sub(mark);
+            if index != ctrl_vq && n != 0 {
+                returned += usize::from(n);
+                vring.used_grew(true);
+            }
+        }
+        info!(
+            "{}: RESET; destroyed {destroyed}; returned {returned} buffers",
+            self.name
+        );
+        Ok(Vec::new())
+    }
+
+    /// QUERY_DEVICE: the config structure, the bytes a config-space read
+    /// gives.
+    fn query_device(&self) -> CmdResult {
+        let space = self.limits.config_space();
+        let len = core::mem::size_of::<VirtioRdmaConfig>();
+        Ok(space.get(..len).unwrap_or(&space[..]).to_vec())
     }
 
     /// Logs what the device holds and its counters.
@@ -687,6 +770,8 @@ impl Ctrl {
             VIRTIO_RDMA_CMD_DEALLOC_XRCD if self.xrc_enabled() => self.dealloc_xrcd(body),
             VIRTIO_RDMA_CMD_CREATE_XRC_SRQ if self.xrc_enabled() => self.create_xrc_srq(body),
             VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP if self.xrc_enabled() => self.create_xrc_tgt_qp(body),
+            VIRTIO_RDMA_CMD_QUERY_DEVICE => self.query_device(),
+            VIRTIO_RDMA_CMD_RESET => self.reset_command(body),
             _ => {
                 self.guest_warn(format_args!("{name} is not implemented"));
                 Err(VIRTIO_RDMA_S_UNSUPPORTED)

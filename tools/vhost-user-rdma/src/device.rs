@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The vhost-user device: features, config space, vrings, and the loop that
 //! serves one frontend on one socket.
+//!
+//! A device is the ID-42 virtio-rdma device, or with `--net` the net
+//! personality (`net/`): a virtio-net device whose own queues come first
+//! and whose RoCE part is the ID-42 device from [`Limits::roce_base`] on.
+//! This file only dispatches between the two.
 
 use std::io;
 use std::path::Path;
@@ -23,6 +28,7 @@ use crate::ctrlq;
 use crate::engine;
 use crate::fabric;
 use crate::limits::Limits;
+use crate::net::{self, switch, NetPort};
 use crate::vring::{Mem, RdmaVring, VringHub};
 use crate::worker::Worker;
 
@@ -59,17 +65,28 @@ pub struct RdmaDevice {
     config: [u8; VIRTIO_RDMA_CONFIG_SPACE_SIZE],
     ctrl: Ctrl,
     mem: Mem,
+    /// The Ethernet side of the net personality; `None` on ID 42.
+    net: Option<NetPort>,
 }
 
 impl RdmaDevice {
     /// A device named `name` (for logs) serving `limits` over `mem`.
     pub fn new(name: &str, limits: Limits, mem: Mem) -> io::Result<Self> {
+        let ctrl = Ctrl::new(name, limits, mem.clone())?;
+        let (config, net) = if limits.net() {
+            ctrl.stats().show_net();
+            let port = NetPort::new(limits.mac());
+            (net::config_space(&limits), Some(port))
+        } else {
+            (limits.config_space(), None)
+        };
         Ok(RdmaDevice {
             name: name.to_string(),
             limits,
-            config: limits.config_space(),
-            ctrl: Ctrl::new(name, limits, mem.clone())?,
+            config,
+            ctrl,
             mem,
+            net,
         })
     }
 
@@ -89,8 +106,42 @@ impl RdmaDevice {
         &self.ctrl
     }
 
+    /// The Ethernet side of the net personality, if this is one.
+    pub fn net(&self) -> Option<&NetPort> {
+        self.net.as_ref()
+    }
+
+    /// Hands the device its vrings, in index order: the net part's to its
+    /// port, and the RoCE part's (from [`Limits::roce_base`], renumbered
+    /// from 0) to the control engine, which so never sees the shift.
+    pub fn set_vrings(&self, mut vrings: Vec<RdmaVring>) {
+        let roce = vrings.split_off(self.limits.roce_base().min(vrings.len()));
+        if let Some(port) = &self.net {
+            port.set_vrings(vrings);
+        }
+        self.ctrl.set_vrings(roce);
+    }
+
+    /// Delivers `record` (a virtio-net header and an Ethernet frame) into
+    /// this device's receive queue (the switch's call; a no-op on ID 42).
+    pub fn deliver(&self, record: &[u8]) {
+        if let Some(port) = &self.net {
+            port.deliver(&self.ctrl, record);
+        }
+    }
+
     /// Serves vring `index` after a kick.
     pub fn process_queue(&self, index: usize, vring: &RdmaVring) -> io::Result<()> {
+        let base = self.limits.roce_base();
+        match &self.net {
+            Some(port) if index < base => net::process_queue(self, port, index, vring),
+            _ => self.process_roce_queue(index - base, vring),
+        }
+    }
+
+    /// Serves vring `index` of the RoCE part (counted from its control
+    /// queue) after a kick.
+    fn process_roce_queue(&self, index: usize, vring: &RdmaVring) -> io::Result<()> {
         let max_cq = self.limits.max_cq() as usize;
         if index == usize::from(abi::VIRTIO_RDMA_CTRL_VQ) {
             return ctrlq::process(&self.ctrl, vring, &self.mem);
@@ -162,6 +213,9 @@ impl VhostUserBackend for RdmaDevice {
     }
 
     fn features(&self) -> u64 {
+        if self.net.is_some() {
+            return net::FEATURES;
+        }
         let rings = self
             .limits
             .rings()
@@ -171,7 +225,13 @@ impl VhostUserBackend for RdmaDevice {
 
     fn acked_features(&self, features: u64) {
         debug!("{}: driver acked features {features:#x}", self.name);
-        self.ctrl.set_acked_features(features);
+        if self.net.is_some() {
+            // The RoCE part sees what it would on ID 42: the rings mode if
+            // VIRTIO_NET_F_ROCE was acked, else no feature of its own.
+            self.ctrl.set_acked_features(net::roce_features(features));
+        } else {
+            self.ctrl.set_acked_features(features);
+        }
     }
 
     fn protocol_features(&self) -> VhostUserProtocolFeatures {
@@ -180,6 +240,9 @@ impl VhostUserBackend for RdmaDevice {
 
     fn reset_device(&self) {
         self.ctrl.reset();
+        if let Some(port) = &self.net {
+            port.reset();
+        }
     }
 
     fn set_event_idx(&self, enabled: bool) {
@@ -272,16 +335,38 @@ pub fn serve_with(
             limits.num_queues()
         ))));
     }
-    dev.ctrl().set_vrings(hub.vrings());
+    dev.set_vrings(hub.vrings());
     fabric::register(&dev);
+    // In the switch while the frontend is served (dropped at return).
+    let _attachment = match &dev.net {
+        Some(port) => Some(switch::attach(&dev, port.mac()).map_err(setup)?),
+        None => None,
+    };
     let worker = Worker::spawn(dev.clone(), hub).map_err(setup)?;
-    info!(
-        "{name}: serving {} on {} ({} virtqueues: control, {} CQ, {} QP, event; queue size {}; mac {})",
-        "virtio-rdma",
-        socket.display(),
-        limits.num_queues(),
+    let roce = format!(
+        "control, {} CQ, {} QP, event{}",
         limits.max_cq(),
         limits.max_qp(),
+        limits.rings().map_or(String::new(), |r| format!(
+            ", notify, {} completion-event",
+            r.comp_vqs
+        ))
+    );
+    let (kind, layout) = if dev.net.is_some() {
+        (
+            "virtio-net+roce",
+            format!(
+                "receiveq, transmitq, net controlq, RoCE from {}: {roce}",
+                limits.roce_base()
+            ),
+        )
+    } else {
+        ("virtio-rdma", roce)
+    };
+    info!(
+        "{name}: serving {kind} on {} ({} virtqueues: {layout}; queue size {}; mac {})",
+        socket.display(),
+        limits.num_queues(),
         limits.queue_size(),
         limits.mac()
     );

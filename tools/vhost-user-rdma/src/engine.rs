@@ -373,6 +373,28 @@ pub fn return_all(ctrl: &Ctrl, vring: &RdmaVring) {
     }
 }
 
+/// Returns every chain available on `vring` unwritten (RESET), if the
+/// queue is running: at most a queue's worth, so that a driver adding
+/// buffers as fast as they come back cannot keep the caller (which holds
+/// the whole fabric) here.
+pub fn return_available(ctrl: &Ctrl, vring: &RdmaVring) {
+    let size = {
+        let state = vring.get_ref();
+        let queue = state.get_queue();
+        // A queue not set up holds nothing (and popping it would log errors).
+        if !(queue.ready() && state.is_enabled()) {
+            return;
+        }
+        queue.size()
+    };
+    for _ in 0..size {
+        let Some((head, _)) = pop(ctrl, vring, 0) else {
+            return;
+        };
+        give_back(ctrl, vring, head);
+    }
+}
+
 fn cqe(wr_id: u64, status: u8, opcode: u8, qpn: u32) -> VirtioRdmaCqReq {
     VirtioRdmaCqReq {
         wr_id: U64::new(wr_id),

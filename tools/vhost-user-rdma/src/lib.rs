@@ -12,6 +12,9 @@
 //! ([`cq`]), and reaches other devices of the process through [`fabric`].
 //! [`stats`] and [`counter_sets`] count what the device did.
 //! [`hostile`] is a test mode in which the device lies to its guest.
+//! [`net`] is the second personality (`--net`): a virtio-net device (ID 1)
+//! that carries the RoCE queues after its own
+//! (`Documentation/infiniband/virtio_rdma_net.rst`).
 
 pub mod abi;
 pub mod cli;
@@ -30,6 +33,7 @@ pub mod ib;
 pub mod limits;
 pub mod mr;
 pub mod mw;
+pub mod net;
 pub mod qp;
 pub mod ratelimit;
 pub mod resources;

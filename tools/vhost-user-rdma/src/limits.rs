@@ -203,6 +203,25 @@ pub enum LimitsError {
     /// Counter sets out of range.
     #[error("counter sets must be 1..={MAX_COUNTER_SETS}, got {0}")]
     MaxCounterSets(u32),
+    /// The net personality without queues in guest memory: its RoCE part
+    /// is the rings mode (VIRTIO_NET_F_ROCE implies it).
+    #[error("--net needs --rings: VIRTIO_NET_F_ROCE implies the rings mode")]
+    NetWithoutRings,
+    /// The net personality's queues and the RoCE part's together are too
+    /// many for vhost-user.
+    #[error(
+        "{net} net virtqueues + {roce} RoCE virtqueues = {total} virtqueues, but vhost-user \
+         addresses at most {MAX_VRINGS} virtqueues per device: lower --max-qp, --max-cq or \
+         --comp-vqs"
+    )]
+    NetTooManyQueues {
+        /// Queues of the net part (receiveq, transmitq, controlq).
+        net: usize,
+        /// Queues of the RoCE part.
+        roce: usize,
+        /// Their sum.
+        total: usize,
+    },
 }
 
 /// Most addresses an operator can pin to one device (`--ip`).
@@ -428,6 +447,9 @@ pub struct Limits {
     hostile: Option<hostile::Config>,
     rings: Option<Rings>,
     max_counter_sets: u32,
+    /// The device is the net personality (virtio-net with the RoCE queues
+    /// after its own): see `net/mod.rs`.
+    net: bool,
 }
 
 impl Limits {
@@ -465,6 +487,7 @@ impl Limits {
             hostile: None,
             rings: None,
             max_counter_sets: MAX_COUNTER_SETS,
+            net: false,
         })
     }
 
@@ -517,15 +540,44 @@ impl Limits {
     /// (`None`: virtqueues only).
     pub fn with_rings(mut self, rings: Option<Rings>) -> Result<Self, LimitsError> {
         self.rings = rings;
-        let total = self.num_queues() as u64;
-        if total > u64::from(MAX_VRINGS) {
-            return Err(LimitsError::TooManyQueues {
+        self.check_queues()
+    }
+
+    /// The same limits as the net personality (`net`) or as the ID-42
+    /// device. The net personality needs rings (its RoCE part is the rings
+    /// mode).
+    pub fn with_net(mut self, net: bool) -> Result<Self, LimitsError> {
+        if net && self.rings.is_none() {
+            return Err(LimitsError::NetWithoutRings);
+        }
+        self.net = net;
+        self.check_queues()
+    }
+
+    /// Whether the device is the net personality.
+    pub fn net(&self) -> bool {
+        self.net
+    }
+
+    /// These limits if vhost-user can number all their queues.
+    fn check_queues(self) -> Result<Self, LimitsError> {
+        let total = self.num_queues();
+        if total <= MAX_VRINGS as usize {
+            return Ok(self);
+        }
+        Err(if self.net {
+            LimitsError::NetTooManyQueues {
+                net: self.roce_base(),
+                roce: self.roce_queues(),
+                total,
+            }
+        } else {
+            LimitsError::TooManyQueues {
                 max_cq: self.max_cq,
                 max_qp: self.max_qp,
-                total,
-            });
-        }
-        Ok(self)
+                total: total as u64,
+            }
+        })
     }
 
     /// The queues in guest memory the device offers, if any.
@@ -543,13 +595,14 @@ impl Limits {
         self.max_cq + self.rings.map_or(0, |r| r.max_cq)
     }
 
-    /// Index of the notification queue (rings).
+    /// Index of the notification queue (rings), from [`Limits::roce_base`].
     pub fn notify_vq(&self) -> Option<usize> {
         self.rings
             .map(|_| abi::virtio_rdma_notify_vq(self.max_cq, self.max_qp) as usize)
     }
 
-    /// The completion-event queue an index names, if it is one.
+    /// The completion-event queue an index (from [`Limits::roce_base`])
+    /// names, if it is one.
     pub fn comp_vq_of(&self, index: usize) -> Option<u32> {
         let first = abi::virtio_rdma_comp_vq(self.max_cq, self.max_qp, 0) as usize;
         let n = self.rings?.comp_vqs as usize;
@@ -665,14 +718,33 @@ impl Limits {
         self.mac
     }
 
-    /// Virtqueues: control, one per CQ, an (SQ, RQ) pair per QP, events;
-    /// with rings, the notification and the completion-event queues.
+    /// Virtqueues of the device: the net personality's own (see
+    /// [`Limits::roce_base`]), then the RoCE part's.
     pub fn num_queues(&self) -> usize {
+        self.roce_base() + self.roce_queues()
+    }
+
+    /// Index of the first RoCE queue (its control queue): 0 on the ID-42
+    /// device, after receiveq, transmitq and controlq on the net
+    /// personality. Every RoCE index ([`Limits::event_vq`],
+    /// [`Limits::notify_vq`], ...) counts from here.
+    pub fn roce_base(&self) -> usize {
+        if self.net {
+            crate::net::ROCE_BASE
+        } else {
+            0
+        }
+    }
+
+    /// Virtqueues of the RoCE part: control, one per CQ, an (SQ, RQ) pair
+    /// per QP, events; with rings, the notification and the
+    /// completion-event queues.
+    pub fn roce_queues(&self) -> usize {
         let base = 1 + abi::virtio_rdma_event_vq(self.max_cq, self.max_qp) as usize;
         base + self.rings.map_or(0, |r| 1 + r.comp_vqs as usize)
     }
 
-    /// Index of the event queue.
+    /// Index of the event queue, from [`Limits::roce_base`].
     pub fn event_vq(&self) -> usize {
         abi::virtio_rdma_event_vq(self.max_cq, self.max_qp) as usize
     }

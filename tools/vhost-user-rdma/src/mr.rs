@@ -228,6 +228,16 @@ impl MrTable {
         Some(mrn)
     }
 
+    /// Forgets every MR and window (a reset). Their handles are handed out
+    /// again after every other (see [`HandleTable::retire_all`]): a key
+    /// of before does not name a new MR or window while the table has
+    /// handles it never used.
+    pub fn retire_all(&mut self) {
+        self.mrs.clear();
+        self.windows.clear();
+        self.handles.retire_all();
+    }
+
     /// MR `mrn`.
     pub fn get(&self, mrn: u32) -> Option<&Mr> {
         self.mrs.get(&mrn)

@@ -5,13 +5,17 @@
 use std::collections::{HashSet, VecDeque};
 
 /// Allocates nonzero handles `1..=capacity`, reusing freed ones oldest first
-/// (so that a stale handle is not handed out again at once).
+/// (so that a stale handle is not handed out again at once). Handles
+/// [retired](HandleTable::retire_all) together come back only after every
+/// other.
 #[derive(Debug)]
 pub struct HandleTable {
     capacity: u32,
     next_fresh: u32,
     free: VecDeque<u32>,
     used: HashSet<u32>,
+    /// Handles in use when the table was last emptied, lowest first.
+    retired: VecDeque<u32>,
 }
 
 impl HandleTable {
@@ -22,6 +26,7 @@ impl HandleTable {
             next_fresh: 1,
             free: VecDeque::new(),
             used: HashSet::new(),
+            retired: VecDeque::new(),
         }
     }
 
@@ -34,7 +39,7 @@ impl HandleTable {
                 self.next_fresh += 1;
                 h
             }
-            None => return None,
+            None => self.retired.pop_front()?,
         };
         self.used.insert(handle);
         Some(handle)
@@ -48,6 +53,15 @@ impl HandleTable {
         } else {
             false
         }
+    }
+
+    /// Frees every handle (a reset), to be handed out again only once no
+    /// other is left: a handle of the objects of before names a new object
+    /// as late as the table allows.
+    pub fn retire_all(&mut self) {
+        let mut old: Vec<u32> = self.used.drain().collect();
+        old.sort_unstable();
+        self.retired.extend(old);
     }
 
     /// Whether `handle` is allocated.
@@ -146,6 +160,21 @@ mod tests {
         assert_eq!(t.alloc(), Some(2));
         assert_eq!(t.alloc(), Some(1));
         assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn retired_handles_come_back_last() {
+        let mut t = HandleTable::new(5);
+        assert_eq!(
+            (t.alloc(), t.alloc(), t.alloc()),
+            (Some(1), Some(2), Some(3))
+        );
+        assert!(t.free(2));
+        t.retire_all();
+        assert!(t.is_empty() && !t.contains(1));
+        // Freed before, then never used, then those retired.
+        let order: Vec<_> = (0..6).map(|_| t.alloc()).collect();
+        assert_eq!(order, [Some(2), Some(4), Some(5), Some(1), Some(3), None]);
     }
 
     #[test]

@@ -13,14 +13,16 @@
 //! device resets, when its frontend disconnects, and on SIGUSR1.
 //!
 //! A device in hostile mode (`hostile.rs`) also counts the lies it told;
-//! those counters are printed only by such a device.
+//! those counters are printed only by such a device. A device of the net
+//! personality (`net/`) also counts its Ethernet frames, in the `net_*`
+//! counters, printed only by such a device.
 //!
 //! What a QP bound to a counter set (`counter_sets.rs`) does counts in its
 //! set instead of the port counters here: every count of a QP's action
 //! goes through [`Stats::of`], which picks the sink.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::abi::VIRTIO_RDMA_NUM_COUNTERS;
 use crate::counter_sets::CounterSet;
@@ -85,6 +87,24 @@ pub enum Counter {
     HostileHandles,
     /// Hostile mode: made-up events posted.
     HostileEvents,
+    /// Net personality: Ethernet frames the guest sent that the switch
+    /// took (to a peer, or broadcast).
+    NetTxFrames,
+    /// Bytes of those frames (Ethernet header and payload).
+    NetTxBytes,
+    /// Net personality: frames written into the guest's receive queue.
+    NetRxFrames,
+    /// Bytes of those frames.
+    NetRxBytes,
+    /// Transmitted chains not forwarded: malformed, a bad header or
+    /// length, a spoofed source, or no device with the destination MAC.
+    NetTxDropped,
+    /// Frames for this device that were not delivered: no receive buffer,
+    /// a bad one, or the receive queue not running.
+    NetRxDropped,
+    /// Transmitted frames whose source MAC was not the device's (also
+    /// counted in `net_tx_dropped`).
+    NetSpoofed,
 }
 
 impl Counter {
@@ -119,9 +139,14 @@ impl Counter {
             Counter::HostileCompletions | Counter::HostileHandles | Counter::HostileEvents
         )
     }
+
+    /// Whether this counts the Ethernet of the net personality.
+    fn is_net(self) -> bool {
+        (self as usize) >= Counter::NetTxFrames as usize
+    }
 }
 
-const COUNTERS: [(Counter, &str); 25] = [
+const COUNTERS: [(Counter, &str); 32] = [
     (Counter::SentPkts, "sent_pkts"),
     (Counter::SentBytes, "sent_bytes"),
     (Counter::RcvdPkts, "rcvd_pkts"),
@@ -147,6 +172,13 @@ const COUNTERS: [(Counter, &str); 25] = [
     (Counter::HostileCompletions, "hostile_completions"),
     (Counter::HostileHandles, "hostile_handles"),
     (Counter::HostileEvents, "hostile_events"),
+    (Counter::NetTxFrames, "net_tx_frames"),
+    (Counter::NetTxBytes, "net_tx_bytes"),
+    (Counter::NetRxFrames, "net_rx_frames"),
+    (Counter::NetRxBytes, "net_rx_bytes"),
+    (Counter::NetTxDropped, "net_tx_dropped"),
+    (Counter::NetRxDropped, "net_rx_dropped"),
+    (Counter::NetSpoofed, "net_spoofed"),
 ];
 
 /// The port counters of QUERY_COUNTERS, in `enum virtio_rdma_counter`
@@ -159,6 +191,10 @@ pub struct Stats {
     values: [AtomicU64; COUNTERS.len()],
     /// The device is hostile: print the hostile-mode counters too.
     hostile: bool,
+    /// The device is the net personality: print the net counters too. Set
+    /// after creation ([`Stats::show_net`]): the counters are made with the
+    /// control engine, which does not know the personality.
+    net: AtomicBool,
 }
 
 impl Stats {
@@ -169,6 +205,11 @@ impl Stats {
             hostile,
             ..Stats::default()
         }
+    }
+
+    /// Prints the net counters too (a device of the net personality).
+    pub fn show_net(&self) {
+        self.net.store(true, Ordering::Relaxed);
     }
 
     fn slot(c: Counter) -> usize {
@@ -243,11 +284,13 @@ impl Tally<'_> {
 
 impl fmt::Display for Stats {
     /// `name=value` pairs, space separated (the hostile-mode ones only for
-    /// a hostile device).
+    /// a hostile device, the net ones only for the net personality).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let net = self.net.load(Ordering::Relaxed);
         let shown = COUNTERS
             .iter()
-            .filter(|(c, _)| self.hostile || !c.is_hostile());
+            .filter(|(c, _)| self.hostile || !c.is_hostile())
+            .filter(|(c, _)| net || !c.is_net());
         for (i, (c, name)) in shown.enumerate() {
             if i > 0 {
                 f.write_str(" ")?;
@@ -333,6 +376,17 @@ mod tests {
         assert!(
             text.ends_with(
                 "logs_suppressed=0 hostile_completions=0 hostile_handles=2 hostile_events=0"
+            ),
+            "{text}"
+        );
+        let n = Stats::new(false);
+        n.show_net();
+        n.add(Counter::NetRxBytes, 60);
+        let text = n.to_string();
+        assert!(
+            text.ends_with(
+                "logs_suppressed=0 net_tx_frames=0 net_tx_bytes=0 net_rx_frames=0 \
+                 net_rx_bytes=60 net_tx_dropped=0 net_rx_dropped=0 net_spoofed=0"
             ),
             "{text}"
         );

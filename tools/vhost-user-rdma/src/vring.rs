@@ -217,6 +217,12 @@ impl RdmaVring {
         }
     }
 
+    /// Where the device's next used-ring entry goes: it moved if the
+    /// device returned buffers since it was last read.
+    pub fn next_used(&self) -> u16 {
+        self.get_ref().get_queue().next_used()
+    }
+
     fn signal_now(&self, force: bool) {
         // Always ask the ring, so that its EVENT_IDX bookkeeping stays right.
         let needs = self.needs_notification().unwrap_or(true);
@@ -356,7 +362,7 @@ impl VringT<Mem> for RdmaVring {
 /// Writes `record` into the device-writable buffers of `chain`, in order:
 /// what virtio-queue's `Writer` does, without the list of buffers it
 /// allocates for every chain (one per completion on the data path).
-fn write_chain(
+pub(crate) fn write_chain(
     mem: &GuestMemoryMmap,
     chain: DescriptorChain<&GuestMemoryMmap>,
     record: &[u8],

@@ -281,3 +281,34 @@ fn per_socket_limits_reach_each_frontend() {
     let status = child.wait().expect("wait");
     assert!(status.success(), "exit status {status}");
 }
+
+/// `--net` needs `--rings` (VIRTIO_NET_F_ROCE implies the rings mode) and
+/// takes no `--config-override`; its queue count has the 3 net queues in
+/// front; it says what it serves, and SIGUSR1 shows its net counters.
+#[test]
+fn net_personality_options() {
+    expect_usage_error(&["--net"], "--rings");
+    expect_usage_error(
+        &["--net", "--rings", "--config-override", "max_qp=1"],
+        "--config-override",
+    );
+    let out = Command::new(BIN)
+        .args(["--print-num-queues", "--net", "--rings"])
+        .args(["--max-qp", "16", "--max-cq", "32", "--comp-vqs", "2"])
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    // 3 + (66 + notify + 2 completion-event queues).
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "72\n");
+    expect_usage_error(
+        &["--net", "--rings", "--max-qp", "64", "--max-cq", "121"],
+        "3 net virtqueues + 254 RoCE virtqueues = 257 virtqueues",
+    );
+    let err = stderr_after(&[], &["--net", "--rings"], &["-USR1"]);
+    assert!(
+        err.contains("a: serving virtio-net+roce")
+            && err.contains("receiveq, transmitq, net controlq, RoCE from 3: control"),
+        "{err}"
+    );
+    assert!(err.contains(" net_tx_frames=0 "), "{err}");
+}

@@ -194,6 +194,9 @@ pub(crate) mod cmd {
         bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_XRC_SRQ;
     pub(crate) const CREATE_XRC_TGT_QP: u32 =
         bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP;
+    pub(crate) const QUERY_DEVICE: u32 =
+        bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_DEVICE;
+    pub(crate) const RESET: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_RESET;
 }
 
 /// `enum virtio_rdma_status`.

@@ -226,9 +226,12 @@ impl Dev {
             gid,
             event_idx,
         };
-        let mut req = gid.to_vec();
-        req.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
-        d.ok(VIRTIO_RDMA_CMD_ADD_GID, &req, 0);
+        // The net personality's vring 0 is its receive queue: no ADD_GID.
+        if !lim.net() {
+            let mut req = gid.to_vec();
+            req.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+            d.ok(VIRTIO_RDMA_CMD_ADD_GID, &req, 0);
+        }
         d
     }
 
@@ -919,4 +922,195 @@ pub fn uc_pair(access: u32, qp_access: u32) -> UcPair {
     d.uc_up(a, gid, b, qp_access);
     d.uc_up(b, gid, a, qp_access);
     RcPair { d, cq, a, b, key }
+}
+
+/// RESET (`tests/reset.rs`): its status.
+pub fn rdma_reset(d: &mut Dev) -> u8 {
+    d.cmd(VIRTIO_RDMA_CMD_RESET, &[], 0).0
+}
+
+/// QUERY_DEVICE with room for `room` response bytes: (status, body).
+pub fn query_device(d: &mut Dev, room: usize) -> (u8, Vec<u8>) {
+    d.cmd(VIRTIO_RDMA_CMD_QUERY_DEVICE, &[], room)
+}
+
+/// Waits until queue `q` has returned `n` buffers; those (id, len).
+pub fn wait_used(d: &mut Dev, q: usize, n: usize) -> Vec<(u32, u32)> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = Vec::new();
+    while got.len() < n {
+        got.extend(d.take_used(q));
+        assert!(Instant::now() < deadline, "queue {q}: {got:?}, want {n}");
+        thread::sleep(Duration::from_micros(200));
+    }
+    got
+}
+
+// The net personality (`--net`), for `tests/net.rs`: vring 0 receiveq,
+// 1 transmitq, 2 the net controlq, the RoCE part from 3.
+
+/// The net personality's receive, transmit and control queues, and its
+/// first RoCE queue (the RoCE control queue).
+pub const NET_RXQ: usize = 0;
+pub const NET_TXQ: usize = 1;
+pub const NET_CTRLQ: usize = 2;
+pub const NET_ROCE: usize = 3;
+/// Bytes of `struct virtio_net_hdr_v1`.
+pub const NET_HDR: usize = 12;
+/// Guest memory of the net queues' buffers: one `NET_SLOT` per descriptor.
+pub const NET_BUFS: u64 = 0x40_0000;
+pub const NET_SLOT: u64 = 0x800;
+/// Descriptors per chain the net helpers reserve (QSIZE / this chains may
+/// be outstanding on one queue).
+pub const NET_CHAIN: u16 = 4;
+
+/// The test limits as a net-personality device's (rings: 2 QPs, 2 CQs, one
+/// completion-event queue).
+pub fn net(l: Limits) -> Limits {
+    l.with_rings(Some(
+        vhost_user_rdma::limits::Rings::new(2, 2, 1, 0).expect("rings"),
+    ))
+    .and_then(|l| l.with_net(true))
+    .expect("net limits")
+}
+
+/// An Ethernet frame of `len` bytes (at least 14): `dst`, `src`, an IPv4
+/// ethertype, then a pattern.
+pub fn eth_frame(dst: [u8; 6], src: [u8; 6], len: usize) -> Vec<u8> {
+    let mut f = dst.to_vec();
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&[0x08, 0x00]);
+    f.extend(pattern(len.saturating_sub(14), len as u8));
+    f.truncate(len);
+    f
+}
+
+impl Dev {
+    /// A net-personality device; the virtio features in `refused` are
+    /// not negotiated.
+    pub fn start_net(refused: u64) -> Dev {
+        Dev::start_without(MEM_SIZE, net, refused)
+    }
+
+    /// The device's MAC (its net config's).
+    pub fn mac(&self) -> [u8; 6] {
+        self.dev.ctrl().limits().mac().0
+    }
+
+    /// Guest address of descriptor `desc`'s buffer on net queue `q`.
+    pub fn net_buf(q: usize, desc: u16) -> u64 {
+        NET_BUFS + (q as u64 * u64::from(QSIZE) + u64::from(desc)) * NET_SLOT
+    }
+
+    /// Posts one chain to net queue `q`: a descriptor per part, each
+    /// (bytes, device-writable); a writable part's bytes are what the
+    /// buffer holds before the device writes. Its head.
+    pub fn net_post(&mut self, q: usize, parts: &[(&[u8], bool)]) -> u16 {
+        assert!(!parts.is_empty() && parts.len() <= usize::from(NET_CHAIN));
+        let head = (self.vqs[q].next_avail % (QSIZE / NET_CHAIN)) * NET_CHAIN;
+        for (i, (bytes, writable)) in parts.iter().enumerate() {
+            let desc = head + i as u16;
+            let buf = Dev::net_buf(q, desc);
+            assert!(bytes.len() as u64 <= NET_SLOT);
+            self.fill(buf, bytes);
+            let mut flags = if *writable { F_WRITE } else { 0 };
+            if i + 1 < parts.len() {
+                flags |= F_NEXT;
+            }
+            self.write_desc(q, desc, buf, bytes.len() as u32, flags, desc + 1);
+        }
+        self.publish(q, head);
+        head
+    }
+
+    /// Transmits `frame` behind a zeroed virtio-net header.
+    pub fn net_send(&mut self, frame: &[u8]) -> u16 {
+        let mut b = vec![0u8; NET_HDR];
+        b.extend_from_slice(frame);
+        self.net_post(NET_TXQ, &[(&b, false)])
+    }
+
+    /// Lends the receive queue one buffer of `len` bytes.
+    pub fn net_rx_buf(&mut self, len: usize) -> u16 {
+        self.net_post(NET_RXQ, &[(&vec![0xee; len], true)])
+    }
+
+    /// Waits for queue `q`'s used ring to grow; the new entries.
+    pub fn wait_used(&mut self, q: usize) -> Vec<(u32, u32)> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let used = self.take_used(q);
+            if !used.is_empty() {
+                return used;
+            }
+            assert!(Instant::now() < deadline, "queue {q}: nothing used");
+            thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// The bytes the device wrote into a (single-descriptor) receive
+    /// buffer with head `id`, `len` of them.
+    pub fn net_rx_bytes(&self, id: u32, len: u32) -> Vec<u8> {
+        self.read(Dev::net_buf(NET_RXQ, id as u16), len as usize)
+    }
+
+    /// Waits until the device's counter `c` reaches `n`.
+    pub fn wait_count(&self, c: vhost_user_rdma::stats::Counter, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let stats = self.dev.ctrl().stats();
+        while stats.get(c) < n {
+            assert!(
+                Instant::now() < deadline,
+                "{c:?} is {}, want {n}",
+                stats.get(c)
+            );
+            thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// Waits for an interrupt of queue `q`.
+    pub fn wait_interrupt(&self, q: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.interrupts(q) == 0 {
+            assert!(Instant::now() < deadline, "queue {q} not interrupted");
+            thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// A net control command as one chain of `parts` (see
+    /// [`Dev::net_post`]); (used length, first byte of the last part).
+    pub fn net_ctrl_chain(&mut self, parts: &[(&[u8], bool)]) -> (u32, u8) {
+        let head = self.net_post(NET_CTRLQ, parts);
+        let used = self.wait_used(NET_CTRLQ);
+        assert_eq!(used, vec![(u32::from(head), used[0].1)]);
+        let last = head + parts.len() as u16 - 1;
+        let ack = self.read(Dev::net_buf(NET_CTRLQ, last), 1)[0];
+        (used[0].1, ack)
+    }
+
+    /// A well-formed net control command: its ack.
+    pub fn net_ctrl(&mut self, class: u8, cmd: u8, data: &[u8]) -> u8 {
+        let mut req = vec![class, cmd];
+        req.extend_from_slice(data);
+        let (len, ack) = self.net_ctrl_chain(&[(&req, false), (&[0xee], true)]);
+        assert_eq!(len, 1, "the ack byte written");
+        ack
+    }
+
+    /// A control command on the control queue at vring `q` (the RoCE
+    /// part's of a net device): (status, response body), as [`Dev::cmd`].
+    pub fn cmd_on(&mut self, q: usize, cmd: u32, body: &[u8], rsp: usize) -> (u8, Vec<u8>) {
+        let mut req = [cmd.to_le_bytes(), [0; 4]].concat();
+        req.extend_from_slice(body);
+        let (rbuf, wbuf) = (self.vqs[q].buf(0), self.vqs[q].buf(2));
+        assert!(req.len() as u64 <= 2 * SLOT);
+        self.fill(rbuf, &req);
+        self.fill(wbuf, &vec![0xee; 8 + rsp]);
+        self.write_desc(q, 0, rbuf, req.len() as u32, F_NEXT, 1);
+        self.write_desc(q, 1, wbuf, 8 + rsp as u32, F_WRITE, 0);
+        self.publish(q, 0);
+        let used = self.wait_used(q);
+        let out = self.read(wbuf, used[0].1 as usize);
+        (out[0], out.get(8..).unwrap_or(&[]).to_vec())
+    }
 }
