@@ -21,6 +21,12 @@ read -r -a BACKEND_ARGS <<<"${9:-}"
 num_queues=${10:-} peer=${11:-0} reboot=${12:-0}
 guests=1
 [ "$peer" = 1 ] && guests=2
+# The backend's --net presents each device as virtio-net with RoCE (one
+# function: QEMU's vhost-user-rdma-pci with net=on) instead of an ID-42
+# device beside a QEMU NIC; the guests' Ethernet then goes through the
+# backend too (Documentation/infiniband/virtio_rdma_net.rst).
+net_personality=0
+for a in "${BACKEND_ARGS[@]}"; do [ "$a" = --net ] && net_personality=1; done
 
 mac() { echo "52:54:00:12:34:5$((6 + $1))"; }
 rundir=/tmp/vrdma
@@ -99,12 +105,20 @@ append+=" $extra"
 # code).
 guest_args() {
 	local i=$1 dir=$share net=(-netdev user,id=net0) noreboot=(-no-reboot)
+	local rdma="vhost-user-rdma-pci,chardev=vrdma0${num_queues:+,num-queues=$num_queues}"
 	[ "$i" = 1 ] && dir=$share/peer
 	[ "$i" = 0 ] && [ "$reboot" = 1 ] && noreboot=()
 	if [ $guests = 2 ]; then
 		# A link of their own: each guest's NIC sends its frames to the
 		# other's datagram socket.
 		net=(-netdev "dgram,id=net0,local.type=unix,local.path=$rundir/net$i,remote.type=unix,remote.path=$rundir/net$((1 - i))")
+	fi
+	net+=(-device "virtio-net-pci,netdev=net0,mac=$(mac "$i"),romfile=")
+	if [ $net_personality = 1 ]; then
+		# No QEMU NIC (not even the machine's default one): the one
+		# function is the backend's virtio-net.
+		net=(-nic none)
+		rdma+=",net=on"
 	fi
 	args=(
 		-L /usr/share/qemu -L /usr/share/seabios
@@ -119,9 +133,8 @@ guest_args() {
 		-fsdev "local,id=run,path=$dir,security_model=none"
 		-device virtio-9p-pci,fsdev=run,mount_tag=run
 		"${net[@]}"
-		-device "virtio-net-pci,netdev=net0,mac=$(mac "$i"),romfile="
 		-chardev "socket,id=vrdma0,path=$rundir/vrdma$i.sock,reconnect-ms=500"
-		-device "vhost-user-rdma-pci,chardev=vrdma0${num_queues:+,num-queues=$num_queues}"
+		-device "$rdma"
 	)
 }
 

@@ -17,6 +17,9 @@
 # (status, backend.log, and whatever the command wrote to /mnt/run).
 # --backend-args passes extra options to the backend (split on spaces), e.g.
 # "--config-override phys_port_cnt=2" to present a device with a bad config.
+# With "--net" among them the device is the net personality (virtio-net with
+# RoCE, QEMU's net=on) and the guest has no QEMU NIC: its eth0 is that
+# function, served by the backend (a peer guest's too).
 # --num-queues gives QEMU a queue count other than the backend's (by default
 # QEMU asks the backend), to test QEMU's check.
 # The guest sees the run's files at /mnt/run (backend.log among them).
