@@ -798,7 +798,7 @@ fn flush_user_ring(cq: &rdma::Cq<RdmaDev<'_>>) -> bool {
 /// A process posted to a QP of a stopped device (its doorbell): the requests go to CQ `cqn`
 /// flushed, as they would on a QP in the error state.
 pub(crate) fn flush_user(cqs: &CqRegistry<RdmaDev<'_>>, cqn: u32) {
-    cqs.with(cqn, |cq| flush_user_ring(cq));
+    cqs.with(cqn, flush_user_ring);
 }
 
 /// The device just failed: has the consumer of every armed kernel CQ poll (which flushes the
