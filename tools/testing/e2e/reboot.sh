@@ -11,7 +11,7 @@
 # reboot
 # timeout: 480
 # modes: virtqueues (a device reset destroys a device's objects whatever
-# their queues; ring-mode objects at a reset: backend-restart@rings)
+# their queues; ring-mode objects at a reset: backend-restart's ring-mode run, left out for now)
 # (It takes 140-230 s here; once, its second boot hung under TCG right
 # after "sysrq: Resetting", which cost 900 s: hence the timeout, and a
 # rebooting guest's console is not quiet, to show how far it got.)

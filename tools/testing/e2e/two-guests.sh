@@ -15,7 +15,7 @@
 # server). The run fails if either guest fails or reports a kernel problem.
 # peer: bash tools/testing/e2e/two-guests.sh peer
 # modes: virtqueues (in the ring mode, traffic between two guests is
-# tenants@rings's, NVMe over RDMA nvme-rdma@rings's, perftest and rping
+# tenants.sh's (its ring-mode run is left out for now), NVMe over RDMA nvme-rdma@rings's, perftest and rping
 # verbs-clients@rings's)
 set -euo pipefail
 

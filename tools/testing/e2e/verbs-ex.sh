@@ -16,6 +16,7 @@
 # presents the device to it as an hns (with --no_ddp, else it asks
 # mlx5dv about out-of-order receives) and counts its wr_complete
 # calls; that perftest alone still takes ibv_post_send is checked too.
-# make check's e2e-rings layer runs it in the ring mode (verbs-ex@rings).
+# modes: virtqueues (the ring mode's ibv_wr_* path runs in xrc@rings; left
+# out of the ring pass to keep make check in its budget: restore when it fits)
 set -euo pipefail
 source "$(dirname "$0")/lib/verbs-ex.sh"
