@@ -4,8 +4,7 @@
 
 use std::io::{self, Read, Write};
 
-use vhost_user_backend::VringT;
-use virtio_queue::{DescriptorChain, QueueT};
+use virtio_queue::DescriptorChain;
 use vm_memory::{GuestAddressSpace, GuestMemoryMmap};
 
 use crate::ctrl::{Ctrl, MAX_REQUEST_LEN};
@@ -15,21 +14,7 @@ use crate::vring::{Mem, RdmaVring};
 pub fn process(ctrl: &Ctrl, vring: &RdmaVring, mem: &Mem) -> io::Result<()> {
     let mem = mem.memory();
     let mem: &GuestMemoryMmap = &mem;
-    loop {
-        vring.disable_notification().map_err(io::Error::other)?;
-        loop {
-            let chain = vring.get_mut().get_queue_mut().pop_descriptor_chain(mem);
-            let Some(chain) = chain else { break };
-            let head = chain.head_index();
-            let used = handle_chain(ctrl, chain, mem);
-            vring.add_used(head, used).map_err(io::Error::other)?;
-            vring.used_grew(false);
-        }
-        if !vring.enable_notification().map_err(io::Error::other)? {
-            break;
-        }
-    }
-    Ok(())
+    vring.serve_chains(mem, |chain| handle_chain(ctrl, chain, mem))
 }
 
 /// Runs one chain; returns the number of bytes written to its writable part.

@@ -196,6 +196,32 @@ impl RdmaVring {
         }
     }
 
+    /// Serves every available chain of a queue of requests (a control or
+    /// transmit queue): `serve` handles one chain and says how many bytes it
+    /// wrote to its writable part, and the chain is returned with that
+    /// length. Goes on until the driver has added nothing since the last
+    /// look (notifications re-enabled).
+    pub fn serve_chains(
+        &self,
+        mem: &GuestMemoryMmap,
+        mut serve: impl FnMut(DescriptorChain<&GuestMemoryMmap>) -> u32,
+    ) -> io::Result<()> {
+        loop {
+            self.disable_notification().map_err(io::Error::other)?;
+            loop {
+                let chain = self.get_mut().get_queue_mut().pop_descriptor_chain(mem);
+                let Some(chain) = chain else { break };
+                let head = chain.head_index();
+                let used = serve(chain);
+                self.add_used(head, used).map_err(io::Error::other)?;
+                self.used_grew(false);
+            }
+            if !self.enable_notification().map_err(io::Error::other)? {
+                return Ok(());
+            }
+        }
+    }
+
     /// Tells the driver that the used ring grew, if the ring asks for it
     /// or `force`: at the end of this thread's open [`Pass`], or now when
     /// none is open.

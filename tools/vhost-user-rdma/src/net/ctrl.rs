@@ -15,12 +15,11 @@
 
 use std::io::{self, Read, Write};
 
-use vhost_user_backend::VringT;
 use virtio_bindings::bindings::virtio_net::{
     VIRTIO_NET_CTRL_MAC, VIRTIO_NET_CTRL_MAC_TABLE_SET, VIRTIO_NET_CTRL_RX,
     VIRTIO_NET_CTRL_RX_ALLMULTI, VIRTIO_NET_CTRL_RX_PROMISC, VIRTIO_NET_ERR, VIRTIO_NET_OK,
 };
-use virtio_queue::{DescriptorChain, QueueT};
+use virtio_queue::DescriptorChain;
 use vm_memory::{GuestAddressSpace, GuestMemoryMmap};
 
 use super::NetPort;
@@ -39,21 +38,7 @@ const ERR: u8 = VIRTIO_NET_ERR as u8;
 pub fn process(port: &NetPort, ctrl: &Ctrl, vring: &RdmaVring) -> io::Result<()> {
     let mem = ctrl.mem().memory();
     let mem: &GuestMemoryMmap = &mem;
-    loop {
-        vring.disable_notification().map_err(io::Error::other)?;
-        loop {
-            let chain = vring.get_mut().get_queue_mut().pop_descriptor_chain(mem);
-            let Some(chain) = chain else { break };
-            let head = chain.head_index();
-            let used = handle_chain(port, ctrl, chain, mem);
-            vring.add_used(head, used).map_err(io::Error::other)?;
-            vring.used_grew(false);
-        }
-        if !vring.enable_notification().map_err(io::Error::other)? {
-            break;
-        }
-    }
-    Ok(())
+    vring.serve_chains(mem, |chain| handle_chain(port, ctrl, chain, mem))
 }
 
 /// Runs one chain; the bytes written to its writable part (1, or 0 when

@@ -13,8 +13,7 @@
 use std::fmt;
 use std::io;
 
-use vhost_user_backend::VringT;
-use virtio_queue::{DescriptorChain, QueueT};
+use virtio_queue::DescriptorChain;
 use vm_memory::{Bytes, GuestAddressSpace, GuestMemoryMmap};
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -30,45 +29,35 @@ pub fn process(dev: &RdmaDevice, port: &NetPort, vring: &RdmaVring) -> io::Resul
     let mem: &GuestMemoryMmap = &mem;
     // The one frame buffer of the hot path, reused for every chain.
     let mut buf: FrameBuf = [0; HDR_LEN + MAX_FRAME];
-    loop {
-        vring.disable_notification().map_err(io::Error::other)?;
-        loop {
-            let chain = vring.get_mut().get_queue_mut().pop_descriptor_chain(mem);
-            let Some(chain) = chain else { break };
-            let head = chain.head_index();
-            let read = read_chain(mem, chain, &mut buf);
-            vring.add_used(head, 0).map_err(io::Error::other)?;
-            vring.used_grew(false);
-            let frame = match read.and_then(|len| check(port, &buf, len)) {
-                Ok(frame) => frame,
-                Err(why) => {
-                    ctrl.stats().inc(Counter::NetTxDropped);
-                    match why {
-                        Refused::Spoofed => ctrl.stats().inc(Counter::NetSpoofed),
-                        why => ctrl.guest_warn(format_args!(
-                            "transmit chain {head}: {why}; frame dropped"
-                        )),
+    // A chain is returned (used length 0) whatever happens to its frame:
+    // the frame is in `buf` once read.
+    vring.serve_chains(mem, |chain| {
+        let head = chain.head_index();
+        let frame = match read_chain(mem, chain, &mut buf).and_then(|len| check(port, &buf, len)) {
+            Ok(frame) => frame,
+            Err(why) => {
+                ctrl.stats().inc(Counter::NetTxDropped);
+                match why {
+                    Refused::Spoofed => ctrl.stats().inc(Counter::NetSpoofed),
+                    why => {
+                        ctrl.guest_warn(format_args!("transmit chain {head}: {why}; frame dropped"))
                     }
-                    continue;
                 }
-            };
-            // The receivers' header over the sender's: no offloads, one
-            // buffer.
-            let hdr = VirtioNetHdr {
-                num_buffers: 1.into(),
-                ..VirtioNetHdr::default()
-            };
-            buf[..HDR_LEN].copy_from_slice(hdr.as_bytes());
-            if switch::forward(dev, &buf[..HDR_LEN + frame]) {
-                ctrl.stats().inc(Counter::NetTxFrames);
-                ctrl.stats().add(Counter::NetTxBytes, frame as u64);
+                return 0;
             }
+        };
+        // The receivers' header over the sender's: no offloads, one buffer.
+        let hdr = VirtioNetHdr {
+            num_buffers: 1.into(),
+            ..VirtioNetHdr::default()
+        };
+        buf[..HDR_LEN].copy_from_slice(hdr.as_bytes());
+        if switch::forward(dev, &buf[..HDR_LEN + frame]) {
+            ctrl.stats().inc(Counter::NetTxFrames);
+            ctrl.stats().add(Counter::NetTxBytes, frame as u64);
         }
-        if !vring.enable_notification().map_err(io::Error::other)? {
-            break;
-        }
-    }
-    Ok(())
+        0
+    })
 }
 
 /// Why a transmitted chain was not forwarded.
