@@ -12,8 +12,8 @@
 //! that the core allocates for the driver (protection domains [`Pd`], completion queues [`Cq`],
 //! shared receive queues [`Srq`], XRC domains [`Xrcd`]) embed their C structure the same way;
 //! a [`CqRegistry`] finds the CQ a device signals. User memory regions pin their pages as a
-//! [`Umem`]. A RoCE port can be bound to its Ethernet interface by MAC address
-//! ([`DeviceInfo::roce_mac`]); the binding follows the interface as it comes and goes.
+//! [`Umem`]. A RoCE port is bound to its Ethernet interface, named by MAC address or handed
+//! over by the bus ([`RocePort`]); the binding follows the interface as it comes and goes.
 
 mod ah;
 mod counters;
@@ -38,12 +38,12 @@ mod xrcd;
 pub use ah::Ah;
 pub use counters::CounterDesc;
 pub use cq::{Cq, CqInitAttr, CqNotify, CqRegistry, NewCq, Wc, WcSink};
-pub use device::{Device, DeviceInfo, Driver, LinkLayer, NodeType, Registration};
+pub use device::{Device, DeviceInfo, Driver, LinkLayer, NodeType, Registration, RocePort};
 pub use gid::GidAttr;
 pub use mmap::UserMmap;
 pub use mr::{DmaTable, Mr, NewMr, UserRange};
 pub use mw::{Mw, MwType, NewMw};
-pub use netdev::PortNetdev;
+pub use netdev::{NetDevice, PortNetdev};
 pub use pd::Pd;
 pub use qp::{
     NewQp, Qp, QpAttr, QpCap, QpEvent, QpInitAttr, QpRegistry, RecvWr, RecvWrs, RoceAv, SendOp,

@@ -29,6 +29,13 @@
 //! tells the driver through [`Driver::config_changed`]) is brought back with
 //! [`Device::schedule_reset`]: later, in process context, the driver's data goes as on unbind
 //! and the device is reset and probed again, the driver staying bound.
+//!
+//! Queues can also be borrowed from another driver that owns the device: the RoCE queues of a
+//! virtio-net device ([`net_roce`]). Such a set works as one the driver found, but dropping it
+//! neither resets the device nor deletes the queues (they are the owner's).
+
+#[cfg(all(CONFIG_AUXILIARY_BUS, CONFIG_RUST_INFINIBAND_ABSTRACTIONS))]
+pub mod net_roce;
 
 use crate::{
     bindings, device,
@@ -542,7 +549,7 @@ impl Device<device::Core<'_>> {
         infos: &[VqInfo],
         handler: impl PinInit<H, Error>,
     ) -> Result<Pin<KBox<Virtqueues<'a, H>>>> {
-        let dev: &'a Device<device::Bound> = self;
+        let dev: &'a Device = self;
         let raw = self.as_raw();
         let n = u32::try_from(infos.len())?;
         if n == 0 {
@@ -557,6 +564,7 @@ impl Device<device::Core<'_>> {
         let mut set = KBox::pin_init(
             try_pin_init!(Virtqueues {
                 dev,
+                origin: Origin::Found,
                 queues: KVec::new(),
                 found: false,
                 handler <- handler,
@@ -595,19 +603,10 @@ impl Device<device::Core<'_>> {
 
         let this = set.as_mut().project();
         *this.found = true;
-        for (vq, info) in vqs.iter().zip(infos) {
+        for (index, (vq, info)) in (0u32..).zip(vqs.iter().zip(infos)) {
             let vq = NonNull::new(*vq).ok_or(ENOENT)?;
-            this.queues.push(
-                KBox::pin_init(
-                    pin_init!(Virtqueue {
-                        vq,
-                        buf: info.buf,
-                        state <- new_spinlock_irq!(VqState { dead: false }, "virtqueue"),
-                    }),
-                    GFP_KERNEL,
-                )?,
-                GFP_KERNEL,
-            )?;
+            this.queues
+                .push(Virtqueue::new(vq, index, info)?, GFP_KERNEL)?;
         }
 
         // Publish the set to the callbacks only now that it is complete: until then a callback
@@ -779,18 +778,24 @@ unsafe extern "C" fn vq_callback<H: VqHandler>(vq: *mut bindings::virtqueue) {
     }
 }
 
-/// The virtqueues of a device, created by [`Device::find_vqs`], with their callback handler.
+/// The virtqueues of a device, created by [`Device::find_vqs`] or borrowed from the driver that
+/// owns the device ([`net_roce`]), with their callback handler.
 ///
-/// Dropping the set resets the device if the driver has not already (the bus abstraction does so
-/// when the driver is unbound), gives back (drops) every buffer the device still holds, and
-/// deletes the virtqueues.
+/// Dropping a set the driver found resets the device if the driver has not already (the bus
+/// abstraction does so when the driver is unbound), gives back (drops) every buffer the device
+/// still holds, and deletes the virtqueues. Dropping a borrowed set stops its callbacks and gives
+/// back the buffers the device has used; those it still holds stay lent to it (never freed: only
+/// a reset of the whole device, which is the owner's, could take them back).
 ///
 /// # Invariants
 ///
-/// When `found` is true, the device's virtqueues exist and `queues` holds (a prefix of) them.
+/// When `found` is true, the virtqueues exist and `queues` holds (a prefix of) them: the device's
+/// first ones for [`Origin::Found`], the borrowed ones (from the first) for [`Origin::Borrowed`],
+/// whose callbacks call this set's handler while it lives.
 #[pin_data(PinnedDrop)]
 pub struct Virtqueues<'a, H: VqHandler> {
-    dev: &'a Device<device::Bound>,
+    dev: &'a Device,
+    origin: Origin,
     queues: KVec<Pin<KBox<Virtqueue>>>,
     found: bool,
     #[pin]
@@ -820,9 +825,25 @@ impl<'a, H: VqHandler> Virtqueues<'a, H> {
     }
 }
 
+/// Where the queues of a [`Virtqueues`] set come from.
+enum Origin {
+    /// [`Device::find_vqs`]: the set's own.
+    Found,
+    /// Borrowed from virtio_net ([`net_roce`]): the queues, and their callback, are lent.
+    #[cfg(all(CONFIG_AUXILIARY_BUS, CONFIG_RUST_INFINIBAND_ABSTRACTIONS))]
+    Borrowed(net_roce::Lease),
+}
+
 #[pinned_drop]
 impl<H: VqHandler> PinnedDrop for Virtqueues<'_, H> {
     fn drop(self: Pin<&mut Self>) {
+        #[cfg(all(CONFIG_AUXILIARY_BUS, CONFIG_RUST_INFINIBAND_ABSTRACTIONS))]
+        if let Origin::Borrowed(lease) = &self.origin {
+            if self.found {
+                lease.give_back(self.dev, &self.queues);
+            }
+            return;
+        }
         let raw = self.dev.as_raw();
         if self.found {
             // While the driver is bound the device status has the DRIVER bit; after the bus
@@ -862,6 +883,8 @@ impl<H: VqHandler> PinnedDrop for Virtqueues<'_, H> {
 struct VqState {
     /// The device was reset: nothing may be added, and unused buffers may be detached.
     dead: bool,
+    /// The driver lends the device nothing more ([`Virtqueue::close`]); the device still runs.
+    closed: bool,
 }
 
 /// A virtqueue, carrying buffers of the type given when it was created (see [`DmaBuf`]).
@@ -877,6 +900,10 @@ struct VqState {
 #[pin_data]
 pub struct Virtqueue {
     vq: NonNull<bindings::virtqueue>,
+    /// Its index in its set.
+    index: u32,
+    /// Whether its used buffers call the set's handler.
+    callback: bool,
     buf: BufType,
     #[pin]
     state: SpinLockIrq<VqState>,
@@ -891,14 +918,37 @@ unsafe impl Send for Virtqueue {}
 unsafe impl Sync for Virtqueue {}
 
 impl Virtqueue {
+    /// The queue `vq`, the `index`th of its set, described by `info`.
+    ///
+    /// The caller makes it part of a set (`Virtqueues`) of `vq`'s device, which establishes the
+    /// type invariant; until then it carries no buffer.
+    fn new(vq: NonNull<bindings::virtqueue>, index: u32, info: &VqInfo) -> Result<Pin<KBox<Self>>> {
+        KBox::pin_init(
+            pin_init!(Virtqueue {
+                vq,
+                index,
+                callback: info.callback,
+                buf: info.buf,
+                state <- new_spinlock_irq!(
+                    VqState {
+                        dead: false,
+                        closed: false,
+                    },
+                    "virtqueue"
+                ),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
     fn as_raw(&self) -> *mut bindings::virtqueue {
         self.vq.as_ptr()
     }
 
-    /// Returns the queue's index on its device.
+    /// Returns the queue's index in its set: its index on the device for a set the driver found
+    /// ([`Device::find_vqs`]), counted from the first borrowed queue for a borrowed one.
     pub fn index(&self) -> u32 {
-        // SAFETY: By the type invariant `vq` is valid; `index` never changes.
-        unsafe { (*self.as_raw()).index }
+        self.index
     }
 
     /// Returns the size of the queue's ring (number of descriptors).
@@ -922,6 +972,14 @@ impl Virtqueue {
         // SAFETY: By the type invariant `vq` is valid; `virtqueue_notify` needs no
         // serialisation.
         unsafe { bindings::virtqueue_notify(self.as_raw()) }
+    }
+
+    /// Lends the device nothing more on this queue: adding fails with [`EIO`] from now on, while
+    /// the buffers the device gives back can still be taken. For a driver that stops a device it
+    /// cannot reset (a borrowed set): a queue whose callback lends every buffer straight back
+    /// then ends up holding none.
+    pub fn close(&self) {
+        self.state.lock().closed = true;
     }
 
     /// Locks the queue for adding and collecting buffers of type `B`, which must be the queue's
@@ -959,7 +1017,8 @@ impl<B: DmaBuf> VirtqueueGuard<'_, B> {
     ///
     /// The device gives the box back through [`Self::get_buf`] (or, after a reset, when the
     /// [`Virtqueues`] set is dropped). On failure the box is returned with the error:
-    /// [`ENOSPC`] when the ring is full, [`EIO`] after the device was reset, [`EINVAL`] when the
+    /// [`ENOSPC`] when the ring is full, [`EIO`] after the device was reset or the queue closed
+    /// ([`Virtqueue::close`]), [`EINVAL`] when the
     /// lengths do not fit in `B` or are both zero.
     pub fn add(
         &mut self,
@@ -967,7 +1026,7 @@ impl<B: DmaBuf> VirtqueueGuard<'_, B> {
         out_len: usize,
         in_len: usize,
     ) -> core::result::Result<(), (Error, KBox<B>)> {
-        if self.state.dead {
+        if self.state.dead || self.state.closed {
             return Err((EIO, buf));
         }
         match out_len.checked_add(in_len) {
@@ -1081,13 +1140,18 @@ impl<B: DmaBuf> VirtqueueGuard<'_, B> {
 impl<H: VqHandler> Virtqueues<'_, H> {
     /// Resets the device: it stops using the queues, no callback runs after this returns, and
     /// the buffers it did not use can be taken back with [`VirtqueueGuard::detach_unused_buf`].
-    /// Nothing can be added afterwards.
-    pub fn reset(&self) {
-        // SAFETY: `self.dev` is bound to the driver that owns this set.
+    /// Nothing can be added afterwards. A borrowed set cannot reset the device, which is not
+    /// its driver's ([`EPERM`]).
+    pub fn reset(&self) -> Result {
+        if !matches!(self.origin, Origin::Found) {
+            return Err(EPERM);
+        }
+        // SAFETY: `self.dev` is bound to the driver that owns this set (it found the queues).
         unsafe { bindings::virtio_reset_device(self.dev.as_raw()) };
         for queue in self.queues.iter() {
             queue.state.lock().dead = true;
         }
+        Ok(())
     }
 }
 

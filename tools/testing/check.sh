@@ -26,6 +26,14 @@
 #           mode itself, or one the ring mode would only repeat, says
 #           "# modes: virtqueues" (and why) and is left out; one whose
 #           backend-args ask for --rings already runs in this mode.
+#   e2e-net the tests that say so ("# modes: ... net") again over the
+#           virtio-net personality (the backend's --net --rings: a virtio-net
+#           function whose RoCE half virtio_rdma binds through virtio_net's
+#           auxiliary device). Results are named NAME@net. A test's
+#           "# modes:" line lists the modes it runs in, of virtqueues, rings
+#           and net; without one it runs in virtqueues and rings. Net implies
+#           rings (its RoCE half always has queues in guest memory), so a
+#           test runs in rings or net, not both.
 #
 # TEST="WORD..." runs only part: a word is a layer's name or an e2e test's
 # name (a shell pattern: TEST='nvme-*'); e.g. TEST=rdma-link runs that test
@@ -105,23 +113,33 @@ want_e2e() {
 	done
 	return 1
 }
-# want_e2e_rings NAME: whether the ring-mode run of test NAME is asked for.
-want_e2e_rings() {
+# want_e2e_in MODE NAME: whether the run of test NAME in MODE (rings, net) is
+# asked for.
+want_e2e_in() {
 	local w
 	[ ${#test_words[@]} = 0 ] && return 0
 	for w in "${test_words[@]}"; do
 		# shellcheck disable=SC2053 # a pattern on purpose
-		[ "$w" = e2e-rings ] || [[ "$1@rings" == $w ]] && return 0
+		[ "$w" = "e2e-$1" ] || [[ "$2@$1" == $w ]] && return 0
 	done
 	return 1
 }
+want_e2e_rings() { want_e2e_in rings "$1"; }
+want_e2e_net() { want_e2e_in net "$1"; }
+# modes_of FILE: the modes test FILE runs in (its "# modes:" line, without
+# the reason in parentheses; virtqueues and rings if it has none).
+modes_of() {
+	local m
+	m=$(sed -n 's/^# modes: \([a-z ]*\).*/\1/p' "$1" | head -1)
+	echo " ${m:-virtqueues rings} "
+}
 for w in "${test_words[@]}"; do
-	case " style cargo kunit runner e2e e2e-rings " in *" $w "*) continue ;; esac
+	case " style cargo kunit runner e2e e2e-rings e2e-net " in *" $w "*) continue ;; esac
 	for n in $e2e_names; do
 		# shellcheck disable=SC2053
-		[[ "$n" == $w ]] || [[ "$n@rings" == $w ]] && continue 2
+		[[ "$n" == $w ]] || [[ "$n@rings" == $w ]] || [[ "$n@net" == $w ]] && continue 2
 	done
-	die "TEST: '$w' names no layer (style cargo kunit runner e2e e2e-rings) and no test in $E2E"
+	die "TEST: '$w' names no layer (style cargo kunit runner e2e e2e-rings e2e-net) and no test in $E2E"
 done
 
 # in_budget WHAT...: false (and each WHAT fails, saying why) once make
@@ -329,8 +347,8 @@ if want_layer runner && in_budget "runner contract"; then
 	result "runner: no process left behind" "$([ -z "$leftover" ] && echo 0 || echo 1)"
 fi
 
-# The mode of the e2e run under way: "" (virtqueues) or "@rings", which
-# names its results, and the backend options it adds to every guest.
+# The mode of the e2e run under way: "" (virtqueues), "@rings" or "@net",
+# which names its results, and the backend options it adds to every guest.
 mode="" mode_args=""
 # e2e_result NAME DIR: the verdict of test NAME from a suite's results DIR.
 e2e_result() {
@@ -389,12 +407,22 @@ run_e2e() {
 		peer=$(sed -n 's/^# peer: //p' "$t" | head -1)
 		reboot=""
 		if grep -q '^# reboot$' "$t"; then reboot=--reboot; fi
-		if [ -n "$mode" ]; then
-			grep -q '^# modes: virtqueues' "$t" && continue
-			# It runs with rings in the plain run already.
+		case "$mode" in
+		"") [[ "$(modes_of "$t")" == *" virtqueues "* ]] || continue ;;
+		@rings)
+			[[ "$(modes_of "$t")" == *" rings "* ]] || continue
+			# It runs with rings (or the net personality) in the plain run already.
 			[[ " $bargs " == *" --rings "* ]] && continue
-			bargs="$bargs${bargs:+ }$mode_args"
-		fi
+			;;
+		@net)
+			[[ "$(modes_of "$t")" == *" net "* ]] || continue
+			[[ " $bargs " == *" --net "* ]] && continue
+			# --rings comes with the mode.
+			bargs=$(echo " $bargs " | sed 's/ --rings / /; s/^ *//; s/ *$//')
+			;;
+		esac
+		[ -z "$mode" ] || bargs="$bargs${bargs:+ }$mode_args"
+
 		if [ -z "$bargs$peer$reboot" ] || { [ "$bargs" = "$mode_args" ] && [ -z "$peer$reboot" ]; }; then
 			if ! grep -q '^# guest: own' "$t"; then
 				shared+=("$n")
@@ -418,6 +446,12 @@ if [ -n "$(for n in $e2e_names; do want_e2e_rings "$n" && echo "$n"; done)" ]; t
 	layer e2e-rings "end-to-end with queues in guest memory (backend --rings; debug kernel, kmemleak)"
 	mode=@rings mode_args=--rings
 	run_e2e want_e2e_rings
+	mode="" mode_args=""
+fi
+if [ -n "$(for n in $e2e_names; do want_e2e_net "$n" && echo "$n"; done)" ]; then
+	layer e2e-net "end-to-end over the virtio-net personality (backend --net --rings; debug kernel, kmemleak)"
+	mode=@net mode_args="--net --rings"
+	run_e2e want_e2e_net
 	mode="" mode_args=""
 fi
 layer_end

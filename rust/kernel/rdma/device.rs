@@ -560,9 +560,20 @@ pub struct DeviceInfo<'a> {
     pub num_comp_vectors: u32,
     /// Node GUID, in network byte order.
     pub node_guid: u64,
-    /// The Ethernet interface of a RoCE device's first port, by permanent MAC address: the
-    /// port is bound to it whenever it exists.
-    pub roce_mac: Option<[u8; 6]>,
+    /// The Ethernet interface of a RoCE device's first port: the port is bound to it whenever
+    /// it exists.
+    pub roce: Option<RocePort<'a>>,
+}
+
+/// How a RoCE port finds its Ethernet interface.
+#[derive(Clone, Copy)]
+pub enum RocePort<'a> {
+    /// The interface whose permanent MAC address this is (a device whose bus does not say; the
+    /// first such interface in any namespace wins).
+    Mac([u8; 6]),
+    /// This very interface, as the bus handed it over (the netdev of the same function). Only
+    /// its identity is kept: the port is bound while it is registered.
+    Netdev(&'a super::NetDevice),
 }
 
 /// A registered RDMA device of driver `T`.
@@ -644,10 +655,14 @@ impl<T: Driver> Registration<T> {
             }
         }
 
-        if let Some(mac) = info.roce_mac {
+        if let Some(port) = info.roce {
+            let target = match port {
+                RocePort::Mac(mac) => roce::Target::Mac(mac),
+                RocePort::Netdev(ndev) => roce::Target::Netdev(ndev.as_raw()),
+            };
             // SAFETY: `raw` is valid and outlives the binding, which `Drop` stops and drops
             // before freeing the device.
-            let init = unsafe { roce::Binding::new(raw, super::FIRST_PORT, mac) };
+            let init = unsafe { roce::Binding::new(raw, super::FIRST_PORT, target) };
             let binding = KBox::pin_init(init, GFP_KERNEL)?;
             binding.as_ref().start()?;
             this.roce = Some(binding);

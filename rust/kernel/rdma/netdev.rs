@@ -1,9 +1,40 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The Ethernet interface bound to a RoCE port, as a driver sees it while answering queries.
+//! Ethernet interfaces as RDMA drivers see them: one a bus handed to the driver
+//! ([`NetDevice`], e.g. the netdev of the virtio-net function that carries a RoCE device), and
+//! the one bound to a RoCE port while the driver answers queries ([`PortNetdev`]).
 
-use crate::bindings;
+use crate::{bindings, types::Opaque};
 use core::ptr::NonNull;
+
+/// A network device (`struct net_device`), as a bus hands it to an RDMA driver to name the
+/// Ethernet interface of its RoCE port.
+///
+/// Only its identity is used (to bind the port, see
+/// [`RocePort::Netdev`](super::RocePort::Netdev)): nothing is read through it.
+///
+/// # Invariants
+///
+/// A reference to a [`NetDevice`] points to a valid `struct net_device`.
+#[repr(transparent)]
+pub struct NetDevice(Opaque<bindings::net_device>);
+
+impl NetDevice {
+    /// Creates a reference to the netdev `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be a valid `struct net_device` for the lifetime `'a`.
+    pub unsafe fn from_raw<'a>(ptr: *mut bindings::net_device) -> &'a Self {
+        // SAFETY: `NetDevice` is a transparent wrapper of `struct net_device`; `ptr` is valid for
+        // `'a` (function safety requirement).
+        unsafe { &*ptr.cast::<Self>() }
+    }
+
+    pub(crate) fn as_raw(&self) -> *mut bindings::net_device {
+        self.0.get()
+    }
+}
 
 /// A reference to the network device bound to a port, taken with `ib_device_get_netdev`.
 ///

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Binding a RoCE port to its Ethernet interface, found by permanent MAC address.
+//! Binding a RoCE port to its Ethernet interface, found by permanent MAC address or given.
 //!
-//! A netdevice notifier binds the port (`ib_device_set_netdev`) to the interface whose
-//! permanent address is the given MAC when that interface is registered, and unbinds it when the
+//! A netdevice notifier binds the port (`ib_device_set_netdev`) to its interface (the one whose
+//! permanent address is the given MAC, or the given one) when that interface is registered
+//! (also in another namespace, after a move), and unbinds it when the
 //! interface goes away. Registering the notifier replays `NETDEV_REGISTER` for the interfaces
 //! that already exist, so the order in which the RDMA device and the interface appear does not
 //! matter. With the port bound, the RDMA core fills the GID table from the interface's
@@ -19,6 +20,17 @@ use core::{
 /// Length of an Ethernet MAC address.
 pub(crate) const ETH_ALEN: usize = bindings::ETH_ALEN as usize;
 
+/// Which interface is a port's.
+#[derive(Clone, Copy)]
+pub(crate) enum Target {
+    /// The one whose permanent address this is.
+    Mac([u8; ETH_ALEN]),
+    /// This one: compared by address only, never dereferenced (the bus that handed it over
+    /// deletes the RDMA device before the interface; should it not, the binding still only
+    /// ever touches interfaces the notifier reports).
+    Netdev(*mut bindings::net_device),
+}
+
 /// The binding of one RoCE port to its Ethernet interface.
 ///
 /// # Invariants
@@ -31,7 +43,7 @@ pub(crate) struct Binding {
     nb: Opaque<bindings::notifier_block>,
     ib: *mut bindings::ib_device,
     port: u32,
-    mac: [u8; ETH_ALEN],
+    target: Target,
     /// The interface the port is bound to (null if none); changed under RTNL only.
     bound: AtomicPtr<bindings::net_device>,
     started: AtomicBool,
@@ -42,11 +54,12 @@ pub(crate) struct Binding {
 // SAFETY: The raw pointers refer to the RDMA device and a netdev, both usable from any thread;
 // `bound` is only changed in notifier callbacks, which the netdev core serialises under RTNL.
 unsafe impl Send for Binding {}
-// SAFETY: See `Send`; shared access only reads `ib`, `port` and `mac`.
+// SAFETY: See `Send`; shared access only reads `ib`, `port` and `target` (whose pointer is only
+// compared).
 unsafe impl Sync for Binding {}
 
 impl Binding {
-    /// Creates the binding of `port` of `ib` to the interface whose permanent MAC is `mac`.
+    /// Creates the binding of `port` of `ib` to the interface `target` names.
     ///
     /// # Safety
     ///
@@ -54,7 +67,7 @@ impl Binding {
     pub(crate) unsafe fn new(
         ib: *mut bindings::ib_device,
         port: u32,
-        mac: [u8; ETH_ALEN],
+        target: Target,
     ) -> impl PinInit<Self> {
         pin_init!(Self {
             nb <- Opaque::ffi_init(|slot: *mut bindings::notifier_block| {
@@ -69,7 +82,7 @@ impl Binding {
             }),
             ib,
             port,
-            mac,
+            target,
             bound: AtomicPtr::new(ptr::null_mut()),
             started: AtomicBool::new(false),
             _pin: PhantomPinned,
@@ -104,12 +117,16 @@ impl Binding {
     ///
     /// `ndev` must be a valid netdev.
     unsafe fn is_ours(&self, ndev: *mut bindings::net_device) -> bool {
+        let mac = match self.target {
+            Target::Netdev(ours) => return ptr::eq(ours, ndev),
+            Target::Mac(mac) => mac,
+        };
         // SAFETY: `ndev` is valid (function safety requirement); `type_`, `addr_len` and
         // `perm_addr` are set before the netdev is registered and do not change afterwards.
         let ndev = unsafe { &*ndev };
         u32::from(ndev.type_) == bindings::ARPHRD_ETHER
             && usize::from(ndev.addr_len) == ETH_ALEN
-            && ndev.perm_addr[..ETH_ALEN] == self.mac
+            && ndev.perm_addr[..ETH_ALEN] == mac
     }
 
     /// Binds the port to `ndev`, or unbinds it if `ndev` is null.

@@ -13,6 +13,9 @@
 # nvmet falls back to a receive queue per QP. The runner fails the test on
 # any kernel WARN/lockdep/KASAN report or kmemleak leak.
 # guest: own (nvmet stays configured and pinned: see the end)
+# modes: virtqueues net (the RoCE half of the net personality always has its
+# queues in guest memory: nvme-rdma@net runs the ring mode's kernel SRQs too,
+# so a separate ring-mode run would only repeat it)
 set -euo pipefail
 
 ADDR=10.0.2.15 PORT=4420 NQN=nqn.2026-11.org.virtio-rdma:e2e

@@ -14,8 +14,9 @@
 # A client retries until its server listens (a refused connection reaches no
 # server). The run fails if either guest fails or reports a kernel problem.
 # peer: bash tools/testing/e2e/two-guests.sh peer
-# modes: virtqueues (in the ring mode, traffic between two guests is
-# tenants.sh's (its ring-mode run is left out for now), NVMe over RDMA nvme-rdma@rings's, perftest and rping
+# modes: virtqueues net (over the virtio-net personality, whose RoCE half
+# has queues in guest memory; the ID-42 ring mode's traffic between two
+# guests is tenants.sh's, NVMe over RDMA nvme-rdma@net's, perftest and rping
 # verbs-clients@rings's)
 set -euo pipefail
 

@@ -4,7 +4,8 @@
 #
 #   run.sh [--shell] [--timeout SECONDS] [--kmemleak] [--out DIR]
 #          [--append KERNEL-PARAMS] [--backend-args ARGS] [--num-queues N]
-#          [--peer PEER-CMD] [--suite FILE] [--reboot] [--] CMD...
+#          [--peer PEER-CMD] [--suite FILE] [--reboot] [--personality id42|net]
+#          [--] CMD...
 #
 # The guest is the project's kernel under the project's QEMU (TCG unless a
 # real KVM module is loaded), its root is the build sysroot over virtio-9p,
@@ -20,6 +21,10 @@
 # With "--net" among them the device is the net personality (virtio-net with
 # RoCE, QEMU's net=on) and the guest has no QEMU NIC: its eth0 is that
 # function, served by the backend (a peer guest's too).
+# --personality picks the device a guest gets: id42 (the default, the
+# virtio-rdma device beside a QEMU NIC) or net (the same as --backend-args
+# "--net --rings": one virtio-net function with VIRTIO_NET_F_ROCE, whose
+# RoCE half virtio_rdma binds through virtio_net's auxiliary device).
 # --num-queues gives QEMU a queue count other than the backend's (by default
 # QEMU asks the backend), to test QEMU's check.
 # The guest sees the run's files at /mnt/run (backend.log among them).
@@ -38,7 +43,7 @@
 source "$(dirname "$0")/../../build/lib.sh"
 
 mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append="" backend_args="" num_queues=""
-peer_cmd="" suite="" reboot=0
+peer_cmd="" suite="" reboot=0 personality_args=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--shell) mode=shell ;;
@@ -51,12 +56,21 @@ while [ $# -gt 0 ]; do
 	--peer) peer_cmd=$2; shift ;;
 	--suite) suite=$2; shift ;;
 	--reboot) reboot=1 ;;
+	--personality)
+		case "$2" in
+		id42) ;;
+		net) personality_args="--net --rings" ;;
+		*) die "--personality: id42 or net, not '$2'" ;;
+		esac
+		shift
+		;;
 	--) shift; break ;;
 	-*) die "unknown option $1" ;;
 	*) break ;;
 	esac
 	shift
 done
+backend_args="$backend_args${personality_args:+ $personality_args}"
 [ $mode = shell ] || [ $# -gt 0 ] || [ -n "$suite" ] || die "no command given (or use --shell or --suite)"
 
 kdir=$(kernel_dir) qemu=$(qemu_bin) backend=$(backend_bin) provider=$(provider_lib)

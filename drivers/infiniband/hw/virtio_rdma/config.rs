@@ -406,6 +406,31 @@ pub(crate) fn read(dev: &virtio::Device<device::Bound>) -> Result<DeviceConfig> 
     })
 }
 
+/// Validates the config a QUERY_DEVICE command answered for the RoCE half of a virtio-net
+/// device (which is always in the rings mode), whose layout must be the `num_queues` RoCE queues
+/// it has; a bad one fails with `EINVAL` and says why.
+pub(crate) fn check_queried(
+    dev: &device::Device,
+    raw: &Config,
+    num_queues: u32,
+) -> Result<DeviceConfig> {
+    let config = validate(raw, true).map_err(|e| {
+        dev_err!(dev, "unusable configuration: {}\n", e);
+        EINVAL
+    })?;
+    let implied = config.layout.num_queues();
+    if implied != num_queues {
+        dev_err!(
+            dev,
+            "the configuration implies {} RoCE queues, the device has {}\n",
+            implied,
+            num_queues
+        );
+        return Err(EINVAL);
+    }
+    Ok(config)
+}
+
 #[kunit_tests(virtio_rdma_config)]
 mod tests {
     use super::*;

@@ -19,7 +19,7 @@ use kernel::{
     prelude::*,
     sync::{new_spinlock_irq, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq},
     time::{delay::fsleep, msecs_to_jiffies, Delta},
-    virtio::{self, Virtqueue, Virtqueues},
+    virtio::{Virtqueue, Virtqueues, VqHandler},
 };
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes};
 use zerocopy_derive::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -40,6 +40,78 @@ const CMD_TIMEOUT_MS: u32 = 30_000;
 #[derive(FromBytes, IntoBytes, Immutable, KnownLayout)]
 pub(crate) struct CtrlBuf {
     bytes: [u8; CTRL_BUF_SIZE],
+}
+
+impl CtrlBuf {
+    /// Writes command `cmd` with request body `req` (`out_len` bytes with the header, from
+    /// [`command_lengths`]) and clears the rest.
+    fn encode(&mut self, cmd: u32, req: &[u8], out_len: usize) {
+        let hdr = CtrlHdr {
+            cmd: cmd.into(),
+            reserved: 0.into(),
+        };
+        let hdr_len = core::mem::size_of::<CtrlHdr>();
+        self.bytes.fill(0);
+        self.bytes[..hdr_len].copy_from_slice(hdr.as_bytes());
+        self.bytes[hdr_len..out_len].copy_from_slice(req);
+    }
+
+    /// Reads the response the device wrote (`used` bytes into the `in_len` after `out_len`),
+    /// once checked.
+    fn decode<Rsp: FromBytes>(&self, used: u32, out_len: usize, in_len: usize) -> Result<Rsp> {
+        let rsp_len = core::mem::size_of::<Rsp>();
+        let resp = &self.bytes[out_len..out_len + in_len];
+        check_response(resp, used, in_len, rsp_len)?;
+        Rsp::read_from_bytes(&resp[core::mem::size_of::<CtrlRspHdr>()..][..rsp_len])
+            .map_err(|_| EPROTO)
+    }
+}
+
+/// The handler of a control queue borrowed before its device's layout is known: the commands on
+/// it poll ([`exec_polled`]), so no callback is needed.
+pub(crate) struct Polled;
+
+impl VqHandler for Polled {
+    fn callback(&self, _vq: &Virtqueue) {}
+}
+
+/// Runs command `cmd` with request body `req` on control queue `vq`, polling for the answer: how
+/// the RoCE half of a virtio-net device starts (RESET, QUERY_DEVICE) before it knows its queue
+/// layout. A command the device does not answer in time leaves its buffer lent to it.
+pub(crate) fn exec_polled<Req, Rsp>(
+    dev: &device::Device,
+    vq: &Virtqueue,
+    cmd: u32,
+    req: &Req,
+) -> Result<Rsp>
+where
+    Req: IntoBytes + Immutable,
+    Rsp: FromBytes,
+{
+    let req = req.as_bytes();
+    let (out_len, in_len) =
+        command_lengths(req.len(), core::mem::size_of::<Rsp>()).ok_or(EINVAL)?;
+    let mut buf = KBox::new(CtrlBuf::new_zeroed(), GFP_KERNEL)?;
+    buf.encode(cmd, req, out_len);
+    let mut q = vq.lock::<CtrlBuf>()?;
+    q.add(buf, out_len, in_len).map_err(|(e, _)| e)?;
+    let notify = q.kick_prepare();
+    drop(q);
+    if notify {
+        vq.notify();
+    }
+    for _ in 0..CMD_TIMEOUT_MS {
+        if let Some((buf, used)) = vq.lock::<CtrlBuf>()?.get_buf() {
+            let rsp = buf.decode(used, out_len, in_len);
+            if rsp.as_ref().err() == Some(&EPROTO) {
+                dev_err!(dev, "control command {}: malformed response\n", cmd);
+            }
+            return rsp;
+        }
+        fsleep(Delta::from_millis(1));
+    }
+    dev_err!(dev, "control command {} timed out\n", cmd);
+    Err(ETIMEDOUT)
 }
 
 /// A command's device-readable and device-writable sizes; `None` if it does not fit the buffer.
@@ -164,7 +236,9 @@ impl CtrlDone {
 
 /// The control queue of one device.
 pub(crate) struct Ctrl<'a> {
-    dev: &'a virtio::Device<device::Bound>,
+    /// The device messages are about (the virtio device, or the RoCE device of a virtio-net
+    /// device).
+    dev: &'a device::Device,
     vqs: Pin<KBox<Virtqueues<'a, Handler<'a>>>>,
     /// Serialises commands; holds the command buffer while the driver owns it.
     buf: Pin<KBox<Mutex<Option<KBox<CtrlBuf>>>>>,
@@ -173,7 +247,7 @@ pub(crate) struct Ctrl<'a> {
 impl<'a> Ctrl<'a> {
     /// Takes over the device's queues (the control queue is queue 0).
     pub(crate) fn new(
-        dev: &'a virtio::Device<device::Bound>,
+        dev: &'a device::Device,
         vqs: Pin<KBox<Virtqueues<'a, Handler<'a>>>>,
     ) -> Result<Self> {
         let buf = KBox::new(CtrlBuf::new_zeroed(), GFP_KERNEL)?;
@@ -218,14 +292,7 @@ impl<'a> Ctrl<'a> {
             None => done.take_done().map(|(b, _)| b).ok_or(ETIMEDOUT)?,
         };
 
-        let hdr = CtrlHdr {
-            cmd: cmd.into(),
-            reserved: 0.into(),
-        };
-        let bytes = &mut buf.bytes;
-        bytes.fill(0);
-        bytes[..core::mem::size_of::<CtrlHdr>()].copy_from_slice(hdr.as_bytes());
-        bytes[core::mem::size_of::<CtrlHdr>()..out_len].copy_from_slice(req);
+        buf.encode(cmd, req, out_len);
 
         let mut q = match vq.lock::<CtrlBuf>() {
             Ok(q) => q,
@@ -250,13 +317,7 @@ impl<'a> Ctrl<'a> {
             // The device stopped: the buffer stays on the queue until the queues go.
             return stopped_result(cmd);
         };
-        let resp = &buf.bytes[out_len..out_len + in_len];
-        let checked = check_response(resp, used, in_len, rsp_len);
-        let rsp = match checked {
-            Ok(()) => Rsp::read_from_bytes(&resp[core::mem::size_of::<CtrlRspHdr>()..][..rsp_len])
-                .map_err(|_| EPROTO),
-            Err(e) => Err(e),
-        };
+        let rsp = buf.decode(used, out_len, in_len);
         *slot = Some(buf);
         drop(slot);
         if rsp.as_ref().err() == Some(&EPROTO) {

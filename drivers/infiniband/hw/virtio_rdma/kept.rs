@@ -7,7 +7,8 @@
 //! the object or read its page table. That memory is not handed back (a process's pinned
 //! pages, the kernel's allocator) but kept here until the device is reset: the driver's data,
 //! and these lists with it, go only after the reset at unbind or at a device reset
-//! (`virtio_rdma.rs`), so nothing is leaked for good either.
+//! (`id42.rs`), or the RESET command (`net.rs`), so nothing is leaked for good either. When
+//! the RESET command fails, the device may still use it all: it is leaked ([`Kept::leak`]).
 
 use kernel::{
     alloc::kvec::PushError,
@@ -42,6 +43,15 @@ impl<T: Send> Kept<T> {
         // Reserving may fail; pushing within the capacity then hands the item back.
         let _ = items.reserve(1, GFP_KERNEL);
         if let Err(PushError(item)) = items.push_within_capacity(item) {
+            core::mem::forget(item);
+        }
+    }
+
+    /// Gives up on getting the items back: they are leaked, never freed, because the device
+    /// was not stopped (a RESET command that failed) and may still use them. May sleep.
+    pub(crate) fn leak(&self) {
+        let mut items = self.items.lock();
+        while let Some(item) = items.pop() {
             core::mem::forget(item);
         }
     }
