@@ -69,8 +69,8 @@ step "$ROLE: virtio_rdma binds $adev"
 driver_up
 rdma_up
 echo "rdma link show: $(link)"
-[ "$(basename "$(readlink /sys/bus/auxiliary/devices/$adev/driver)")" = virtio_rdma.roce ] ||
-	fail "$adev is not bound to virtio_rdma.roce"
+[ "$(basename "$(readlink /sys/bus/auxiliary/devices/$adev/driver)")" = virtio_rdma.virtio_rdma ] ||
+	fail "$adev is not bound to virtio_rdma.virtio_rdma"
 ibv_devinfo -d $dev >/tmp/devinfo.txt || fail "ibv_devinfo -d $dev"
 grep -E "hca_id|transport|state|link_layer" /tmp/devinfo.txt
 grep -q "link_layer:.*Ethernet" /tmp/devinfo.txt || fail "ibv_devinfo: the port is not Ethernet"
@@ -97,10 +97,10 @@ ip -s link show eth0 | sed -n '3,6p'
 pair_step "ibv_rc_pingpong" - -- ibv_rc_pingpong -d $dev -g "$gid" -n 100 -s 4096 -c -p $port $PEER
 
 step "the RDMA driver goes, Ethernet stays; it comes back"
-echo "$adev" >/sys/bus/auxiliary/drivers/virtio_rdma.roce/unbind
+echo "$adev" >/sys/bus/auxiliary/drivers/virtio_rdma.virtio_rdma/unbind
 wait_for "$dev to go" rdma_gone
 ping -c 2 -W 2 "$PEER" >/dev/null || fail "Ethernet went with the RDMA driver"
-echo "$adev" >/sys/bus/auxiliary/drivers/virtio_rdma.roce/bind
+echo "$adev" >/sys/bus/auxiliary/drivers/virtio_rdma.virtio_rdma/bind
 rdma_up
 echo "unbound and bound again: $(link)"
 

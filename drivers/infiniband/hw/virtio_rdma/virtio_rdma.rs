@@ -71,8 +71,9 @@ impl InPlaceModule for VirtioRdmaModule {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             id42 <- driver::Registration::new(c"virtio_rdma", module),
-            // On the auxiliary bus the driver is "virtio_rdma.roce".
-            net <- driver::Registration::new(c"roce", module),
+            // On the auxiliary bus the driver is "virtio_rdma.virtio_rdma" (the bus names a
+            // driver "<module>.<name>", and the Rust abstraction passes the name for both).
+            net <- driver::Registration::new(c"virtio_rdma", module),
         })
     }
 }

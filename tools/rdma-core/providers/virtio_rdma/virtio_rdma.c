@@ -245,7 +245,13 @@ static void vrdma_store(const struct vrdma_ring *ring, uint32_t *p, uint32_t v)
 }
 
 static const struct verbs_match_ent hca_table[] = {
+	/* The virtio-rdma device (ID 42) */
 	VERBS_MODALIAS_MATCH("virtio:d0000002Av*", NULL),
+	/*
+	 * The RoCE half of a virtio-net device: its parent is virtio_net's
+	 * auxiliary device, which has no modalias file, so by name.
+	 */
+	VERBS_NAME_MATCH("virtio_rdma", NULL),
 	{},
 };
 
