@@ -13,9 +13,7 @@
 //! but neither resets the device nor deletes the queues.
 
 use super::{Device, Origin, Virtqueue, Virtqueues, VqHandler, VqInfo};
-use crate::{
-    auxiliary, bindings, container_of, device, prelude::*, rdma::NetDevice, str::CStr,
-};
+use crate::{auxiliary, bindings, container_of, device, prelude::*, rdma::NetDevice, str::CStr};
 use core::{
     ffi::c_void,
     ptr::NonNull,
@@ -151,7 +149,8 @@ impl<'a> RoceDevice<'a> {
                     bindings::virtqueue_disable_cb(vq.as_ptr());
                 }
             }
-            this.queues.push(Virtqueue::new(vq, index, info)?, GFP_KERNEL)?;
+            this.queues
+                .push(Virtqueue::new(vq, index, info)?, GFP_KERNEL)?;
         }
 
         // Only now that the set is complete do the callbacks reach it.
@@ -170,7 +169,10 @@ impl<'a> RoceDevice<'a> {
 ///
 /// Only called by virtio_net, with a valid RoCE queue `vq` and the `data` given to
 /// `set_callback`: a pinned `Virtqueues<'_, H>` that lives until the callback is cleared.
-unsafe extern "C" fn borrowed_callback<H: VqHandler>(vq: *mut bindings::virtqueue, data: *mut c_void) {
+unsafe extern "C" fn borrowed_callback<H: VqHandler>(
+    vq: *mut bindings::virtqueue,
+    data: *mut c_void,
+) {
     // SAFETY: `data` is the set (function safety requirement).
     let set = unsafe { &*data.cast::<Virtqueues<'_, H>>() };
     // SAFETY: `vq` is valid (function safety requirement).

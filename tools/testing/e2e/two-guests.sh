@@ -14,10 +14,11 @@
 # A client retries until its server listens (a refused connection reaches no
 # server). The run fails if either guest fails or reports a kernel problem.
 # peer: bash tools/testing/e2e/two-guests.sh peer
-# modes: virtqueues net (over the virtio-net personality, whose RoCE half
-# has queues in guest memory; the ID-42 ring mode's traffic between two
-# guests is tenants.sh's, NVMe over RDMA nvme-rdma@net's, perftest and rping
-# verbs-clients@rings's)
+# modes: net (run over the virtio-net personality, whose RoCE half has
+# queues in guest memory; to keep make check in its budget the ID-42 device's
+# traffic between two guests is left to tenants.sh (pingpongs between two
+# guests on one backend, in the virtqueue mode), its NVMe over RDMA and
+# perftest to nvme-rdma.sh and verbs-clients.sh, in one guest)
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"

@@ -8,6 +8,10 @@
 # rping. Each pair must exit 0 with its data checked by the client where the
 # tool can (ibv_*_pingpong -c, rping -v prints what it verified). The runner
 # fails the test on any kernel report or leak once the processes are gone.
+# modes: virtqueues (with queues in guest memory rdma-core's clients are
+# rings.sh's, and perftest, rping and the pingpongs between two guests
+# two-guests@net's: a ring-mode run here would only repeat them, in a budget
+# that has no room for it)
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"
