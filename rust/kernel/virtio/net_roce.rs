@@ -97,8 +97,9 @@ impl<'a> RoceDevice<'a> {
     /// [`Device::find_vqs`], with `handler` for their callbacks.
     ///
     /// Fails with [`EINVAL`] for more queues than there are (or none), [`EBUSY`] while another
-    /// set borrows them or while the device still holds a buffer an earlier set lent it, and
-    /// [`EIO`] if a queue is broken.
+    /// set borrows them or while the device still holds a buffer an earlier set lent it (one it
+    /// has given back is dropped: the earlier set left it leaked), and [`EIO`] if a queue is
+    /// broken.
     pub fn borrow_queues<H: VqHandler>(
         &self,
         infos: &[VqInfo],
@@ -136,8 +137,13 @@ impl<'a> RoceDevice<'a> {
                 if bindings::virtqueue_is_broken(vq.as_ptr()) {
                     return Err(EIO);
                 }
-                // Buffers of an earlier set that the device did not give back: this set could
-                // be handed them, as buffers of its own type.
+                // Buffers an earlier set left lent (it could not take them back) that the
+                // device has given back since, e.g. after a RESET: that set is gone and left
+                // them leaked, so they are dropped unread and stay leaked.
+                let mut len = 0u32;
+                while !bindings::virtqueue_get_buf(vq.as_ptr(), &mut len).is_null() {}
+                // Buffers the device still holds: this set could be handed them, as buffers of
+                // its own type.
                 if (*vq.as_ptr()).num_free != bindings::virtqueue_get_vring_size(vq.as_ptr()) {
                     return Err(EBUSY);
                 }
