@@ -13,7 +13,9 @@
 //! but neither resets the device nor deletes the queues.
 
 use super::{Device, Origin, Virtqueue, Virtqueues, VqHandler, VqInfo};
-use crate::{auxiliary, bindings, container_of, device, prelude::*, rdma::NetDevice, str::CStr};
+use crate::{
+    auxiliary, bindings, container_of, device, devres, prelude::*, rdma::NetDevice, str::CStr,
+};
 use core::{
     ffi::c_void,
     ptr::NonNull,
@@ -47,9 +49,16 @@ pub struct RoceDevice<'a> {
 }
 
 impl<'a> RoceDevice<'a> {
-    /// The RoCE device of the auxiliary device `adev`; [`ENODEV`] if `adev` is not one virtio_net
-    /// created (its name is not `virtio_net.roce.<index>`).
-    pub fn new(adev: &'a auxiliary::Device<device::Bound>) -> Result<Self> {
+    /// The RoCE device of the auxiliary device `adev`; [`ENODEV`] if its name is not
+    /// `virtio_net.roce.<index>`.
+    ///
+    /// # Safety
+    ///
+    /// `adev` must be embedded in a `struct virtio_net_roce`, as virtio_net creates them. A driver
+    /// whose ID table matches only [`AUX_MODNAME`].[`AUX_NAME`] gets no other device as long as
+    /// no other module adds auxiliary devices under virtio_net's name: the name is all that can
+    /// be checked here (`struct virtio_net_roce` has no type tag).
+    pub unsafe fn new(adev: &'a auxiliary::Device<device::Bound>) -> Result<Self> {
         let dev: &device::Device<device::Bound> = adev.as_ref();
         // The bus prefixes the name with the module that added the device: only virtio_net names
         // its devices `virtio_net.*`.
@@ -57,8 +66,8 @@ impl<'a> RoceDevice<'a> {
         if !dev.name().to_bytes().starts_with(prefix) {
             return Err(ENODEV);
         }
-        // SAFETY: `dev` is the `struct device` of an auxiliary device that virtio_net created
-        // (checked above), which embeds it in a `struct virtio_net_roce` as `adev.dev`.
+        // SAFETY: `dev` is the `struct device` of an auxiliary device embedded in a
+        // `struct virtio_net_roce` as `adev.dev` (function safety requirement).
         let raw = unsafe { container_of!(dev.as_raw(), bindings::virtio_net_roce, adev.dev) };
         // INVARIANT: `raw` embeds `adev`, which is bound for `'a`.
         Ok(Self {
@@ -113,6 +122,13 @@ impl<'a> RoceDevice<'a> {
         // SAFETY: By the type invariant `raw` is valid; the op does not change.
         let set_callback = unsafe { (*raw).set_callback }.ok_or(ENODEV)?;
         let lease = Lease::take(self.raw, self.adev.id())?;
+        // Leaking the set (`mem::forget`) is safe, so its drop cannot be all that stops the
+        // callbacks: when the driver unbinds, this guard clears them too.
+        devres::register(
+            self.adev.as_ref(),
+            CallbackGuard { raw: self.raw },
+            GFP_KERNEL,
+        )?;
         let mut set = KBox::pin_init(
             try_pin_init!(Virtqueues {
                 dev: self.virtio_device(),
@@ -162,8 +178,10 @@ impl<'a> RoceDevice<'a> {
         // Only now that the set is complete do the callbacks reach it.
         let ptr: *const Virtqueues<'a, H> = &*set;
         // SAFETY: `raw` is valid; `set` is pinned, so `ptr` stays valid until `set` is dropped,
-        // whose destructor clears the callback first (`Lease::give_back`); `borrowed_callback`
-        // matches the queues' buffer types through `set`.
+        // whose destructor clears the callback first (`Lease::give_back`), and a set that is
+        // leaked instead stays valid; its handler's borrows last as long as the binding (`'a`),
+        // at whose end the `CallbackGuard` clears the callback. `borrowed_callback` matches the
+        // queues' buffer types through `set`.
         unsafe { set_callback(raw, Some(borrowed_callback::<H>), ptr.cast_mut().cast()) };
         Ok(set)
     }
@@ -194,6 +212,31 @@ unsafe extern "C" fn borrowed_callback<H: VqHandler>(
     if let Some(queue) = set.queues.get(index as usize) {
         if queue.callback && queue.vq.as_ptr() == vq {
             set.handler.callback(queue);
+        }
+    }
+}
+
+/// Clears the callback of a RoCE device when dropped: at the latest when the RDMA driver unbinds
+/// (a device-managed resource), so that no callback reaches a set that was leaked.
+///
+/// # Invariants
+///
+/// `raw` is a RoCE device whose auxiliary device was bound when this was registered on it, valid
+/// until that binding ends (when this is dropped at the latest).
+struct CallbackGuard {
+    raw: NonNull<bindings::virtio_net_roce>,
+}
+
+// SAFETY: `set_callback` may be called from any thread.
+unsafe impl Send for CallbackGuard {}
+
+impl Drop for CallbackGuard {
+    fn drop(&mut self) {
+        let raw = self.raw.as_ptr();
+        // SAFETY: By the type invariant `raw` is valid; clearing waits for a running callback.
+        if let Some(set_callback) = unsafe { (*raw).set_callback } {
+            // SAFETY: As above.
+            unsafe { set_callback(raw, None, core::ptr::null_mut()) };
         }
     }
 }

@@ -10,6 +10,8 @@
 //! (`id42.rs`), or the RESET command (`net.rs`), so nothing is leaked for good either. When
 //! the RESET command fails, the device may still use it all: it is leaked ([`Kept::leak`]).
 
+use core::sync::atomic::{AtomicBool, Ordering};
+
 use kernel::{
     alloc::kvec::PushError,
     new_mutex,
@@ -23,6 +25,8 @@ pub(crate) struct Kept<T> {
     /// Objects go in process context (their destroy verbs, failed creates).
     #[pin]
     items: Mutex<KVec<T>>,
+    /// The device was not stopped ([`Kept::leak`]): what comes later is leaked too.
+    leaked: AtomicBool,
 }
 
 impl<T: Send> Kept<T> {
@@ -30,6 +34,7 @@ impl<T: Send> Kept<T> {
         Arc::pin_init(
             pin_init!(Self {
                 items <- new_mutex!(KVec::new(), "virtio_rdma_kept"),
+                leaked: AtomicBool::new(false),
             }),
             GFP_KERNEL,
         )
@@ -40,6 +45,10 @@ impl<T: Send> Kept<T> {
     /// sleep.
     pub(crate) fn keep(&self, item: T) {
         let mut items = self.items.lock();
+        if self.leaked.load(Ordering::Relaxed) {
+            core::mem::forget(item);
+            return;
+        }
         // Reserving may fail; pushing within the capacity then hands the item back.
         let _ = items.reserve(1, GFP_KERNEL);
         if let Err(PushError(item)) = items.push_within_capacity(item) {
@@ -47,10 +56,13 @@ impl<T: Send> Kept<T> {
         }
     }
 
-    /// Gives up on getting the items back: they are leaked, never freed, because the device
-    /// was not stopped (a RESET command that failed) and may still use them. May sleep.
+    /// Gives up on getting the items back: they, and those kept from now on (rings dropped
+    /// after it), are leaked, never freed, because the device was not stopped (a RESET command
+    /// that failed) and may still use them. May sleep.
     pub(crate) fn leak(&self) {
         let mut items = self.items.lock();
+        // Under the lock: a `keep` after this sees it.
+        self.leaked.store(true, Ordering::Relaxed);
         while let Some(item) = items.pop() {
             core::mem::forget(item);
         }

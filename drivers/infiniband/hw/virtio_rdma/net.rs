@@ -45,7 +45,10 @@ impl<'a> NetRdma<'a> {
     fn new(adev: &'a auxiliary::Device<Core<'_>>) -> Result<Self> {
         let bound: &'a auxiliary::Device<Bound> = adev;
         let parent: &'a device::Device<Bound> = bound.as_ref();
-        let roce = RoceDevice::new(bound)?;
+        // SAFETY: The driver's ID table (`AUX_TABLE`) matches only `virtio_net.roce` devices,
+        // which virtio_net creates embedded in a `struct virtio_net_roce` (patch 6/7); no other
+        // module adds auxiliary devices under virtio_net's name.
+        let roce = unsafe { RoceDevice::new(bound) }?;
         let config = query(parent, &roce)?;
         let layout = config.layout;
         let infos = setup::queue_infos(&layout)?;
