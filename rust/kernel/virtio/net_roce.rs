@@ -232,12 +232,23 @@ unsafe impl Send for CallbackGuard {}
 
 impl Drop for CallbackGuard {
     fn drop(&mut self) {
-        let raw = self.raw.as_ptr();
-        // SAFETY: By the type invariant `raw` is valid; clearing waits for a running callback.
-        if let Some(set_callback) = unsafe { (*raw).set_callback } {
-            // SAFETY: As above.
-            unsafe { set_callback(raw, None, core::ptr::null_mut()) };
-        }
+        // SAFETY: By the type invariant `raw` is valid.
+        unsafe { clear_callback(self.raw) };
+    }
+}
+
+/// Clears the callback of the RoCE device `raw`: once this returns no callback runs, and none
+/// will until one is set again.
+///
+/// # Safety
+///
+/// `raw` must be a valid `struct virtio_net_roce`.
+unsafe fn clear_callback(raw: NonNull<bindings::virtio_net_roce>) {
+    let raw = raw.as_ptr();
+    // SAFETY: `raw` is valid (function safety requirement).
+    if let Some(set_callback) = unsafe { (*raw).set_callback } {
+        // SAFETY: As above; clearing waits for a callback that is running.
+        unsafe { set_callback(raw, None, core::ptr::null_mut()) };
     }
 }
 
@@ -272,13 +283,8 @@ impl Lease {
     /// the buffers the device has used; those it still holds stay lent (leaked), and are
     /// reported.
     pub(super) fn give_back(&self, dev: &Device, queues: &KVec<Pin<KBox<Virtqueue>>>) {
-        let raw = self.raw.as_ptr();
-        // SAFETY: By the type invariant `raw` is valid; its `set_callback` was checked when the
-        // set was made. Clearing waits for a callback that is running: none runs afterwards.
-        if let Some(set_callback) = unsafe { (*raw).set_callback } {
-            // SAFETY: As above.
-            unsafe { set_callback(raw, None, core::ptr::null_mut()) };
-        }
+        // SAFETY: By the type invariant `raw` is valid.
+        unsafe { clear_callback(self.raw) };
         let mut held = 0u32;
         for queue in queues.iter() {
             let mut state = queue.state.lock();
