@@ -17,6 +17,8 @@
 #   make bench            the backend's benchmarks, perftest on virtio_rdma0 beside
 #                         rxe (2 B .. 1 MiB), and NVMe-oF over virtio_rdma0 beside
 #                         NVMe/TCP, each in one guest and then between two guests,
+#                         perftest between two guests of the net personality
+#                         (virtio_rdma0 and rxe on one virtio-net function),
 #                         and a guest's bandwidth beside another guest's flood, on
 #                         the release kernel; tables (CSV, Markdown) and plots
 #                         (PNG) in BENCH_OUT (default bench-results/); never

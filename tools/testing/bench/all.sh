@@ -10,8 +10,10 @@
 # and the fairness bench), perftest on virtio_rdma0 beside rxe and NVMe-oF
 # over RDMA beside TCP in one guest, perftest again with the device's queues
 # in guest memory (the backend's --rings), perftest and NVMe-oF between two
-# guests, and a guest's bandwidth beside another guest's flood. Each guest
-# is fresh. A
+# guests, perftest between two guests of the net personality (virtio_rdma0
+# on the RoCE queues of each guest's one virtio-net function, rxe on its
+# Ethernet: the question "why not rxe over virtio-net?" on one device), and
+# a guest's bandwidth beside another guest's flood. Each guest is fresh. A
 # benchmark that cannot run fails the run; a number never does.
 source "$(dirname "$0")/../../build/lib.sh"
 
@@ -51,6 +53,8 @@ guest "perftest, one guest, queues in guest memory" --timeout 2400 --backend-arg
 	-- bash tools/testing/bench/perftest.sh same rings
 guest "perftest, two guests" --timeout 3000 --peer "bash tools/testing/bench/perftest.sh peer" \
 	-- bash tools/testing/bench/perftest.sh main
+guest "perftest, two guests of the net personality" --timeout 3000 --personality net \
+	--peer "bash tools/testing/bench/perftest.sh peer net" -- bash tools/testing/bench/perftest.sh main net
 guest "NVMe-oF, two guests" --timeout 1800 --peer "bash tools/testing/bench/nvme-of.sh peer" \
 	-- bash tools/testing/bench/nvme-of.sh main
 guest "a tenant beside a flood" --timeout 1800 --peer "bash tools/testing/bench/flood.sh peer" \

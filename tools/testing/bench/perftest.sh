@@ -16,7 +16,12 @@
 #                         datagram link between them;
 #   perftest.sh same rings  one guest whose backend runs with --rings (queues
 #                         in guest memory): the same tests, into
-#                         perftest-same-rings.csv and cost-rings.csv.
+#                         perftest-same-rings.csv and cost-rings.csv;
+#   perftest.sh main|peer net  two guests of the net personality (run.sh
+#                         --personality net): one virtio-net function each,
+#                         virtio_rdma0 on its RoCE queues beside rxe on its
+#                         Ethernet (eth0), the backend's switch between
+#                         them: into perftest-two-net.csv.
 # Results: a table on stdout and /mnt/run/perftest-{same,two}.csv (test,
 # bytes, device, value, unit), which make bench turns into tables and
 # plots. VRDMA_BENCH_SIZES overrides the sizes. Numbers vary with the host
@@ -36,17 +41,27 @@ suffix=
 case $MODE in
 virtqueues) ;;
 rings) suffix=-rings ;;
-*) fail "unknown mode $MODE (virtqueues or rings)" ;;
+net) suffix=-net ;;
+*) fail "unknown mode $MODE (virtqueues, rings or net)" ;;
 esac
 csv=/mnt/run/perftest-$where$suffix.csv
 
 driver_up
 # The device offers queues in guest memory only when its backend was told to.
-if grep -q "virtio_rdma.*queues in guest memory" <(dmesg); then
-	[ "$MODE" = rings ] || fail "the device has queues in guest memory: run with the mode rings"
+# (A file, not a pipe into grep -q, which would end dmesg early under
+# pipefail; and no process substitution: the guest has no /dev/fd.)
+dmesg >/tmp/dmesg.txt
+if grep -q "virtio_rdma.*queues in guest memory" /tmp/dmesg.txt; then
+	[ "$MODE" != virtqueues ] || fail "the device has queues in guest memory: run with the mode rings"
 else
 	[ "$MODE" = virtqueues ] || fail "the device has no queues in guest memory (backend without --rings)"
 fi
+# The net personality's RDMA device is its virtio-net function's RoCE part.
+parent=$(basename "$(readlink -f /sys/class/infiniband/virtio_rdma0/device)")
+case $MODE,$parent in
+net,virtio_net.roce.* | virtqueues,virtio[0-9]* | rings,virtio[0-9]*) ;;
+*) fail "virtio_rdma0 hangs off $parent, not what the mode $MODE presents" ;;
+esac
 modprobe rdma_rxe
 rdma link add rxe0 type rxe netdev eth0
 wait_for "rxe0's RoCEv2 GID of $MY_IP" v4_gid rxe0

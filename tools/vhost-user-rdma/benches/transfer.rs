@@ -3,13 +3,18 @@
 //!
 //! Two devices of one process (two guests), each with its own guest memory
 //! file, served in-process over vhost-user sockets (the tests' support); an
-//! RC QP on the first connected to one on the second, a DMA MR on each. For
-//! each message size a measurement posts a batch of eight messages with
-//! one kick (only the last signaled; for SEND, eight receives posted first)
-//! and busy-polls for the completions; the reference copies the same bytes
-//! as many times from the first memory file's mapping to the second's. Each
+//! RC QP on the first connected to one on the second, a DMA MR on each.
+//! Messages go in batches of eight with one kick (only the last signaled;
+//! for SEND, eight receives posted first). A bandwidth measurement keeps
+//! the send queue full, as perftest's `--tx-depth` does: two batches in
+//! flight (the queue's sixteen slots), the next posted as soon as the
+//! oldest completed, for about 64 MiB; the reference copies the same bytes
+//! from the first memory file's mapping to the second's, in eights. Each
 //! is repeated and the median taken. Then the work-request rate of 64-byte
-//! WRITEs and SENDs, batches back to back for a second.
+//! WRITEs and SENDs for a second each way: one batch at a time (each
+//! batch waits for the last: the device sleeps and is woken per batch,
+//! which bounds this rate by a thread wake-up), and with the queue kept
+//! full (what the engine does per work request).
 //!
 //! Prints a table; with `VRDMA_BENCH_CSV` set, also writes it there as CSV
 //! (`make bench` collects it). Timing never fails the run; wrong data or a
@@ -31,8 +36,11 @@ use support::*;
 const MEM: usize = 24 << 20;
 const SRC: u64 = DATA;
 const DST: u64 = DATA + (8 << 20);
-/// Messages per measurement (the SQ holds eight).
+/// Messages per batch (one kick).
 const BATCH: usize = 8;
+/// Batches in flight when the queue is kept full: the SQ and RQ vrings have
+/// sixteen slots.
+const DEPTH: usize = 2;
 const SIZES: [usize; 10] = [
     64,
     256,
@@ -61,26 +69,17 @@ impl Op {
     }
 }
 
-/// Polls CQ `cq` of `d` until `n` completions came; checks them.
-fn spin(d: &mut Dev, cq: u32, n: usize, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut got = 0;
-    while got < n {
-        for wc in d.poll(cq) {
-            assert_eq!(wc.status(), IB_WC_SUCCESS, "{what}: {wc:?}");
-            got += 1;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: {got} of {n} completions"
-        );
-        std::hint::spin_loop();
+/// Completions of CQ `cq` of `d` so far, each checked.
+fn reap(d: &mut Dev, cq: u32, what: &str) -> usize {
+    let wcs = d.poll(cq);
+    for wc in &wcs {
+        assert_eq!(wc.status(), IB_WC_SUCCESS, "{what}: {wc:?}");
     }
+    wcs.len()
 }
 
-/// One batch of `op`s of `size` bytes, posted and completed.
-fn batch(p: &mut CrossPair, wr_id: &mut u64, op: Op, size: usize) -> Duration {
-    let start = Instant::now();
+/// Posts one batch of `op`s of `size` bytes (and, for SEND, its receives).
+fn post(p: &mut CrossPair, wr_id: &mut u64, op: Op, size: usize) {
     if op == Op::Send {
         for _ in 0..BATCH {
             *wr_id += 1;
@@ -99,11 +98,71 @@ fn batch(p: &mut CrossPair, wr_id: &mut u64, op: Op, size: usize) -> Duration {
         })
         .collect();
     p.x.send_all(p.qx, &wqes);
-    spin(&mut p.x, p.cx, 1, op.name());
-    if op == Op::Send {
-        spin(&mut p.y, p.cy, BATCH, "receive");
+}
+
+/// `batches` batches of `op`s of `size` bytes, at most `depth` in flight:
+/// the next is posted once the oldest has completed (its signaled send and,
+/// for SEND, its receives). The time from the first post to the last
+/// completion.
+fn stream(
+    p: &mut CrossPair,
+    wr_id: &mut u64,
+    op: Op,
+    size: usize,
+    batches: usize,
+    depth: usize,
+) -> Duration {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(60);
+    let (mut posted, mut sent, mut received) = (0, 0, 0);
+    let recvs = |n: usize| if op == Op::Send { n * BATCH } else { 0 };
+    while sent < batches || received < recvs(batches) {
+        // A batch's slots are free again once it completed on both sides.
+        let done = if op == Op::Send {
+            sent.min(received / BATCH)
+        } else {
+            sent
+        };
+        while posted < batches && posted < done + depth {
+            post(p, wr_id, op, size);
+            posted += 1;
+        }
+        sent += reap(&mut p.x, p.cx, op.name());
+        if op == Op::Send {
+            received += reap(&mut p.y, p.cy, "receive");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: {sent} of {batches} batches completed, {received} receives",
+            op.name()
+        );
+        std::hint::spin_loop();
     }
     start.elapsed()
+}
+
+/// CPU time the devices' event loops (threads `*-vrings`) have run so far
+/// (`/proc/self/task/*/schedstat`, nanoseconds): what a work request costs
+/// the device, apart from the harness that posts and polls it.
+fn device_cpu() -> Duration {
+    let mut ns = 0;
+    for task in std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .flatten()
+    {
+        let path = task.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if !comm.trim_end().ends_with("-vrings") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(path.join("schedstat")).unwrap_or_default();
+        ns += stat
+            .split_whitespace()
+            .next()
+            .and_then(|t| t.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Duration::from_nanos(ns)
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -115,13 +174,27 @@ fn mib_per_s(bytes: usize, t: Duration) -> f64 {
     bytes as f64 / t.as_secs_f64() / f64::from(1 << 20)
 }
 
-/// Repetitions of a size: enough that each size moves about 512 MiB.
+/// Repetitions of the reference copy of a size: enough that each size
+/// moves about 512 MiB.
 fn reps(size: usize) -> usize {
     ((512 << 20) / (size * BATCH)).clamp(21, 2001) | 1
 }
 
+/// Batches of one bandwidth measurement: about 64 MiB.
+fn batches(size: usize) -> usize {
+    ((64 << 20) / (size * BATCH)).clamp(16, 4096)
+}
+
+/// Bandwidth measurements of a size (the median is taken).
+const RUNS: usize = 5;
+
 fn main() {
     let mut p = cross_rc_pair(Dev::start_with_mem(MEM), Dev::start_with_mem(MEM), 7);
+    // Room for the receive completions of two batches of SENDs: the CQ's
+    // whole vring.
+    for _ in 0..4 {
+        p.y.post(Dev::cq_q(p.cy), &[0u8; 64], true);
+    }
     let mut wr_id = 0;
     let max = SIZES[SIZES.len() - 1];
     p.x.fill(SRC, &pattern(max, 3));
@@ -135,7 +208,9 @@ fn main() {
             .expect("host address");
     let mut csv = String::from("op,bytes,backend_mib_s,memcpy_mib_s,ratio\n");
 
-    println!("RDMA WRITE and SEND (RC, device to device, {BATCH} per measurement, median)");
+    println!(
+        "RDMA WRITE and SEND (RC, device to device, {DEPTH} batches of {BATCH} in flight, median)"
+    );
     println!("vs memcpy between the two guest memories");
     println!(
         "{:>6} {:>8} {:>14} {:>14} {:>7}",
@@ -145,17 +220,16 @@ fn main() {
         for size in SIZES {
             let n = reps(size);
             p.y.fill(DST, &vec![0u8; size]);
-            for _ in 0..3 {
-                batch(&mut p, &mut wr_id, op, size);
-            }
+            stream(&mut p, &mut wr_id, op, size, 3, DEPTH);
             assert!(
                 p.y.read(DST, size) == p.x.read(SRC, size),
                 "{} of {size} bytes: wrong data",
                 op.name()
             );
+            let b = batches(size);
             let backend = median(
-                (0..n)
-                    .map(|_| batch(&mut p, &mut wr_id, op, size))
+                (0..RUNS)
+                    .map(|_| stream(&mut p, &mut wr_id, op, size, b, DEPTH) / b as u32)
                     .collect(),
             );
 
@@ -193,17 +267,25 @@ fn main() {
         }
     }
 
-    println!("work requests per second, 64 bytes, batches of {BATCH} back to back");
-    let mut rates = String::from("op,bytes,wr_per_s\n");
+    println!("work requests per second, 64 bytes: one batch of {BATCH} at a time, and {DEPTH} in flight;");
+    println!("per second of the clock, and per second of the devices' CPU time (per core)");
+    let mut rates = String::from("op,bytes,in_flight,wr_per_s,wr_per_cpu_s\n");
     for op in [Op::Write, Op::Send] {
-        let (start, mut wrs) = (Instant::now(), 0);
-        while start.elapsed() < Duration::from_secs(1) {
-            batch(&mut p, &mut wr_id, op, 64);
-            wrs += BATCH;
+        for depth in [1, DEPTH] {
+            let (start, cpu, mut wrs) = (Instant::now(), device_cpu(), 0);
+            while start.elapsed() < Duration::from_secs(1) {
+                stream(&mut p, &mut wr_id, op, 64, 64, depth);
+                wrs += 64 * BATCH;
+            }
+            let rate = wrs as f64 / start.elapsed().as_secs_f64();
+            let per_core = wrs as f64 / (device_cpu() - cpu).as_secs_f64();
+            let in_flight = depth * BATCH;
+            println!(
+                "{:>6} {in_flight:>3} in flight {rate:>12.0} /s {per_core:>12.0} /CPU s",
+                op.name()
+            );
+            rates += &format!("{},64,{in_flight},{rate:.0},{per_core:.0}\n", op.name());
         }
-        let rate = wrs as f64 / start.elapsed().as_secs_f64();
-        println!("{:>6} {rate:>12.0}", op.name());
-        rates += &format!("{},64,{rate:.0}\n", op.name());
     }
 
     if let Ok(path) = std::env::var("VRDMA_BENCH_CSV") {
