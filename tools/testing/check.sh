@@ -299,6 +299,17 @@ if want_layer runner && in_budget "runner contract"; then
 		[ "$(grep -c "did not reach init within 5s" "$logs/runner-boot-hang.log")" = 2 ] &&
 		grep -q "^look 3: ffffffff[0-9a-f]* [a-z_]" "$logs/runner-boot-hang.log"
 	result "runner: a guest hung in early boot is shown, booted again, then failed" $? $((SECONDS - s)) "$logs/runner-boot-hang.log"
+	# The same for the peer of two guests, while the main one waits for it:
+	# both are stopped at the limit and booted again; before --timeout (300 s),
+	# which a run still waiting for the hung peer would reach.
+	s=$SECONDS
+	VRDMA_BOOT_LIMIT=45 VRDMA_PEER_APPEND=init=/bin/cat "$RUN" --timeout 300 --peer true -- 'sleep 600' \
+		>"$logs/runner-peer-boot-hang.log" 2>&1
+	expect_rc 124 "$logs/runner-peer-boot-hang.log" "hung in early boot twice" &&
+		[ "$(grep -c "guest 1 did not reach init within 45s" "$logs/runner-peer-boot-hang.log")" = 2 ] &&
+		[ $((SECONDS - s)) -lt 250 ]
+	result "runner: a peer hung in early boot stops both guests, which boot again, then fail" $? \
+		$((SECONDS - s)) "$logs/runner-peer-boot-hang.log"
 	# The checkers must be able to fail a test: provoke a WARN (lkdtm) and a
 	# leak (the kmemleak sample module) and expect the runner's verdicts.
 	s=$SECONDS

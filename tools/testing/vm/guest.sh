@@ -106,7 +106,10 @@ append+=" $extra"
 guest_args() {
 	local i=$1 dir=$share net=(-netdev user,id=net0) noreboot=(-no-reboot)
 	local rdma="vhost-user-rdma-pci,chardev=vrdma0${num_queues:+,num-queues=$num_queues}"
-	[ "$i" = 1 ] && dir=$share/peer
+	local own=""
+	# VRDMA_PEER_APPEND: kernel parameters of the peer alone (the runner's
+	# own tests make it hang in early boot with them).
+	[ "$i" = 1 ] && dir=$share/peer && own=${VRDMA_PEER_APPEND:+ $VRDMA_PEER_APPEND}
 	[ "$i" = 0 ] && [ "$reboot" = 1 ] && noreboot=()
 	if [ $guests = 2 ]; then
 		# A link of their own: each guest's NIC sends its frames to the
@@ -124,7 +127,7 @@ guest_args() {
 		-L /usr/share/qemu -L /usr/share/seabios
 		-machine q35,accel=$accel,memory-backend=mem -cpu max,la57=off -smp 2 -m 2G
 		-object memory-backend-memfd,id=mem,size=2G,share=on
-		-kernel "$bzimage" -append "$append vrdma.ip=10.0.2.$((15 + i)) vrdma.reboot=$reboot"
+		-kernel "$bzimage" -append "$append vrdma.ip=10.0.2.$((15 + i)) vrdma.reboot=$reboot$own"
 		"${noreboot[@]}"
 		-display none -vga none
 		-monitor "unix:$rundir/mon$i.sock,server=on,wait=off"
@@ -145,11 +148,11 @@ guest_args() {
 # log, the guests are killed and booted once more with a fresh backend.
 boot_limit=${VRDMA_BOOT_LIMIT:-240}
 sysmap=${bzimage%/arch/x86/boot/bzImage}/System.map
-# stop_hung INDEX: shows where guest INDEX's vCPUs are, from its monitor
-# (three looks a second apart, RIP resolved against System.map, then the
-# general registers), and has QEMU quit.
+# stop_hung INDEX [quiet]: shows where guest INDEX's vCPUs are, from its
+# monitor (three looks a second apart, RIP resolved against System.map, then
+# the general registers; not with quiet), and has QEMU quit.
 stop_hung() {
-	python3 - "$rundir/mon$1.sock" "$sysmap" <<-'PY' || pkill -KILL -f "^$qemu .*path=$rundir/vrdma$1.sock"
+	python3 - "$rundir/mon$1.sock" "$sysmap" "${2:-}" <<-'PY' || pkill -KILL -f "^$qemu .*path=$rundir/vrdma$1.sock"
 		import bisect, re, socket, sys, time
 		syms = []
 		try:
@@ -175,19 +178,22 @@ stop_hung() {
 		        out += s.recv(65536)
 		    return out.decode(errors="replace").replace("\r", "")
 		command("")
-		for look in range(3):
+		for look in range(0 if sys.argv[3] == "quiet" else 3):
 		    regs = command("info registers -a")
 		    print(f"look {look + 1}:", ", ".join(f"{rip} {where(rip)}" for rip in re.findall(r"RIP=([0-9a-f]+)", regs)))
 		    time.sleep(1)
-		for line in regs.splitlines():
+		for line in regs.splitlines() if sys.argv[3] != "quiet" else []:
 		    if re.match(r"(CPU#|RAX|RSI|R8 |R12|RIP|CR0)", line):
 		        print(line)
 		s.sendall(b"quit\n")
 		time.sleep(1)
 	PY
 }
-# watch_boot: kills the guests and leaves boot-hung in $rundir if one of
-# them does not reach init in time.
+# boots_file INDEX: where guest INDEX counts its boots.
+boots_file() { if [ "$1" = 1 ]; then echo "$share/peer/boots"; else echo "$share/boots"; fi; }
+# watch_boot: stops the guests and leaves boot-hung in $rundir if one of
+# them does not reach init in time: the hung one shown, the other (which
+# may be waiting for it) stopped too, so that both boot again.
 watch_boot() {
 	local t i
 	for ((t = 0; t < boot_limit; t++)); do
@@ -196,8 +202,13 @@ watch_boot() {
 	done
 	touch "$rundir/boot-hung"
 	for ((i = 0; i < guests; i++)); do
-		echo "error: guest $i did not reach init within ${boot_limit}s; its vCPUs:" >&2
-		stop_hung "$i" >&2
+		if [ -s "$(boots_file "$i")" ]; then
+			echo "error: guest $i reached init; stopped, to boot both again" >&2
+			stop_hung "$i" quiet >&2
+		else
+			echo "error: guest $i did not reach init within ${boot_limit}s; its vCPUs:" >&2
+			stop_hung "$i" >&2
+		fi
 	done
 }
 # backend_request REQ: has the backend killed or restarted (see the header).
@@ -235,7 +246,9 @@ for attempt in 1 2; do
 	timeout -k 5 "$timeout" "$qemu" "${args[@]}" -serial stdio </dev/null | tr -d '\r' |
 		sed -u -E '/^\[ *[0-9.]+\] (sysrq: Power Off|reboot: Power down)$/d'
 	rc=${PIPESTATUS[0]}
-	kill "$watch_pid" 2>/dev/null
+	# After a hang the watcher stops every guest: the main one may have
+	# ended because it stopped it, and the peer may be next.
+	[ -e "$rundir/boot-hung" ] || kill "$watch_pid" 2>/dev/null
 	wait "$watch_pid" 2>/dev/null
 	[ -e "$rundir/boot-hung" ] && [ $attempt = 1 ] || break
 	[ $guests = 2 ] && wait "$peer_pid"
