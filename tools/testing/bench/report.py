@@ -17,6 +17,7 @@ Missing inputs are skipped; a run never fails on a number.
 """
 
 import csv
+import math
 import os
 import subprocess
 import sys
@@ -40,11 +41,13 @@ def fmt(v):
 
 
 def ratio(test, ours, peer):
-    """Above 1: virtio_rdma0 is better (latency: the peer's time over ours)."""
+    """Above 1: virtio_rdma0 is better (latency: the peer's time over ours), as a table cell;
+    "-" where perftest printed no usable number (a zero rate, an infinite latency)."""
     ours, peer = float(ours), float(peer)
     if test.endswith("_lat"):
-        return peer / ours if ours else float("nan")
-    return ours / peer if peer else float("nan")
+        ours, peer = peer, ours
+    r = ours / peer if peer else float("nan")
+    return f"{r:.2f}" if math.isfinite(r) and r > 0 else "-"
 
 
 def gnuplot(script):
@@ -100,7 +103,7 @@ def plot_perftest(out, where, rows, tests, png, ylabel, title, devices=("virtio_
             pts = sorted(
                 (int(r["bytes"]), float(r["value"]))
                 for r in rows
-                if r["test"] == t and r["device"] == dev and float(r["value"]) > 0
+                if r["test"] == t and r["device"] == dev and 0 < float(r["value"]) < math.inf
             )
             if pts:
                 # A style per test and device: solid, dashed (and dotted for a third device).
@@ -143,7 +146,7 @@ def perftest_section(out, where, label, run, short=None):
         v, r = d["virtio_rdma0"]["value"], d["rxe0"]["value"]
         md.append(
             f"| {key[0]} | {key[1]} | {fmt(v)} | {fmt(r)} | {d['rxe0']['unit']} "
-            f"| {ratio(key[0], v, r):.2f} |"
+            f"| {ratio(key[0], v, r)} |"
         )
     md += ["", "virtio/rxe above 1: virtio_rdma0 is faster (for latency, rxe's time over ours).", ""]
     sub = f"{short or label}, {run}"
@@ -183,7 +186,7 @@ def modes_section(out):
             continue
         v, r, x = d["virtio_rdma0 virtqueues"], d["virtio_rdma0 rings"], d["rxe0 rings"]
         md.append(f"| {key[0]} | {key[1]} | {fmt(v)} | {fmt(r)} | {d['unit']} "
-                  f"| {ratio(key[0], r, v):.2f} | {ratio(key[0], r, x):.2f} |")
+                  f"| {ratio(key[0], r, v)} | {ratio(key[0], r, x)} |")
     md += ["", "Above 1: the rings are faster (for latency, the other's time over theirs). "
            "rings/rxe compares with rxe measured in the rings run.", ""]
     # One series per device and mode; rxe from the virtqueue run.
