@@ -119,7 +119,7 @@ def plot_perftest(out, where, rows, tests, png, ylabel, title, devices=("virtio_
         LINE_STYLES
         + xtics(x for _, pts, _ in series for x, _ in pts)
         + f"set output '{os.path.join(out, png)}'\n"
-        + f"set title '{title}'\nset xlabel 'message size (bytes)'\nset ylabel '{ylabel}'\n"
+        + f'set title "{title}"\nset xlabel \'message size (bytes)\'\nset ylabel \'{ylabel}\'\n'
         + "plot " + ", ".join(plots) + "\n" + "\n".join(data) + "\n"
     )
     return png
@@ -149,7 +149,8 @@ def perftest_section(out, where, label, run, short=None):
             f"| {ratio(key[0], v, r)} |"
         )
     md += ["", "virtio/rxe above 1: virtio_rdma0 is faster (for latency, rxe's time over ours).", ""]
-    sub = f"{short or label}, {run}"
+    # The run on a line of its own: with the key outside, one line is cut off.
+    sub = f"{short or label}\\n{run}"
     bw = plot_perftest(out, where, rows, ["ib_write_bw", "ib_read_bw", "ib_send_bw"],
                        f"perftest-{where}-bw.png", "MiB/s", f"bandwidth, {sub}")
     lat = plot_perftest(out, where, rows, ["ib_write_lat", "ib_send_lat"],
@@ -271,7 +272,7 @@ def backend_section(out, run):
         LINE_STYLES
         + xtics(int(r["bytes"]) for r in rows)
         + f"set output '{os.path.join(out, 'backend.png')}'\n"
-        + f"set title 'backend, device to device, {run}'\nset xlabel 'message size (bytes)'\n"
+        + f'set title "backend, device to device\\n{run}"\nset xlabel \'message size (bytes)\'\n'
         + "set ylabel 'MiB/s'\nplot " + ", ".join(plots) + "\n" + "\n".join(data) + "\n"
     )
     return md + ["![backend.png](backend.png)", ""]
