@@ -8,9 +8,10 @@
 # messages between two QPs of its own. Prints the bandwidths and their
 # ratios. The guests share the host's cores with each other and with the
 # backend (TCG): on a host with few cores the share a flood leaves also
-# measures how they share the CPUs; the burn alone measures only that, so
-# flood / burn is what the device's sharing costs beyond the CPU. It never
-# fails on a number.
+# measures how they share the CPUs; the burn measures only that (two busy
+# vCPUs), so flood / burn is what the flood costs beyond them: its share of
+# the device, and the backend thread it keeps busy on the same host cores.
+# It never fails on a number.
 #   flood.sh main|peer
 set -euo pipefail
 source "$(dirname "$0")/../e2e/lib/common.sh"
