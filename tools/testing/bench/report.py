@@ -40,14 +40,23 @@ def fmt(v):
     return f"{v:.3g}"
 
 
+def cell(r):
+    """A ratio as a table cell: "-" where there is no usable number (a zero rate, an infinite
+    latency, a column an older run did not write)."""
+    return f"{r:.2f}" if math.isfinite(r) and r > 0 else "-"
+
+
+def share(a, b):
+    """b / a as a float, nan without a usable a."""
+    return b / a if a else float("nan")
+
+
 def ratio(test, ours, peer):
-    """Above 1: virtio_rdma0 is better (latency: the peer's time over ours), as a table cell;
-    "-" where perftest printed no usable number (a zero rate, an infinite latency)."""
+    """Above 1: virtio_rdma0 is better (latency: the peer's time over ours), as a table cell."""
     ours, peer = float(ours), float(peer)
     if test.endswith("_lat"):
         ours, peer = peer, ours
-    r = ours / peer if peer else float("nan")
-    return f"{r:.2f}" if math.isfinite(r) and r > 0 else "-"
+    return cell(share(peer, ours))
 
 
 def gnuplot(script):
@@ -256,7 +265,7 @@ def backend_section(out, run):
         md += ["| op | bytes | in flight | M work requests/s | M per second of the devices' CPU (per core) |",
                "|---|---:|---:|---:|---:|"]
         md += [f"| {r['op']} | {r['bytes']} | {r.get('in_flight', '8')} | {float(r['wr_per_s']) / 1e6:.2f} "
-               f"| {float(r['wr_per_cpu_s']) / 1e6 if r.get('wr_per_cpu_s') else float('nan'):.2f} |"
+               f"| {cell(float(r.get('wr_per_cpu_s') or 'nan') / 1e6)} |"
                for r in rates]
         md += ["", "Eight in flight: one batch at a time, the device woken per batch; the clock's rate is "
                "also bounded by the harness that posts and polls on the other core.", ""]
@@ -310,9 +319,9 @@ def main():
                "|---:|---:|---:|---:|---:|---:|"]
         for r in flood:
             a, f = float(r["alone"]), float(r["flooded"])
-            b = float(r["burned"]) if r.get("burned") else float("nan")
-            md.append(f"| {fmt(a)} | {fmt(b) if b == b else '-'} | {fmt(f)} | {b / a:.2f} | {f / a:.2f} "
-                      f"| {f / b:.2f} |")
+            b = float(r.get("burned") or "nan")
+            md.append(f"| {fmt(a)} | {fmt(b) if math.isfinite(b) else '-'} | {fmt(f)} | {cell(share(a, b))} "
+                      f"| {cell(share(a, f))} | {cell(share(b, f))} |")
         md += ["", "flood / burn: what the flood costs the victim beyond two busy vCPUs: its share of the "
                "device, and the backend thread the flood keeps busy on the same host cores.", ""]
     with open(os.path.join(out, "results.md"), "w") as f:
