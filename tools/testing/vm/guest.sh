@@ -198,7 +198,10 @@ watch_boot() {
 	local t i
 	for ((t = 0; t < boot_limit; t++)); do
 		sleep 1
-		[ -s "$share/boots" ] && { [ $guests = 1 ] || [ -s "$share/peer/boots" ]; } && return 0
+		for ((i = 0; i < guests; i++)); do
+			[ -s "$(boots_file "$i")" ] || continue 2
+		done
+		return 0
 	done
 	touch "$rundir/boot-hung"
 	for ((i = 0; i < guests; i++)); do
