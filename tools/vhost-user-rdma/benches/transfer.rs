@@ -17,7 +17,8 @@
 //! full (what the engine does per work request).
 //!
 //! Prints a table; with `VRDMA_BENCH_CSV` set, also writes it there as CSV
-//! (`make bench` collects it). Timing never fails the run; wrong data or a
+//! (`make bench` collects it). `VRDMA_BENCH_ONLY=bandwidth` or `rate` runs
+//! one half (to profile it). Timing never fails the run; wrong data or a
 //! failed completion does.
 
 #[path = "../tests/support/mod.rs"]
@@ -216,8 +217,9 @@ fn main() {
         "{:>6} {:>8} {:>14} {:>14} {:>7}",
         "op", "bytes", "backend MiB/s", "memcpy MiB/s", "ratio"
     );
+    let only = std::env::var("VRDMA_BENCH_ONLY").unwrap_or_default();
     for op in [Op::Write, Op::Send] {
-        for size in SIZES {
+        for size in SIZES.into_iter().filter(|_| only != "rate") {
             let n = reps(size);
             p.y.fill(DST, &vec![0u8; size]);
             stream(&mut p, &mut wr_id, op, size, 3, DEPTH);
@@ -271,7 +273,7 @@ fn main() {
     println!("per second of the clock, and per second of the devices' CPU time (per core)");
     let mut rates = String::from("op,bytes,in_flight,wr_per_s,wr_per_cpu_s\n");
     for op in [Op::Write, Op::Send] {
-        for depth in [1, DEPTH] {
+        for depth in [1, DEPTH].into_iter().filter(|_| only != "bandwidth") {
             let (start, cpu, mut wrs) = (Instant::now(), device_cpu(), 0);
             while start.elapsed() < Duration::from_secs(1) {
                 stream(&mut p, &mut wr_id, op, 64, 64, depth);
