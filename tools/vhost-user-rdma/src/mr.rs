@@ -10,15 +10,13 @@
 //! first byte sits at `iova % 4096` in the first page (the IB convention
 //! for both `ib_umem` and `ib_map_mr_sg`).
 
-use std::collections::HashMap;
-
 use smallvec::SmallVec;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 
 use crate::abi::{VIRTIO_RDMA_PAGE_SIZE, VIRTIO_RDMA_S_FAULT, VIRTIO_RDMA_S_INVALID};
 use crate::ib;
 use crate::mw::Mw;
-use crate::resources::HandleTable;
+use crate::resources::{ByHandle, HandleTable};
 
 /// Guest-physical ranges (address, length): kept inline up to four, so
 /// that translating a work request's buffers costs no heap allocation in
@@ -206,8 +204,8 @@ impl Mr {
 #[derive(Debug)]
 pub struct MrTable {
     handles: HandleTable,
-    mrs: HashMap<u32, Mr>,
-    windows: HashMap<u32, Mw>,
+    mrs: ByHandle<Mr>,
+    windows: ByHandle<Mw>,
 }
 
 impl MrTable {
@@ -216,8 +214,8 @@ impl MrTable {
     pub fn new(capacity: u32) -> Self {
         MrTable {
             handles: HandleTable::new(capacity.min((1 << 24) - 1)),
-            mrs: HashMap::new(),
-            windows: HashMap::new(),
+            mrs: ByHandle::default(),
+            windows: ByHandle::default(),
         }
     }
 
@@ -240,17 +238,17 @@ impl MrTable {
 
     /// MR `mrn`.
     pub fn get(&self, mrn: u32) -> Option<&Mr> {
-        self.mrs.get(&mrn)
+        self.mrs.get(mrn)
     }
 
     /// MR `mrn`, mutable.
     pub fn get_mut(&mut self, mrn: u32) -> Option<&mut Mr> {
-        self.mrs.get_mut(&mrn)
+        self.mrs.get_mut(mrn)
     }
 
     /// Removes MR `mrn`.
     pub fn remove(&mut self, mrn: u32) -> Option<Mr> {
-        let mr = self.mrs.remove(&mrn)?;
+        let mr = self.mrs.remove(mrn)?;
         self.handles.free(mrn);
         Some(mr)
     }
@@ -258,7 +256,7 @@ impl MrTable {
     /// The valid MR whose key is `key` (handle and key byte both match).
     pub fn by_key(&self, key: u32) -> Option<&Mr> {
         self.mrs
-            .get(&(key >> 8))
+            .get(key >> 8)
             .filter(|mr| mr.valid && mr.key == (key & 0xff) as u8)
     }
 
@@ -276,17 +274,17 @@ impl MrTable {
 
     /// Window `mwn`.
     pub fn mw(&self, mwn: u32) -> Option<&Mw> {
-        self.windows.get(&mwn)
+        self.windows.get(mwn)
     }
 
     /// Window `mwn`, mutable.
     pub fn mw_mut(&mut self, mwn: u32) -> Option<&mut Mw> {
-        self.windows.get_mut(&mwn)
+        self.windows.get_mut(mwn)
     }
 
     /// Removes window `mwn`.
     pub fn remove_mw(&mut self, mwn: u32) -> Option<Mw> {
-        let mw = self.windows.remove(&mwn)?;
+        let mw = self.windows.remove(mwn)?;
         self.handles.free(mwn);
         Some(mw)
     }
@@ -327,19 +325,19 @@ impl MrTable {
     ) -> Option<Ranges> {
         // MRs first: the common case costs one lookup (handles are one space,
         // so a handle names an MR or a window, never both).
-        let (mr, addr) = if self.mrs.contains_key(&(rkey >> 8)) {
+        let (mr, addr) = if self.mrs.contains(rkey >> 8) {
             let mr = self.by_key(rkey)?;
             if mr.pdn != pdn || mr.access & access != access {
                 return None;
             }
             (mr, addr)
         } else {
-            let w = self.windows.get(&(rkey >> 8))?;
+            let w = self.windows.get(rkey >> 8)?;
             if w.key != (rkey & 0xff) as u8 {
                 return None;
             }
             let (mrn, start) = w.reach(qpn, pdn, addr, len, access)?;
-            (self.mrs.get(&mrn).filter(|mr| mr.valid)?, start)
+            (self.mrs.get(mrn).filter(|mr| mr.valid)?, start)
         };
         mr.translate(addr, len).ok()
     }

@@ -80,6 +80,89 @@ impl HandleTable {
     }
 }
 
+/// Objects by handle: a vector indexed by handle (handles are small and
+/// dense, handed out by a [`HandleTable`]), so that finding one on the
+/// data path costs an index rather than a hash.
+#[derive(Debug)]
+pub struct ByHandle<T> {
+    slots: Vec<Option<T>>,
+    len: usize,
+}
+
+impl<T> Default for ByHandle<T> {
+    fn default() -> Self {
+        ByHandle {
+            slots: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T> ByHandle<T> {
+    /// Puts `v` at `handle`; what was there before.
+    pub fn insert(&mut self, handle: u32, v: T) -> Option<T> {
+        let i = handle as usize;
+        if i >= self.slots.len() {
+            self.slots.resize_with(i + 1, || None);
+        }
+        let old = self.slots[i].replace(v);
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+
+    /// The object at `handle`.
+    pub fn get(&self, handle: u32) -> Option<&T> {
+        self.slots.get(handle as usize)?.as_ref()
+    }
+
+    /// The object at `handle`, mutable.
+    pub fn get_mut(&mut self, handle: u32) -> Option<&mut T> {
+        self.slots.get_mut(handle as usize)?.as_mut()
+    }
+
+    /// Takes the object at `handle` out.
+    pub fn remove(&mut self, handle: u32) -> Option<T> {
+        let old = self.slots.get_mut(handle as usize)?.take();
+        if old.is_some() {
+            self.len -= 1;
+        }
+        old
+    }
+
+    /// Whether an object is at `handle`.
+    pub fn contains(&self, handle: u32) -> bool {
+        self.get(handle).is_some()
+    }
+
+    /// Drops every object.
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.len = 0;
+    }
+
+    /// The objects.
+    pub fn values(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().flatten()
+    }
+
+    /// The objects, mutable.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.slots.iter_mut().flatten()
+    }
+
+    /// Objects held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
 /// One GID table entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GidEntry {
@@ -145,6 +228,22 @@ impl GidTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn by_handle_finds_what_was_put() {
+        let mut m = ByHandle::default();
+        assert!(m.is_empty() && m.get(0).is_none() && m.get(u32::MAX).is_none());
+        assert_eq!(m.insert(5, "five"), None);
+        assert_eq!(m.insert(2, "two"), None);
+        assert_eq!(m.insert(5, "FIVE"), Some("five"));
+        assert_eq!((m.len(), m.get(5), m.get(3)), (2, Some(&"FIVE"), None));
+        assert!(m.contains(2) && !m.contains(6));
+        assert_eq!(m.remove(2), Some("two"));
+        assert_eq!((m.remove(2), m.remove(9)), (None, None));
+        assert_eq!(m.values().copied().collect::<Vec<_>>(), ["FIVE"]);
+        m.clear();
+        assert!(m.is_empty() && m.get(5).is_none());
+    }
 
     #[test]
     fn handles_bounded_and_reused_fifo() {
