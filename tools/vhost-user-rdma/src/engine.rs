@@ -12,13 +12,13 @@
 //! does, moves the QP (and for responder errors the responder QP) to error.
 //!
 //! Fairness: one kick of an SQ executes at most [`SQ_BUDGET`] elements
-//! (or chunks of a large message, see `transfer.rs`),
-//! taking the locks for each element and releasing them between them, so
-//! that another thread waiting for this device (its peer's, or a control
-//! command) gets its turn between any two of this QP's elements; an SQ
-//! with more left is scheduled again ([`Ctrl::schedule_sq`]) and served
-//! after the device's other queues. A posted receive retries only the
-//! sender stalled on that very QP.
+//! (or chunks of a large message, see `transfer.rs`), keeping the locks
+//! from one to the next only while no other thread waits for them
+//! ([`fabric::pass_on`]), so that another thread waiting for this device
+//! (its peer's, or a control command) gets its turn between any two of
+//! this QP's elements; an SQ with more left is scheduled again
+//! ([`Ctrl::schedule_sq`]) and served after the device's other queues. A
+//! posted receive retries only the sender stalled on that very QP.
 //!
 //! An XRC_INI QP requests as RC does, of its XRC_TGT peer; each request
 //! names the XRC SRQ of the target's domain that stands in for the
@@ -175,11 +175,10 @@ pub fn sq_kicked(ctrl: &Ctrl, qpn: u32) {
     let Some(sq) = sq_of(ctrl, qpn) else {
         return;
     };
+    let mut fabric = fabric::for_qp(ctrl, qpn);
     for _ in 0..SQ_BUDGET {
-        let fabric = fabric::for_qp(ctrl, qpn);
-        let more = sq_step(&fabric, ctrl, qpn, &sq);
-        fabric::unlock_fair(fabric);
-        if !more {
+        if !sq_step(&fabric, ctrl, qpn, &sq) {
+            fabric::unlock_fair(fabric);
             // Whatever stopped it (empty ring, error, RNR stall, state),
             // the driver's next post must kick: with EVENT_IDX that needs
             // avail_event to be current.
@@ -188,7 +187,9 @@ pub fn sq_kicked(ctrl: &Ctrl, qpn: u32) {
             }
             return;
         }
+        fabric = fabric::pass_on(fabric, ctrl, qpn);
     }
+    fabric::unlock_fair(fabric);
     // Budget used up: more after the other queues.
     ctrl.schedule_sq(qpn);
 }
@@ -281,10 +282,14 @@ fn retry_senders_of(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
 }
 
 fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
-    let Some(mut wait) = ctrl.lock().qp_mut(qpn).and_then(|q| q.rnr.take()) else {
+    let Some((mut wait, s)) = ({
+        let mut st = ctrl.lock();
+        let wait = st.qp_mut(qpn).and_then(|q| q.rnr.take());
+        wait.zip(sender_in(&st, qpn))
+    }) else {
         return;
     };
-    match execute(fabric, ctrl, qpn, &wait.wqe) {
+    match execute(fabric, ctrl, qpn, &s, &wait.wqe) {
         Exec::Rnr(delay) => {
             if timed && wait.retries_left != RNR_RETRY_INFINITE {
                 wait.retries_left = wait.retries_left.saturating_sub(1);
@@ -293,6 +298,7 @@ fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
                         fabric,
                         ctrl,
                         qpn,
+                        &s,
                         wait.head,
                         &wait.wqe,
                         IB_WC_RNR_RETRY_EXC_ERR,
@@ -310,7 +316,7 @@ fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
         }
         Exec::Done(status, len) => {
             let ok = status == IB_WC_SUCCESS;
-            finish(fabric, ctrl, qpn, wait.head, &wait.wqe, status, len);
+            finish(fabric, ctrl, qpn, &s, wait.head, &wait.wqe, status, len);
             if ok {
                 // The rest of the SQ, on its own device's thread.
                 ctrl.schedule_sq(qpn);
@@ -577,16 +583,21 @@ fn discard_all(ctrl: &Ctrl, wq: &Wq<'_>) {
 /// stalled; whether it did (and the SQ may hold more).
 fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
     loop {
-        let Some((state, stalled, moving, caps, user)) = ctrl.lock().qp(qpn).map(|q| {
-            let user = q.rings.as_ref().is_some_and(|r| r.user).then(|| q.is_ud());
-            (
-                q.state(),
-                q.rnr.is_some(),
-                q.transfer.is_some(),
-                q.caps,
-                user,
-            )
-        }) else {
+        let snapshot = {
+            let st = ctrl.lock();
+            st.qp(qpn).zip(sender_in(&st, qpn)).map(|(q, s)| {
+                let user = q.rings.as_ref().is_some_and(|r| r.user).then(|| q.is_ud());
+                (
+                    q.state(),
+                    q.rnr.is_some(),
+                    q.transfer.is_some(),
+                    q.caps,
+                    user,
+                    s,
+                )
+            })
+        };
+        let Some((state, stalled, moving, caps, user, s)) = snapshot else {
             // No QP: elements wait until one is created (the driver posts
             // only to QPs it created; a hostile one just fills its ring).
             return false;
@@ -634,21 +645,29 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
                     wqe::wc_opcode(bytes.get(8).copied().unwrap_or(0)),
                     qpn,
                 );
-                let send_cqn = ctrl.lock().qp(qpn).map(|q| q.send_cqn).unwrap_or(0);
-                complete(fabric, ctrl, qpn, send_cqn, &c, false);
+                complete(fabric, ctrl, qpn, s.send_cqn, &c, false);
                 to_error(fabric, ctrl, qpn);
                 return false;
             }
         };
-        match execute(fabric, ctrl, qpn, &wqe) {
+        match execute(fabric, ctrl, qpn, &s, &wqe) {
             Exec::Done(status, len) => {
-                finish(fabric, ctrl, qpn, head, &wqe, status, len);
+                finish(fabric, ctrl, qpn, &s, head, &wqe, status, len);
                 return status == IB_WC_SUCCESS;
             }
             Exec::Rnr(delay) => {
                 let rnr_retry = ctrl.lock().qp(qpn).map(|q| q.attr.rnr_retry).unwrap_or(0);
                 if rnr_retry == 0 {
-                    finish(fabric, ctrl, qpn, head, &wqe, IB_WC_RNR_RETRY_EXC_ERR, 0);
+                    finish(
+                        fabric,
+                        ctrl,
+                        qpn,
+                        &s,
+                        head,
+                        &wqe,
+                        IB_WC_RNR_RETRY_EXC_ERR,
+                        0,
+                    );
                     return false;
                 }
                 if let Some(q) = ctrl.lock().qp_mut(qpn) {
@@ -671,18 +690,26 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
     }
 }
 
-/// Returns an executed element to the driver and completes it.
-fn finish(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, head: u16, w: &SendWqe, status: u8, len: u32) {
-    let Some((send_cqn, sig_all)) = ctrl.lock().qp(qpn).map(|q| (q.send_cqn, q.sq_sig_all)) else {
-        return;
-    };
+/// Returns an executed element of sender `s` (QP `qpn`) to the driver and
+/// completes it.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    fabric: &Fabric,
+    ctrl: &Ctrl,
+    qpn: u32,
+    s: &Sender,
+    head: u16,
+    w: &SendWqe,
+    status: u8,
+    len: u32,
+) {
     if let Some(sq) = ctrl.sq_vring(qpn) {
         give_back(ctrl, sq, head);
     }
-    if status != IB_WC_SUCCESS || w.signaled(sig_all) {
+    if status != IB_WC_SUCCESS || w.signaled(s.sig_all) {
         let mut c = cqe(w.wr_id, status, wqe::wc_opcode(w.opcode), qpn);
         c.byte_len = U32::new(len);
-        complete(fabric, ctrl, qpn, send_cqn, &c, false);
+        complete(fabric, ctrl, qpn, s.send_cqn, &c, false);
     }
     if status != IB_WC_SUCCESS {
         debug!(
@@ -694,17 +721,22 @@ fn finish(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, head: u16, w: &SendWqe, status
     }
 }
 
-/// Snapshot of the sending QP.
+/// Snapshot of the sending QP: what a step needs of it, read under one
+/// lock (nothing in it changes while the step holds the fabric: only
+/// control commands change it, and they hold the whole fabric).
 struct Sender {
     pdn: u32,
     qp_type: u8,
     qkey: u32,
     dgid: [u8; 16],
     dest_qpn: u32,
-    sgid_index: u8,
     /// PSN of its next request (RC/UC).
     psn: u32,
     path_mtu: u8,
+    /// Its source GID (at its path's GID index), if the index holds one.
+    sgid: Option<[u8; 16]>,
+    send_cqn: u32,
+    sig_all: bool,
     /// Its counter set, if it is bound to one.
     counters: Option<Arc<CounterSet>>,
 }
@@ -736,24 +768,31 @@ fn lost(ctrl: &Ctrl, qpn: u32, w: &SendWqe, len: usize, why: fmt::Arguments<'_>)
 
 /// A snapshot of QP `qpn` as a sender.
 fn sender(ctrl: &Ctrl, qpn: u32) -> Option<Sender> {
-    ctrl.lock().qp(qpn).map(|q| Sender {
+    sender_in(&ctrl.lock(), qpn)
+}
+
+/// [`sender`], in tables the caller holds.
+fn sender_in(st: &State, qpn: u32) -> Option<Sender> {
+    st.qp(qpn).map(|q| Sender {
         pdn: q.pdn,
         qp_type: q.qp_type,
         qkey: q.attr.qkey.get(),
         dgid: q.attr.ah_attr.dgid,
         dest_qpn: q.attr.dest_qp_num.get(),
-        sgid_index: q.attr.ah_attr.sgid_index,
         psn: q.attr.sq_psn.get(),
         path_mtu: q.attr.path_mtu,
+        sgid: st
+            .gids
+            .get(usize::from(q.attr.ah_attr.sgid_index))
+            .map(|e| e.gid),
+        send_cqn: q.send_cqn,
+        sig_all: q.sq_sig_all,
         // An Arc clone only for a bound QP.
         counters: q.counters.clone(),
     })
 }
 
-fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
-    let Some(s) = sender(ctrl, qpn) else {
-        return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
-    };
+fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> Exec {
     match w.opcode {
         IB_WR_REG_MR => return Exec::Done(reg_mr(ctrl, s.pdn, w), 0),
         IB_WR_LOCAL_INV => return Exec::Done(local_inv(ctrl, s.pdn, w.ex), 0),
@@ -764,7 +803,7 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
         if !matches!(w.opcode, IB_WR_SEND | IB_WR_SEND_WITH_IMM) {
             return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
         }
-        return ud_send(fabric, ctrl, qpn, &s, w);
+        return ud_send(fabric, ctrl, qpn, s, w);
     }
     // IB defines no UC packets for RDMA READ, atomics or SEND with
     // Invalidate.
@@ -784,19 +823,19 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
     // this PSN.
     let bytes = w.payload_len();
     let n = qp::packets(w.opcode, bytes, s.path_mtu);
-    let mut peer = match admit(fabric, ctrl, qpn, &s, true) {
+    let mut peer = match admit(fabric, qpn, s, true) {
         Ok(peer) => peer,
         Err(why) => {
             // Sent, and nobody took it.
             s.tally(ctrl).sent(n, bytes);
             if s.unreliable() {
-                return uc_no_peer(ctrl, qpn, &s, w, format_args!("{why}"));
+                return uc_no_peer(ctrl, qpn, s, w, format_args!("{why}"));
             }
             // Nobody answers: the transport's retries run out.
             return Exec::Done(IB_WC_RETRY_EXC_ERR, 0);
         }
     };
-    let done = match resolve_xrc(&mut peer, &s, w) {
+    let done = match resolve_xrc(&mut peer, s, w) {
         // IB's invalid XRC extended header: NAK'd, nothing moves.
         Err(why) => {
             debug!(
@@ -807,7 +846,7 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, w: &SendWqe) -> Exec {
             );
             Exec::Done(IB_WC_REM_INV_REQ_ERR, 0)
         }
-        Ok(()) => execute_remote(fabric, ctrl, qpn, &s, &peer, w),
+        Ok(()) => execute_remote(fabric, ctrl, qpn, s, &peer, w),
     };
     // The request went out (an RNR NAK'd one is sent again later with the
     // same PSN): both ends move past its packets.
@@ -907,19 +946,8 @@ impl fmt::Display for Refused {
 /// and (`check_psn`) whose expected PSN is the sender's. A request from
 /// anyone else is dropped as a responder drops packets that are not for
 /// it, and counted on the responder's device.
-fn admit(
-    fabric: &Fabric,
-    ctrl: &Ctrl,
-    qpn: u32,
-    s: &Sender,
-    check_psn: bool,
-) -> Result<Peer, Refused> {
-    let sgid = ctrl
-        .lock()
-        .gids
-        .get(usize::from(s.sgid_index))
-        .map(|e| e.gid)
-        .ok_or(Refused::NoSource)?;
+fn admit(fabric: &Fabric, qpn: u32, s: &Sender, check_psn: bool) -> Result<Peer, Refused> {
+    let sgid = s.sgid.ok_or(Refused::NoSource)?;
     let dev = fabric::by_gid(fabric, &s.dgid).ok_or(Refused::NoDevice)?;
     let mut peer = Peer {
         dev,

@@ -25,9 +25,12 @@
 //! Steps give their locks up fairly ([`unlock_fair`]): a thread that
 //! releases them and asks again at once does not get them back ahead of
 //! another thread that was waiting. parking_lot's locks do that hand-over;
-//! std's let the releasing thread win again.
+//! std's let the releasing thread win again. A pass of several steps keeps
+//! its locks from one step to the next while nobody waits for a fabric
+//! lock ([`pass_on`]): taking and releasing them cost more than a small
+//! step itself, and a waiter still waits for one step at most.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use parking_lot::{ArcMutexGuard, Mutex, RawMutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -43,6 +46,28 @@ static DEVICES: RwLock<Vec<Weak<RdmaDevice>>> = RwLock::new(Vec::new());
 /// commands, resets, registrations): a route found under an older count
 /// may be stale. Changes only with `DEVICES` held exclusively.
 static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Threads asking for a fabric lock, counted until they hold it: a
+/// holder with more steps to go hands its locks over while this is not
+/// zero ([`pass_on`]). One count for every device (rather than one per
+/// device) errs on the side of handing over.
+static WAITING: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts the caller in [`WAITING`] while it lives.
+struct Asking;
+
+impl Asking {
+    fn new() -> Self {
+        WAITING.fetch_add(1, Ordering::Relaxed);
+        Asking
+    }
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        WAITING.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// A QP's route: the device holding its destination GID (`None`: no
 /// device), found while [`GENERATION`] had this value.
@@ -69,7 +94,9 @@ enum Reach {
 
 /// Takes the whole fabric, to change it (control commands, resets).
 pub fn lock() -> Fabric {
+    let asking = Asking::new();
     let list = DEVICES.write();
+    drop(asking);
     GENERATION.fetch_add(1, Ordering::Relaxed);
     Fabric {
         reach: Reach::All(list),
@@ -78,8 +105,11 @@ pub fn lock() -> Fabric {
 
 /// Takes the whole fabric for a step that changes no path (UD/GSI).
 fn lock_datagram() -> Fabric {
+    let asking = Asking::new();
+    let list = DEVICES.write();
+    drop(asking);
     Fabric {
-        reach: Reach::All(DEVICES.write()),
+        reach: Reach::All(list),
     }
 }
 
@@ -87,6 +117,7 @@ fn lock_datagram() -> Fabric {
 /// device and the one holding the QP's destination GID (RC/UC), or the
 /// whole fabric (UD/GSI, or a device that is not registered).
 pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
+    let asking = Asking::new();
     let list = DEVICES.read();
     let Some(own) = ctrl.device() else {
         drop(list);
@@ -130,6 +161,7 @@ pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
         .iter()
         .map(|d| d.ctrl().data_path().lock_arc())
         .collect();
+    drop(asking);
     Fabric {
         reach: Reach::Some {
             devices,
@@ -155,6 +187,17 @@ pub fn unlock_fair(f: Fabric) {
             RwLockReadGuard::unlock_fair(list);
         }
     }
+}
+
+/// Between two steps of a pass serving QP `qpn` of `ctrl`: `f` as it is
+/// if no thread waits for a fabric lock, else given up to the waiters
+/// ([`unlock_fair`]) and taken again.
+pub fn pass_on(f: Fabric, ctrl: &Ctrl, qpn: u32) -> Fabric {
+    if WAITING.load(Ordering::Relaxed) == 0 {
+        return f;
+    }
+    unlock_fair(f);
+    for_qp(ctrl, qpn)
 }
 
 /// Adds `dev` to the fabric (dropped devices leave it by themselves).

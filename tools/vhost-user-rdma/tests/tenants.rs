@@ -9,6 +9,8 @@
 mod support;
 
 use std::net::{IpAddr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -563,6 +565,40 @@ fn a_step_holds_only_the_devices_it_touches() {
     waits_for(held, &mut y, own_y, "a step of its peer");
     // And so does a control command (it holds the whole fabric).
     waits_for(fabric::lock(), &mut y, own_y, "a control command");
+    x.finish();
+    y.finish();
+}
+
+#[test]
+fn a_pass_hands_its_locks_to_a_waiting_thread() {
+    let CrossPair { x, mut y, qx, .. } = cross_rc_pair(Dev::start(), Dev::start(), 0);
+    let own_y = own_pair(&mut y).1;
+    // A pass between x and y holds both devices; a step of y's own QP
+    // asks for y meanwhile.
+    let mut held = fabric::for_qp(x.dev.ctrl(), qx);
+    let got = Arc::new(AtomicBool::new(false));
+    let waiter = {
+        let (dev, got) = (y.dev.clone(), got.clone());
+        thread::spawn(move || {
+            let f = fabric::for_qp(dev.ctrl(), own_y);
+            got.store(true, Ordering::SeqCst);
+            drop(f);
+        })
+    };
+    // Between its steps the pass lets the waiter in, and goes on.
+    for _ in 0..200 {
+        held = fabric::pass_on(held, x.dev.ctrl(), qx);
+        if got.load(Ordering::SeqCst) {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        got.load(Ordering::SeqCst),
+        "a thread waiting for the fabric did not get it between two steps"
+    );
+    drop(held);
+    waiter.join().expect("waiter");
     x.finish();
     y.finish();
 }

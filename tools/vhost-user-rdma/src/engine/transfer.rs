@@ -139,7 +139,7 @@ pub(super) fn step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) -> bool {
             true
         }
         Outcome::End(status, len) => {
-            finish(fabric, ctrl, qpn, t.head, &t.wqe, status, len);
+            finish(fabric, ctrl, qpn, &s, t.head, &t.wqe, status, len);
             status == IB_WC_SUCCESS
         }
     }
@@ -154,7 +154,7 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
     let lost = Outcome::End(IB_WC_SUCCESS, total_len);
     // The responder, still there and still connected to this QP (the PSNs
     // were checked when the message was admitted).
-    let Ok(mut peer) = admit(fabric, ctrl, qpn, s, false) else {
+    let Ok(mut peer) = admit(fabric, qpn, s, false) else {
         return if uc {
             lost
         } else {
