@@ -298,8 +298,8 @@ impl Ctrl {
     }
 
     /// Has the device's loop serve QP `qpn`'s SQ (again) soon, after what
-    /// it is doing: a budgeted pass left elements, a QP reached RTS with
-    /// elements posted, or an RNR wait ended.
+    /// it is doing: a QP reached RTS with elements posted, or an RNR wait
+    /// ended (on whatever thread: the loop is woken).
     pub fn schedule_sq(&self, qpn: u32) {
         self.scheduled
             .lock()
@@ -308,6 +308,25 @@ impl Ctrl {
         if let Err(e) = self.wake.write(1) {
             warn!("{}: cannot wake the device's loop: {e}", self.name);
         }
+    }
+
+    /// [`Ctrl::schedule_sq`] from the device's own loop (a pass that used
+    /// its budget), which looks at the set before it sleeps: no wake-up
+    /// (two system calls per pass) is needed.
+    pub fn requeue_sq(&self, qpn: u32) {
+        self.scheduled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(qpn);
+    }
+
+    /// Whether SQs are scheduled.
+    pub fn has_scheduled(&self) -> bool {
+        !self
+            .scheduled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
     }
 
     /// The SQs scheduled so far (and none from then on).

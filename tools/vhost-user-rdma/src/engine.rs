@@ -190,8 +190,9 @@ pub fn sq_kicked(ctrl: &Ctrl, qpn: u32) {
         fabric = fabric::pass_on(fabric, ctrl, qpn);
     }
     fabric::unlock_fair(fabric);
-    // Budget used up: more after the other queues.
-    ctrl.schedule_sq(qpn);
+    // Budget used up: more after the other queues (this runs on the
+    // device's own loop, or in the fuzz targets' stand-in for it).
+    ctrl.requeue_sq(qpn);
 }
 
 /// Serves the SQs scheduled for another pass ([`Ctrl::schedule_sq`]), one

@@ -24,6 +24,12 @@ use crate::device::RdmaDevice;
 use crate::engine;
 use crate::vring::{Pass, RdmaVring, VringHub};
 
+/// Non-blocking looks for events a loop that just worked takes before it
+/// sleeps: work comes in bursts (a driver posts again as soon as the last
+/// completions arrive), and a sleep and wake-up cost more than a few
+/// looks (each one system call).
+const LINGER: u32 = 8;
+
 const EXIT: u64 = 1 << 32;
 const CHANGED: u64 = EXIT + 1;
 const WAKE: u64 = EXIT + 2;
@@ -105,6 +111,7 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
         }
 
         let mut rescan = false;
+        let mut linger = 0;
         while !rescan {
             // RNR retries are timed; otherwise sleep until an event. Due
             // timers run first, so that a stream of kicks cannot starve them.
@@ -118,7 +125,10 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
                 let _pass = Pass::begin();
                 dev.poll_rings()
             };
-            let timeout = if polling {
+            // SQs a pass left work in are served after this round's kicks,
+            // without sleeping first.
+            let scheduled = dev.ctrl().has_scheduled();
+            let timeout = if polling || scheduled || linger > 0 {
                 0
             } else {
                 dev.next_timer()
@@ -126,7 +136,12 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
                     .unwrap_or(-1)
             };
             let n = match epoll.wait(timeout, &mut events) {
+                Ok(0) if scheduled => 0,
                 Ok(0) if polling => continue,
+                Ok(0) if linger > 0 => {
+                    linger -= 1;
+                    continue;
+                }
                 Ok(0) if timeout >= 0 => {
                     let _pass = Pass::begin();
                     dev.tick();
@@ -139,14 +154,13 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             // Whatever this round's events complete is signalled once, at
             // its end.
             let _pass = Pass::begin();
+            linger = LINGER;
             for event in events.iter().take(n) {
                 match event.data() {
                     EXIT => return Ok(()),
+                    // SQs scheduled by other threads: served below.
                     WAKE => {
-                        // SQs scheduled for another pass, after the kicks
-                        // of this round: one pass each.
                         let _ = dev.ctrl().wake().read();
-                        engine::run_scheduled(dev.ctrl());
                     }
                     CHANGED => {
                         // Nonblocking: a concurrent consumer may have
@@ -168,6 +182,9 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
                     }
                 }
             }
+            // SQs scheduled for another pass, after the kicks of this
+            // round: one pass each.
+            engine::run_scheduled(dev.ctrl());
         }
     }
 }
