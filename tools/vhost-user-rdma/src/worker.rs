@@ -111,13 +111,15 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
         }
 
         let mut rescan = false;
-        let mut linger = 0;
+        // Whether the last round served anything (see LINGER).
+        let mut worked = false;
         while !rescan {
             // RNR retries are timed; otherwise sleep until an event. Due
             // timers run first, so that a stream of kicks cannot starve them.
-            if dev.next_timer().is_some_and(|d| d.is_zero()) {
+            let mut next = dev.next_timer();
+            if next.is_some_and(|d| d.is_zero()) {
                 let _pass = Pass::begin();
-                dev.tick();
+                next = dev.tick();
             }
             // Rings in guest memory are polled while they have work and a
             // while after; then they ask for doorbells and the loop sleeps.
@@ -128,20 +130,21 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             // SQs a pass left work in are served after this round's kicks,
             // without sleeping first.
             let scheduled = dev.ctrl().has_scheduled();
-            let timeout = if polling || scheduled || linger > 0 {
+            let timeout = if polling || scheduled {
                 0
             } else {
-                dev.next_timer()
-                    .map(|d| i32::try_from(d.as_millis().max(1)).unwrap_or(i32::MAX))
+                next.map(|d| i32::try_from(d.as_millis().max(1)).unwrap_or(i32::MAX))
                     .unwrap_or(-1)
             };
-            let n = match epoll.wait(timeout, &mut events) {
+            let waited = if worked && timeout != 0 {
+                wait_lingering(&epoll, timeout, &mut events)
+            } else {
+                epoll.wait(timeout, &mut events)
+            };
+            worked = false;
+            let n = match waited {
                 Ok(0) if scheduled => 0,
                 Ok(0) if polling => continue,
-                Ok(0) if linger > 0 => {
-                    linger -= 1;
-                    continue;
-                }
                 Ok(0) if timeout >= 0 => {
                     let _pass = Pass::begin();
                     dev.tick();
@@ -154,7 +157,7 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             // Whatever this round's events complete is signalled once, at
             // its end.
             let _pass = Pass::begin();
-            linger = LINGER;
+            worked = true;
             for event in events.iter().take(n) {
                 match event.data() {
                     EXIT => return Ok(()),
@@ -187,6 +190,17 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             engine::run_scheduled(dev.ctrl());
         }
     }
+}
+
+/// `epoll.wait(timeout)`, after [`LINGER`] looks that do not block.
+fn wait_lingering(epoll: &Epoll, timeout: i32, events: &mut [EpollEvent]) -> io::Result<usize> {
+    for _ in 0..LINGER {
+        let n = epoll.wait(0, events)?;
+        if n > 0 {
+            return Ok(n);
+        }
+    }
+    epoll.wait(timeout, events)
 }
 
 fn serve(dev: &RdmaDevice, vrings: &[RdmaVring], index: usize) {
