@@ -87,6 +87,9 @@ enum Reach {
     /// These devices only (one or two), their data-path locks held.
     Some {
         devices: SmallVec<[Arc<RdmaDevice>; 2]>,
+        /// The QP's destination GID and the device holding it, if any, as
+        /// the hold found them (they stay so until it ends).
+        dest: Option<([u8; 16], Option<Arc<RdmaDevice>>)>,
         _paths: SmallVec<[ArcMutexGuard<RawMutex, ()>; 2]>,
         _list: RwLockReadGuard<'static, Vec<Weak<RdmaDevice>>>,
     },
@@ -131,6 +134,7 @@ pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
         st.qp(qpn).map(|q| (q.qp_type, q.attr.ah_attr.dgid, route))
     };
     let mut devices: SmallVec<[Arc<RdmaDevice>; 2]> = SmallVec::new();
+    let mut dest = None;
     match path {
         Some((IB_QPT_UD | IB_QPT_GSI, ..)) => {
             drop(list);
@@ -149,6 +153,7 @@ pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
                     peer
                 }
             };
+            dest = Some((dgid, peer.clone()));
             if let Some(peer) = peer.filter(|p| !Arc::ptr_eq(p, &own)) {
                 devices.push(peer);
             }
@@ -165,6 +170,7 @@ pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
     Fabric {
         reach: Reach::Some {
             devices,
+            dest,
             _paths: paths,
             _list: list,
         },
@@ -179,6 +185,7 @@ pub fn unlock_fair(f: Fabric) {
             devices,
             _paths: paths,
             _list: list,
+            ..
         } => {
             drop(devices);
             for p in paths {
@@ -218,11 +225,17 @@ pub fn devices(f: &Fabric) -> Vec<Arc<RdmaDevice>> {
 }
 
 /// The device `f` reaches whose GID table holds `gid`: there is at most
-/// one, as ADD_GID refuses a GID another device holds.
+/// one, as ADD_GID refuses a GID another device holds. For the destination
+/// of the QP `f` was taken for, the answer [`for_qp`] found (the common
+/// case: a step of that QP), without looking at GID tables again.
 pub fn by_gid(f: &Fabric, gid: &[u8; 16]) -> Option<Arc<RdmaDevice>> {
     let holds = |d: &Arc<RdmaDevice>| d.ctrl().has_gid(gid);
     match &f.reach {
         Reach::All(list) => list.iter().filter_map(Weak::upgrade).find(holds),
+        Reach::Some {
+            dest: Some((dgid, dev)),
+            ..
+        } if dgid == gid => dev.clone(),
         Reach::Some { devices, .. } => devices.iter().find(|d| holds(d)).cloned(),
     }
 }
