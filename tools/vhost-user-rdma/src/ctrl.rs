@@ -30,7 +30,7 @@ use crate::fabric::{self, DataPath, Fabric, Route};
 use crate::hostile::Hostile;
 use crate::limits::{self, Limits};
 use crate::mr::MrTable;
-use crate::qp::{Qp, QpRings};
+use crate::qp::{Qp, QpRings, RnrWait};
 use crate::ratelimit::{RateLimit, Verdict};
 use crate::resources::{GidEntry, GidTable, HandleTable};
 use crate::ring::WorkRing;
@@ -66,6 +66,9 @@ pub struct State {
     pub(crate) counter_sets: CounterSets,
     /// XRC domains, by number (`xrcd.rs`).
     pub(crate) xrcds: HandleTable,
+    /// QPs waiting on RNR ([`State::set_rnr`]): the device's loop looks
+    /// for due timers through every QP only while there are any.
+    rnr_waits: usize,
 }
 
 impl State {
@@ -81,6 +84,7 @@ impl State {
             srqs: SrqTable::new(limits.max_srq()),
             counter_sets: CounterSets::new(limits.max_counter_sets()),
             xrcds: HandleTable::new(limits.max_xrcd()),
+            rnr_waits: 0,
         }
     }
 
@@ -131,6 +135,29 @@ impl State {
     /// QP `qpn`, mutable.
     pub fn qp_mut(&mut self, qpn: u32) -> Option<&mut Qp> {
         self.qps.get_mut(qpn as usize).and_then(Option::as_mut)
+    }
+
+    /// Makes QP `qpn` wait on RNR (it waits on nothing else: an SQ step
+    /// runs only when it does not).
+    pub(crate) fn set_rnr(&mut self, qpn: u32, wait: RnrWait) {
+        if let Some(q) = self.qp_mut(qpn) {
+            if q.rnr.replace(wait).is_none() {
+                self.rnr_waits += 1;
+            }
+        }
+    }
+
+    /// Ends QP `qpn`'s RNR wait, if it has one.
+    pub(crate) fn take_rnr(&mut self, qpn: u32) -> Option<RnrWait> {
+        let wait = self.qp_mut(qpn)?.rnr.take()?;
+        self.rnr_waits = self.rnr_waits.saturating_sub(1);
+        Some(wait)
+    }
+
+    /// Whether any QP waits on RNR (a QP dropped while waiting is still
+    /// counted: that only costs a look).
+    pub(crate) fn rnr_waiting(&self) -> bool {
+        self.rnr_waits > 0
     }
 
     /// The lowest free ring QP number (ring QPs are numbered from

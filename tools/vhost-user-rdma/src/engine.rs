@@ -223,6 +223,9 @@ pub fn tick(ctrl: &Ctrl) -> Option<Duration> {
     let now = Instant::now();
     let due: Vec<u32> = {
         let st = ctrl.lock();
+        if !st.rnr_waiting() {
+            return None;
+        }
         st.qps
             .iter()
             .enumerate()
@@ -241,9 +244,12 @@ pub fn tick(ctrl: &Ctrl) -> Option<Duration> {
 
 /// Time until the next RNR retry of this device, if any is pending.
 pub fn next_timer(ctrl: &Ctrl) -> Option<Duration> {
+    let st = ctrl.lock();
+    if !st.rnr_waiting() {
+        return None;
+    }
     let now = Instant::now();
-    ctrl.lock()
-        .qps
+    st.qps
         .iter()
         .flatten()
         .filter_map(|q| {
@@ -285,7 +291,7 @@ fn retry_senders_of(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
 fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
     let Some((mut wait, s)) = ({
         let mut st = ctrl.lock();
-        let wait = st.qp_mut(qpn).and_then(|q| q.rnr.take());
+        let wait = st.take_rnr(qpn);
         wait.zip(sender_in(&st, qpn))
     }) else {
         return;
@@ -311,9 +317,7 @@ fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
             if timed {
                 wait.next_try = Instant::now() + delay;
             }
-            if let Some(q) = ctrl.lock().qp_mut(qpn) {
-                q.rnr = Some(wait);
-            }
+            ctrl.lock().set_rnr(qpn, wait);
         }
         Exec::Done(status, len) => {
             let ok = status == IB_WC_SUCCESS;
@@ -474,14 +478,14 @@ pub fn entered_error(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
 /// stay for its other QPs: only the one this QP held for a message that
 /// did not end is flushed.
 pub fn flush(_fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
-    let Some((send_cqn, recv_cqn, pending)) = ctrl.lock().qp_mut(qpn).map(|q| {
-        // The element stalled on RNR or moving in chunks comes first.
-        let head = q
-            .rnr
-            .take()
-            .map(|w| (w.head, w.wqe))
-            .or_else(|| q.transfer.take().map(|t| (t.head, t.wqe)));
-        (q.send_cqn, q.recv_cqn, head)
+    let Some((send_cqn, recv_cqn, pending)) = ({
+        let mut st = ctrl.lock();
+        let stalled = st.take_rnr(qpn).map(|w| (w.head, w.wqe));
+        st.qp_mut(qpn).map(|q| {
+            // The element stalled on RNR or moving in chunks comes first.
+            let head = stalled.or_else(|| q.transfer.take().map(|t| (t.head, t.wqe)));
+            (q.send_cqn, q.recv_cqn, head)
+        })
     }) else {
         return;
     };
@@ -554,12 +558,11 @@ fn kicks_again(vring: &RdmaVring) -> bool {
 /// Returns every outstanding element of QP `qpn` without completions
 /// (DESTROY_QP, and the move to RESET).
 pub fn discard(ctrl: &Ctrl, qpn: u32) {
-    let pending = ctrl.lock().qp_mut(qpn).and_then(|q| {
-        q.rnr
-            .take()
-            .map(|w| w.head)
-            .or_else(|| q.transfer.take().map(|t| t.head))
-    });
+    let pending = {
+        let mut st = ctrl.lock();
+        let stalled = st.take_rnr(qpn).map(|w| w.head);
+        stalled.or_else(|| st.qp_mut(qpn)?.transfer.take().map(|t| t.head))
+    };
     if let Some(sq) = sq_of(ctrl, qpn) {
         if let Some(head) = pending {
             sq.give_back(ctrl, head);
@@ -671,14 +674,15 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
                     );
                     return false;
                 }
-                if let Some(q) = ctrl.lock().qp_mut(qpn) {
-                    q.rnr = Some(RnrWait {
+                ctrl.lock().set_rnr(
+                    qpn,
+                    RnrWait {
                         head,
                         wqe,
                         retries_left: rnr_retry,
                         next_try: Instant::now() + delay,
-                    });
-                }
+                    },
+                );
                 return false;
             }
             Exec::Partial(started) => {
