@@ -22,12 +22,15 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use crate::device::RdmaDevice;
 use crate::engine;
+use crate::stats::Counter;
 use crate::vring::{Pass, RdmaVring, VringHub};
 
-/// Non-blocking looks for events a loop that just worked takes before it
-/// sleeps: work comes in bursts (a driver posts again as soon as the last
-/// completions arrive), and a sleep and wake-up cost more than a few
-/// looks (each one system call).
+/// Non-blocking looks for events a loop whose last round sent messages
+/// (served an SQ) takes before it sleeps: sends come in bursts (a driver
+/// posts again as soon as the last completions arrive), and a sleep and
+/// wake-up cost more than a few looks (each one system call). A round
+/// that only took receives or CQ buffers sleeps at once, leaving the core
+/// to the guests and the other devices' loops.
 const LINGER: u32 = 8;
 
 const EXIT: u64 = 1 << 32;
@@ -111,7 +114,7 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
         }
 
         let mut rescan = false;
-        // Whether the last round served anything (see LINGER).
+        // Whether the last round sent messages (see LINGER).
         let mut worked = false;
         while !rescan {
             // RNR retries are timed; otherwise sleep until an event. Due
@@ -157,7 +160,7 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             // Whatever this round's events complete is signalled once, at
             // its end.
             let _pass = Pass::begin();
-            worked = true;
+            let sent = dev.ctrl().stats().get(Counter::SentPkts);
             for event in events.iter().take(n) {
                 match event.data() {
                     EXIT => return Ok(()),
@@ -188,6 +191,7 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             // SQs scheduled for another pass, after the kicks of this
             // round: one pass each.
             engine::run_scheduled(dev.ctrl());
+            worked = dev.ctrl().stats().get(Counter::SentPkts) != sent;
         }
     }
 }
