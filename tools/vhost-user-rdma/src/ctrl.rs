@@ -328,10 +328,7 @@ impl Ctrl {
     /// it is doing: a QP reached RTS with elements posted, or an RNR wait
     /// ended (on whatever thread: the loop is woken).
     pub fn schedule_sq(&self, qpn: u32) {
-        self.scheduled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(qpn);
+        self.requeue_sq(qpn);
         if let Err(e) = self.wake.write(1) {
             warn!("{}: cannot wake the device's loop: {e}", self.name);
         }
