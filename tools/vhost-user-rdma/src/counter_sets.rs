@@ -157,11 +157,11 @@ impl Ctrl {
             let why = format_args!("counter set {id} does not exist");
             return Err(self.set_warn(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
         }
-        if let Some(qpn) = st.qps.iter().position(|q| {
-            q.as_ref()
-                .and_then(|q| q.counters.as_ref())
-                .is_some_and(|s| s.id() == id)
-        }) {
+        if let Some((qpn, _)) = st
+            .qps
+            .iter()
+            .find(|(_, q)| q.counters.as_ref().is_some_and(|s| s.id() == id))
+        {
             let why = format_args!("QP {qpn} is bound to counter set {id}");
             return Err(self.set_warn(CMD, why, VIRTIO_RDMA_S_BUSY));
         }

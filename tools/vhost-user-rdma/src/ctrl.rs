@@ -32,7 +32,7 @@ use crate::limits::{self, Limits};
 use crate::mr::MrTable;
 use crate::qp::{Qp, QpRings, RnrWait};
 use crate::ratelimit::{RateLimit, Verdict};
-use crate::resources::{GidEntry, GidTable, HandleTable};
+use crate::resources::{ByHandle, GidEntry, GidTable, HandleTable};
 use crate::ring::WorkRing;
 use crate::srq::SrqTable;
 use crate::stats::{Counter, Stats};
@@ -51,15 +51,15 @@ pub struct State {
     pub(crate) pds: HandleTable,
     pub(crate) gids: GidTable,
     pub(crate) mrs: MrTable,
-    /// Indexed by cqn.
-    pub(crate) cqs: Vec<Option<Cq>>,
-    /// Indexed by qpn (0 is never used).
-    pub(crate) qps: Vec<Option<Qp>>,
+    /// By cqn, below the device's CQ count.
+    pub(crate) cqs: ByHandle<Cq>,
+    /// By qpn, below the device's QP count (0 is never used).
+    pub(crate) qps: ByHandle<Qp>,
     /// Page-table entries the MRs hold (user MRs: their pages; fast-reg
     /// MRs: twice their capacity, for the staged and the current table).
     pub(crate) mr_pages: u64,
     /// Each QP's route, by qpn (`fabric.rs`).
-    pub(crate) routes: Vec<Option<Route>>,
+    pub(crate) routes: ByHandle<Route>,
     /// Shared receive queues, by srqn.
     pub(crate) srqs: SrqTable,
     /// Counter sets, by number (a reset frees them with the rest).
@@ -77,10 +77,10 @@ impl State {
             pds: HandleTable::new(limits::MAX_PD),
             gids: GidTable::new(limits::GID_TBL_LEN as usize),
             mrs: MrTable::new(limits.max_mr()),
-            cqs: (0..limits.cq_count()).map(|_| None).collect(),
-            qps: (0..limits.qp_count()).map(|_| None).collect(),
+            cqs: ByHandle::with_slots(limits.cq_count()),
+            qps: ByHandle::with_slots(limits.qp_count()),
             mr_pages: 0,
-            routes: (0..limits.qp_count()).map(|_| None).collect(),
+            routes: ByHandle::with_slots(limits.qp_count()),
             srqs: SrqTable::new(limits.max_srq()),
             counter_sets: CounterSets::new(limits.max_counter_sets()),
             xrcds: HandleTable::new(limits.max_xrcd()),
@@ -97,8 +97,8 @@ impl State {
             self.mrs.len(),
             self.mr_pages,
             self.mrs.mw_count(),
-            self.cqs.iter().flatten().count(),
-            self.qps.iter().flatten().count(),
+            self.cqs.len(),
+            self.qps.len(),
             self.srqs.len(),
             self.gids.len(),
             self.counter_sets.len(),
@@ -113,12 +113,12 @@ impl State {
 
     /// CQ `cqn`.
     pub fn cq(&self, cqn: u32) -> Option<&Cq> {
-        self.cqs.get(cqn as usize).and_then(Option::as_ref)
+        self.cqs.get(cqn)
     }
 
     /// Clears CQ `cqn`'s arm flags if `fire(flags)`; returns whether it fired.
     pub fn cq_fire(&mut self, cqn: u32, fire: impl Fn(u32) -> bool) -> bool {
-        match self.cqs.get_mut(cqn as usize).and_then(Option::as_mut) {
+        match self.cqs.get_mut(cqn) {
             Some(cq) if fire(cq.armed) => {
                 cq.armed = 0;
                 true
@@ -129,12 +129,21 @@ impl State {
 
     /// QP `qpn`.
     pub fn qp(&self, qpn: u32) -> Option<&Qp> {
-        self.qps.get(qpn as usize).and_then(Option::as_ref)
+        self.qps.get(qpn)
     }
 
     /// QP `qpn`, mutable.
     pub fn qp_mut(&mut self, qpn: u32) -> Option<&mut Qp> {
-        self.qps.get_mut(qpn as usize).and_then(Option::as_mut)
+        self.qps.get_mut(qpn)
+    }
+
+    /// Takes QP `qpn` out of the table (its RNR wait, if any, with it).
+    pub(crate) fn remove_qp(&mut self, qpn: u32) -> Option<Qp> {
+        let q = self.qps.remove(qpn)?;
+        if q.rnr.is_some() {
+            self.rnr_waits = self.rnr_waits.saturating_sub(1);
+        }
+        Some(q)
     }
 
     /// Makes QP `qpn` wait on RNR (it waits on nothing else: an SQ step
@@ -154,8 +163,7 @@ impl State {
         Some(wait)
     }
 
-    /// Whether any QP waits on RNR (a QP dropped while waiting is still
-    /// counted: that only costs a look).
+    /// Whether any QP waits on RNR.
     pub(crate) fn rnr_waiting(&self) -> bool {
         self.rnr_waits > 0
     }
@@ -163,9 +171,7 @@ impl State {
     /// The lowest free ring QP number (ring QPs are numbered from
     /// `max_qp`, the virtqueue QPs' count).
     pub(crate) fn free_ring_qpn(&self, max_qp: u32) -> Option<u32> {
-        (max_qp as usize..self.qps.len())
-            .find(|&n| self.qps[n].is_none())
-            .map(|n| n as u32)
+        self.qps.first_free(max_qp..u32::MAX)
     }
 
     /// Whether GID index `index` of port 1 is set.
@@ -468,9 +474,7 @@ impl Ctrl {
         // unwritten, in queue order; its rings are passed.
         let qpns: Vec<u32> = {
             let st = self.lock();
-            (0..st.qps.len() as u32)
-                .filter(|&n| st.qp(n).is_some())
-                .collect()
+            st.qps.iter().map(|(n, _)| n).collect()
         };
         for qpn in qpns {
             crate::engine::discard(self, qpn);
@@ -674,10 +678,9 @@ impl Ctrl {
         let grown = !grown.is_empty() && {
             let st = self.lock();
             // An XRC SRQ's takers are the target QPs of its domain.
-            let takers = st.qps.iter().enumerate().filter_map(|(n, q)| {
-                let q = q.as_ref()?;
+            let takers = st.qps.iter().filter_map(|(n, q)| {
                 let takes = grown.iter().any(|&(srqn, xrcdn)| q.takes_from(srqn, xrcdn));
-                takes.then_some(n as u32)
+                takes.then_some(n)
             });
             for qpn in takers {
                 match todo.iter_mut().find(|t| t.0 == qpn) {
@@ -896,7 +899,7 @@ impl Ctrl {
         let mut st = self.lock();
         if st.pds.contains(pdn)
             && (st.mrs.uses_pd(pdn)
-                || st.qps.iter().flatten().any(|q| q.pdn == pdn)
+                || st.qps.values().any(|q| q.pdn == pdn)
                 || st.srqs.uses_pd(pdn))
         {
             self.guest_warn(format_args!(
@@ -1025,5 +1028,48 @@ impl Ctrl {
     /// The limits this device serves.
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ib::{IB_QPT_RC, IB_WR_SEND};
+    use crate::limits::Mac;
+    use crate::qp::QpCaps;
+
+    fn rnr_wait() -> RnrWait {
+        let mut b = vec![0u8; crate::wqe::SQ_HDR_LEN];
+        b[8] = IB_WR_SEND;
+        RnrWait {
+            head: 0,
+            wqe: crate::wqe::parse_send(&b, 0, 0).expect("a SEND without SGEs"),
+            retries_left: 1,
+            next_try: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn rnr_waits_are_counted_until_taken_or_their_qp_removed() {
+        let limits = Limits::new(4, 4, 64, Mac([2, 0, 0, 0, 0, 1])).expect("limits");
+        let mut st = State::new(&limits);
+        let caps = QpCaps {
+            max_send_wr: 1,
+            max_send_sge: 1,
+            max_recv_wr: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        for qpn in [2, 3] {
+            st.qps
+                .insert(qpn, Qp::new(1, IB_QPT_RC, false, caps, (0, 0)));
+        }
+        st.set_rnr(2, rnr_wait());
+        st.set_rnr(2, rnr_wait());
+        st.set_rnr(3, rnr_wait());
+        assert!(st.take_rnr(2).is_some() && st.take_rnr(2).is_none());
+        assert!(st.rnr_waiting());
+        assert!(st.remove_qp(3).is_some() && st.remove_qp(3).is_none());
+        assert!(!st.rnr_waiting(), "a removed QP's wait is still counted");
     }
 }

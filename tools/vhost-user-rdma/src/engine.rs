@@ -228,10 +228,8 @@ pub fn tick(ctrl: &Ctrl) -> Option<Duration> {
         }
         st.qps
             .iter()
-            .enumerate()
-            .filter_map(|(n, q)| q.as_ref().map(|q| (n, q)))
             .filter(|(_, q)| q.rnr.as_ref().is_some_and(|r| r.next_try <= now))
-            .map(|(n, _)| n as u32)
+            .map(|(n, _)| n)
             .collect()
     };
     for qpn in due {
@@ -250,8 +248,7 @@ pub fn next_timer(ctrl: &Ctrl) -> Option<Duration> {
     }
     let now = Instant::now();
     st.qps
-        .iter()
-        .flatten()
+        .values()
         .filter_map(|q| {
             q.rnr
                 .as_ref()

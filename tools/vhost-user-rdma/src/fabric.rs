@@ -130,7 +130,7 @@ pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
     let generation = GENERATION.load(Ordering::Relaxed);
     let path = {
         let st = ctrl.lock();
-        let route = st.routes.get(qpn as usize).cloned().flatten();
+        let route = st.routes.get(qpn).cloned();
         st.qp(qpn).map(|q| (q.qp_type, q.attr.ah_attr.dgid, route))
     };
     let mut devices: SmallVec<[Arc<RdmaDevice>; 2]> = SmallVec::new();
@@ -147,9 +147,7 @@ pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
                     let mut live = list.iter().filter_map(Weak::upgrade);
                     let peer = live.find(|d| d.ctrl().has_gid(&dgid));
                     let route = (generation, peer.as_ref().map(Arc::downgrade));
-                    if let Some(slot) = ctrl.lock().routes.get_mut(qpn as usize) {
-                        *slot = Some(route);
-                    }
+                    ctrl.lock().routes.insert(qpn, route);
                     peer
                 }
             };

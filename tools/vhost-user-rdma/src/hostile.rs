@@ -47,6 +47,7 @@ use crate::abi::{
 use crate::ctrl::{CmdResult, Ctrl};
 use crate::event;
 use crate::ib::{IB_WC_RECV, IB_WC_SEND, IB_WC_SUCCESS};
+use crate::resources::ByHandle;
 use crate::stats::{Counter, Stats};
 
 /// Bytes of a CQE, as the used ring reports a genuine one.
@@ -428,12 +429,8 @@ fn corrupt(lie: CqeLie, genuine: &VirtioRdmaCqReq, last: u64) -> (VirtioRdmaCqRe
 }
 
 /// The lowest number of a live object in `table` other than `own`.
-fn first_other<T>(table: &[Option<T>], own: u32) -> Option<u32> {
-    table
-        .iter()
-        .enumerate()
-        .filter(|(n, o)| o.is_some() && *n != own as usize)
-        .find_map(|(n, _)| u32::try_from(n).ok())
+fn first_other<T>(table: &ByHandle<T>, own: u32) -> Option<u32> {
+    table.iter().map(|(n, _)| n).find(|&n| n != own)
 }
 
 /// Replaces the start of answer `body` with `rsp` (the answer naming

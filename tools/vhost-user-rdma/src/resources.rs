@@ -81,8 +81,8 @@ impl HandleTable {
 }
 
 /// Objects by handle: a vector indexed by handle (handles are small and
-/// dense, handed out by a [`HandleTable`]), so that finding one on the
-/// data path costs an index rather than a hash.
+/// dense: handed out by a [`HandleTable`], or numbers below a device limit),
+/// so that finding one on the data path costs an index rather than a hash.
 #[derive(Debug)]
 pub struct ByHandle<T> {
     slots: Vec<Option<T>>,
@@ -99,6 +99,29 @@ impl<T> Default for ByHandle<T> {
 }
 
 impl<T> ByHandle<T> {
+    /// A table whose handles `0..slots` start free (numbers a device hands
+    /// out itself below its limit: [`ByHandle::first_free`]).
+    pub fn with_slots(slots: u32) -> Self {
+        ByHandle {
+            slots: (0..slots).map(|_| None).collect(),
+            len: 0,
+        }
+    }
+
+    /// The number of slots: one past the highest handle there has been
+    /// room for.
+    pub fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The lowest handle in `range` whose slot exists and is free.
+    pub fn first_free(&self, range: std::ops::Range<u32>) -> Option<u32> {
+        range
+            .into_iter()
+            .take_while(|&h| (h as usize) < self.slots.len())
+            .find(|&h| self.slots[h as usize].is_none())
+    }
+
     /// Puts `v` at `handle`; what was there before.
     pub fn insert(&mut self, handle: u32, v: T) -> Option<T> {
         let i = handle as usize;
@@ -145,6 +168,14 @@ impl<T> ByHandle<T> {
     /// The objects.
     pub fn values(&self) -> impl Iterator<Item = &T> {
         self.slots.iter().flatten()
+    }
+
+    /// The objects with their handles, lowest handle first.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+        // Handles fit in u32: they were u32s when put.
+        (0u32..)
+            .zip(&self.slots)
+            .filter_map(|(h, v)| v.as_ref().map(|v| (h, v)))
     }
 
     /// The objects, mutable.
@@ -241,8 +272,19 @@ mod tests {
         assert_eq!(m.remove(2), Some("two"));
         assert_eq!((m.remove(2), m.remove(9)), (None, None));
         assert_eq!(m.values().copied().collect::<Vec<_>>(), ["FIVE"]);
+        assert_eq!(m.iter().collect::<Vec<_>>(), [(5, &"FIVE")]);
         m.clear();
         assert!(m.is_empty() && m.get(5).is_none());
+    }
+
+    #[test]
+    fn by_handle_with_slots_finds_free_ones_inside() {
+        let mut m = ByHandle::with_slots(4);
+        assert_eq!((m.slots(), m.first_free(2..9)), (4, Some(2)));
+        m.insert(2, ());
+        m.insert(3, ());
+        assert_eq!((m.first_free(2..9), m.first_free(0..2)), (None, Some(0)));
+        assert_eq!(m.first_free(1..1), None);
     }
 
     #[test]

@@ -80,7 +80,7 @@ impl Ctrl {
             return Err(self.bad(cmd, format_args!("no free CQ"), VIRTIO_RDMA_S_NO_RESOURCE));
         };
         debug!("{}: {cmd} cqe {} -> cqn {cqn}", self.name(), cq.cqe);
-        st.cqs[cqn as usize] = Some(cq);
+        st.cqs.insert(cqn, cq);
         Ok(VirtioRdmaRspCreateCq {
             cqn: U32::new(cqn),
             reserved: U32::new(0),
@@ -137,7 +137,7 @@ impl Ctrl {
         })?;
         let produced = new.produced();
         let mut st = self.lock();
-        let Some(cq) = st.cqs.get_mut(cqn as usize).and_then(Option::as_mut) else {
+        let Some(cq) = st.cqs.get_mut(cqn) else {
             return Err(VIRTIO_RDMA_S_NOT_FOUND);
         };
         debug!(
@@ -167,15 +167,14 @@ impl Ctrl {
             }
             if st
                 .qps
-                .iter()
-                .flatten()
+                .values()
                 .any(|q| q.send_cqn == cqn || q.recv_cqn == cqn)
                 || st.srqs.reports_to(cqn)
             {
                 let why = format_args!("cqn {cqn} is used by a QP or an XRC SRQ");
                 return Err(self.bad("DESTROY_CQ", why, VIRTIO_RDMA_S_BUSY));
             }
-            st.cqs[cqn as usize] = None;
+            st.cqs.remove(cqn);
         }
         self.comp_waiting().retain(|(_, c)| *c != cqn);
         // Hand back the CQE buffers the driver left, unwritten.
@@ -561,13 +560,13 @@ impl Ctrl {
             let why = format_args!("type {qp_type} or capacities {caps:?} not supported");
             return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
         }
-        let max_qp = self.limits().max_qp() as usize;
+        let max_qp = self.limits().max_qp();
         let qpn = match (&rings, qp_type) {
-            (None, IB_QPT_GSI) => Some(1).filter(|&n| st.qps.get(n).is_some_and(Option::is_none)),
-            (None, _) => (2..max_qp).find(|&n| st.qps[n].is_none()),
+            (None, IB_QPT_GSI) => st.qps.first_free(1..2),
+            (None, _) => st.qps.first_free(2..max_qp),
             // The GSI QP is the kernel's, on a virtqueue.
             (Some(_), IB_QPT_GSI) => None,
-            (Some(_), _) => st.free_ring_qpn(max_qp as u32).map(|n| n as usize),
+            (Some(_), _) => st.free_ring_qpn(max_qp),
         };
         let Some(qpn) = qpn else {
             let why = format_args!("no free QP number for type {qp_type}");
@@ -586,16 +585,16 @@ impl Ctrl {
         if let Some(s) = srq.and_then(|l| st.srqs.get_mut(l.srqn)) {
             s.qps += 1;
         }
-        st.qps[qpn] = Some(qp);
+        st.qps.insert(qpn, qp);
         drop(st);
         if let Some(r) = rings {
-            self.ring_qps_mut().push((qpn as u32, r));
+            self.ring_qps_mut().push((qpn, r));
             // Its rings ask for no doorbell yet: poll until they do.
             self.wake_rings();
         }
         debug!("{}: {cmd} type {qp_type} -> qpn {qpn}", self.name());
         Ok(VirtioRdmaRspCreateQp {
-            qpn: U32::new(qpn as u32),
+            qpn: U32::new(qpn),
             reserved: U32::new(0),
         }
         .as_bytes()
@@ -701,11 +700,7 @@ impl Ctrl {
         // (as IB's destroy: the consumer drains first if it cares).
         engine::discard(self, qpn);
         let mut st = self.lock();
-        let srq = st
-            .qps
-            .get_mut(qpn as usize)
-            .and_then(Option::take)
-            .and_then(|q| q.srq);
+        let srq = st.remove_qp(qpn).and_then(|q| q.srq);
         if let Some(s) = srq.and_then(|l| st.srqs.get_mut(l.srqn)) {
             s.qps = s.qps.saturating_sub(1);
         }
@@ -851,7 +846,7 @@ impl Ctrl {
             return Err(self.bad("REQ_NOTIFY_CQ", why, VIRTIO_RDMA_S_INVALID));
         }
         let mut st = self.lock();
-        let Some(cq) = st.cqs.get_mut(cqn as usize).and_then(Option::as_mut) else {
+        let Some(cq) = st.cqs.get_mut(cqn) else {
             let why = format_args!("cqn {cqn} does not exist");
             return Err(self.bad("REQ_NOTIFY_CQ", why, VIRTIO_RDMA_S_NOT_FOUND));
         };

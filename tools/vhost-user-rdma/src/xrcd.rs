@@ -128,8 +128,7 @@ impl Ctrl {
             let why = format_args!("XRC domain {xrcdn} does not exist");
             return Err(self.xrc_refuse(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
         }
-        let used =
-            st.srqs.uses_xrcd(xrcdn) || st.qps.iter().flatten().any(|q| q.xrcdn == Some(xrcdn));
+        let used = st.srqs.uses_xrcd(xrcdn) || st.qps.values().any(|q| q.xrcdn == Some(xrcdn));
         if used {
             drop(st);
             let why = format_args!("XRC domain {xrcdn} has XRC SRQs or XRC_TGT QPs");
@@ -185,7 +184,7 @@ impl Ctrl {
         };
         let mut qp = Qp::new(0, IB_QPT_XRC_TGT, false, caps, (NO_CQ, NO_CQ));
         qp.xrcdn = Some(xrcdn);
-        st.qps[qpn as usize] = Some(qp);
+        st.qps.insert(qpn, qp);
         drop(st);
         debug!("{}: {CMD} xrcdn {xrcdn} -> qpn {qpn}", self.name());
         Ok(VirtioRdmaRspCreateQp {
