@@ -17,7 +17,9 @@
 //! ([`fabric::pass_on`]), so that another thread waiting for this device
 //! (its peer's, or a control command) gets its turn between any two of
 //! this QP's elements; an SQ with more left is scheduled again
-//! ([`Ctrl::schedule_sq`]) and served after the device's other queues. A
+//! ([`Ctrl::schedule_sq`]) and served after the kicks of the loop's round,
+//! a pass of each scheduled SQ at a time, back to back for a bounded
+//! number of steps before the loop looks for events again (`worker.rs`). A
 //! posted receive retries only the sender stalled on that very QP.
 //!
 //! An XRC_INI QP requests as RC does, of its XRC_TGT peer; each request
@@ -170,13 +172,14 @@ fn recv_vring(ctrl: &Ctrl, qpn: u32) -> Option<&RdmaVring> {
 /// their turn.
 pub const SQ_BUDGET: usize = 8;
 
-/// Serves a kick of QP `qpn`'s SQ: one budgeted pass.
-pub fn sq_kicked(ctrl: &Ctrl, qpn: u32) {
+/// Serves a kick of QP `qpn`'s SQ: one budgeted pass. Returns the number
+/// of steps it took (elements, or chunks of a large message).
+pub fn sq_kicked(ctrl: &Ctrl, qpn: u32) -> usize {
     let Some(sq) = sq_of(ctrl, qpn) else {
-        return;
+        return 0;
     };
     let mut fabric = fabric::for_qp(ctrl, qpn);
-    for _ in 0..SQ_BUDGET {
+    for step in 0..SQ_BUDGET {
         if !sq_step(&fabric, ctrl, qpn, &sq) {
             fabric::unlock_fair(fabric);
             // Whatever stopped it (empty ring, error, RNR stall, state),
@@ -185,7 +188,7 @@ pub fn sq_kicked(ctrl: &Ctrl, qpn: u32) {
             if let Wq::Vring(v) = sq {
                 let _ = v.enable_notification();
             }
-            return;
+            return step;
         }
         fabric = fabric::pass_on(fabric, ctrl, qpn);
     }
@@ -193,14 +196,16 @@ pub fn sq_kicked(ctrl: &Ctrl, qpn: u32) {
     // Budget used up: more after the other queues (this runs on the
     // device's own loop, or in the fuzz targets' stand-in for it).
     ctrl.requeue_sq(qpn);
+    SQ_BUDGET
 }
 
 /// Serves the SQs scheduled for another pass ([`Ctrl::schedule_sq`]), one
-/// pass each.
-pub fn run_scheduled(ctrl: &Ctrl) {
-    for qpn in ctrl.take_scheduled() {
-        sq_kicked(ctrl, qpn);
-    }
+/// pass each. Returns the steps they took.
+pub fn run_scheduled(ctrl: &Ctrl) -> usize {
+    ctrl.take_scheduled()
+        .into_iter()
+        .map(|qpn| sq_kicked(ctrl, qpn))
+        .sum()
 }
 
 /// Serves a kick of QP `qpn`'s RQ: a new receive may unblock a sender

@@ -2406,6 +2406,54 @@ fn a_full_sq_runs_in_budgeted_passes() {
     d.finish();
 }
 
+/// A busy SQ does not keep the device's other queues waiting: its loop runs
+/// passes back to back for a bounded number of steps, then looks for events
+/// again. A control command posted while a full SQ of large WRITEs (many
+/// chunks each) runs is answered before they have all completed.
+#[test]
+fn a_busy_sq_lets_a_control_command_through() {
+    // Long enough that the harness, polling every 200 us, sees the first
+    // completion well before the last (the last comes tens of ms later).
+    const BIG: u32 = 8 << 20;
+    let mut d = Dev::start_with_mem(24 << 20);
+    let pd = d.create_pd();
+    // A buffer for every completion: none waits for the harness.
+    let n = usize::from(QSIZE);
+    let cq = d.create_cq(QSIZE);
+    let key = d.dma_mr(pd, ALL);
+    let a = d.create_qp(pd, IB_QPT_RC, cq, false);
+    let b = d.create_qp(pd, IB_QPT_RC, cq, false);
+    let gid = d.gid;
+    d.rc_up(a, gid, b, ALL, 0);
+    d.rc_up(b, gid, a, ALL, 0);
+    let steps = n as u64 * u64::from(BIG) / vhost_user_rdma::engine::CHUNK;
+    assert!(steps >= 8 * 4 * vhost_user_rdma::engine::SQ_BUDGET as u64);
+    let wqes: Vec<Vec<u8>> = (0..n as u64)
+        .map(|i| {
+            wqe(
+                i,
+                IB_WR_RDMA_WRITE,
+                IB_SEND_SIGNALED,
+                0,
+                &rdma(DATA + (8 << 20), key),
+                &[(DATA, BIG, key)],
+            )
+        })
+        .collect();
+    d.send_all(a, &wqes);
+    // Once the first WRITE completed, the loop is in the SQ's passes.
+    let mut done = d.wait(cq, 1).len();
+    d.create_pd();
+    done += d.poll(cq).len();
+    assert!(
+        done < n,
+        "the control command waited for all {n} WRITEs ({steps} steps)"
+    );
+    let wcs = d.wait(cq, n - done);
+    assert!(wcs.iter().all(|w| w.status() == IB_WC_SUCCESS), "{wcs:?}");
+    d.finish();
+}
+
 /// Messages larger than a chunk (`engine::CHUNK`) move a chunk at a time:
 /// SEND, SEND_WITH_IMM, WRITE, WRITE_WITH_IMM and READ of 1 MiB arrive
 /// whole with the right completions, in order with a small message after
