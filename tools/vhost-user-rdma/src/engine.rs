@@ -93,11 +93,12 @@ enum Wq<'a> {
 }
 
 impl Wq<'_> {
-    /// Takes the next element, at most `max` bytes of it.
-    fn pop(&self, ctrl: &Ctrl, max: usize) -> Option<(u16, Element)> {
+    /// Takes the next element, at most `max` bytes of it, into `buf`;
+    /// its head.
+    fn pop(&self, ctrl: &Ctrl, max: usize, buf: &mut Element) -> Option<u16> {
         match self {
-            Wq::Vring(v) => pop(ctrl, v, max),
-            Wq::Ring(r) => r.pop(&ctrl.mem().memory(), max).map(|e| (0, e)),
+            Wq::Vring(v) => pop(ctrl, v, max, buf),
+            Wq::Ring(r) => r.pop_into(&ctrl.mem().memory(), max, buf).then_some(0),
         }
     }
 
@@ -338,15 +339,18 @@ fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
     }
 }
 
-/// Reads the device-readable bytes of a chain, at most `max`; nothing if
-/// a descriptor is not in guest memory. Descriptor by descriptor into one
-/// buffer (virtio-queue's `Reader` would allocate a list of them first).
+/// Reads the device-readable bytes of a chain, at most `max`, into `buf`;
+/// nothing if a descriptor is not in guest memory. Descriptor by descriptor
+/// into one buffer (virtio-queue's `Reader` would allocate a list of them
+/// first), the caller's: an element is 512 bytes inline, and moving it
+/// out by value cost two copies of that per element.
 fn read_chain(
     chain: DescriptorChain<&GuestMemoryMmap>,
     mem: &GuestMemoryMmap,
     max: usize,
-) -> Element {
-    let mut buf = Element::new();
+    buf: &mut Element,
+) {
+    buf.clear();
     for desc in chain.filter(|d| !d.is_write_only()) {
         let start = buf.len();
         let n = (desc.len() as usize).min(max - start);
@@ -355,10 +359,10 @@ fn read_chain(
         }
         buf.resize(start + n, 0);
         if mem.read_slice(&mut buf[start..], desc.addr()).is_err() {
-            return Element::new();
+            buf.clear();
+            return;
         }
     }
-    buf
 }
 
 /// Returns a chain to the driver with nothing written.
@@ -370,18 +374,20 @@ fn give_back(ctrl: &Ctrl, vring: &RdmaVring, head: u16) {
     vring.used_grew(false);
 }
 
-/// Pops one chain and reads it.
-fn pop(ctrl: &Ctrl, vring: &RdmaVring, max: usize) -> Option<(u16, Element)> {
+/// Pops one chain and reads it into `buf`; its head.
+fn pop(ctrl: &Ctrl, vring: &RdmaVring, max: usize, buf: &mut Element) -> Option<u16> {
     let guard = ctrl.mem().memory();
     let mem = &*guard;
     let chain = vring.get_mut().get_queue_mut().pop_descriptor_chain(mem)?;
     let head = chain.head_index();
-    Some((head, read_chain(chain, mem, max)))
+    read_chain(chain, mem, max, buf);
+    Some(head)
 }
 
 /// Returns every available chain of `vring` unwritten.
 pub fn return_all(ctrl: &Ctrl, vring: &RdmaVring) {
-    while let Some((head, _)) = pop(ctrl, vring, 0) {
+    let mut buf = Element::new();
+    while let Some(head) = pop(ctrl, vring, 0, &mut buf) {
         give_back(ctrl, vring, head);
     }
 }
@@ -400,8 +406,9 @@ pub fn return_available(ctrl: &Ctrl, vring: &RdmaVring) {
         }
         queue.size()
     };
+    let mut buf = Element::new();
     for _ in 0..size {
-        let Some((head, _)) = pop(ctrl, vring, 0) else {
+        let Some(head) = pop(ctrl, vring, 0, &mut buf) else {
             return;
         };
         give_back(ctrl, vring, head);
@@ -533,8 +540,9 @@ fn drain(ctrl: &Ctrl, wq: &Wq<'_>, max: usize, mut each: impl FnMut(&[u8])) {
         Wq::Vring(_) => usize::MAX,
         Wq::Ring(r) => r.depth() as usize,
     };
+    let mut bytes = Element::new();
     loop {
-        while let Some((head, bytes)) = wq.pop(ctrl, max) {
+        while let Some(head) = wq.pop(ctrl, max, &mut bytes) {
             wq.give_back(ctrl, head);
             each(&bytes);
             budget = budget.saturating_sub(1);
@@ -588,6 +596,7 @@ fn discard_all(ctrl: &Ctrl, wq: &Wq<'_>) {
 /// Executes the next SQ element of QP `qpn` if it is in RTS and not
 /// stalled; whether it did (and the SQ may hold more).
 fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
+    let mut bytes = Element::new();
     loop {
         let snapshot = {
             let st = ctrl.lock();
@@ -621,7 +630,7 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
         }
         sq.quiet();
         let max = SQ_HDR_LEN + SGE_LEN * caps.max_send_sge as usize + caps.max_inline_data as usize;
-        let Some((head, bytes)) = sq.pop(ctrl, max + 1) else {
+        let Some(head) = sq.pop(ctrl, max + 1, &mut bytes) else {
             if sq.kicks_again(ctrl) {
                 continue;
             }
@@ -1292,7 +1301,8 @@ fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
         return Take::Empty(delay);
     };
     let max = wqe::RQ_HDR_LEN + SGE_LEN * max_sge as usize;
-    let Some((head, bytes)) = rq.pop(pc, max + 1) else {
+    let mut bytes = Element::new();
+    let Some(head) = rq.pop(pc, max + 1, &mut bytes) else {
         return Take::Empty(delay);
     };
     if let Some(link) = srq {

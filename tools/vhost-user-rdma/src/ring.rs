@@ -232,32 +232,40 @@ impl WorkRing {
     /// that call yields an empty element (which no parser accepts, so the QP
     /// fails with an error completion) and later ones nothing.
     pub fn pop(&self, mem: &GuestMemoryMmap, max: usize) -> Option<Element> {
+        let mut elem = Element::new();
+        self.pop_into(mem, max, &mut elem).then_some(elem)
+    }
+
+    /// [`WorkRing::pop`] into `elem` (the data path reuses one buffer
+    /// rather than moving a 512-byte element around); whether it took one.
+    pub fn pop_into(&self, mem: &GuestMemoryMmap, max: usize, elem: &mut Element) -> bool {
+        elem.clear();
         if self.broken.load(Ordering::Relaxed) {
-            return None;
+            return false;
         }
         let consumer = self.consumer.load(Ordering::Relaxed);
         let Some(producer) = self.map.get(mem, PRODUCER) else {
             self.broken.store(true, Ordering::Relaxed);
-            return Some(Element::new());
+            return true;
         };
         let pending = producer.wrapping_sub(consumer);
         if pending == 0 {
-            return None;
+            return false;
         }
         if pending > self.map.depth {
             self.broken.store(true, Ordering::Relaxed);
-            return Some(Element::new());
+            return true;
         }
-        let mut elem = Element::new();
         elem.resize(max.min(self.map.stride as usize), 0);
-        if !self.map.read(mem, self.map.slot(consumer), &mut elem) {
+        if !self.map.read(mem, self.map.slot(consumer), elem) {
             self.broken.store(true, Ordering::Relaxed);
-            return Some(Element::new());
+            elem.clear();
+            return true;
         }
         let next = consumer.wrapping_add(1);
         self.consumer.store(next, Ordering::Relaxed);
         self.map.set(mem, CONSUMER, next);
-        Some(elem)
+        true
     }
 
     /// Whether elements are waiting (or a bogus producer is, which `pop`
