@@ -6,8 +6,9 @@
 //! The set of watched eventfds is rebuilt whenever a vring changes (kick
 //! set, readiness, enablement); after each rebuild every watched vring is
 //! served once, so requests made before the kick was watched are not lost.
-//! Each round of events is one [`Pass`]: the driver is interrupted at most
-//! once per vring per round.
+//! Each round of events is one [`Pass`], and so is each further pass of the
+//! busy SQs the round runs: the driver is interrupted at most once per
+//! vring per pass.
 
 use std::io;
 use std::os::unix::io::AsRawFd;
@@ -166,7 +167,7 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             };
             // Whatever this round's events complete is signalled once, at
             // its end.
-            let _pass = Pass::begin();
+            let mut pass = Pass::begin();
             let sent = dev.ctrl().stats().get(Counter::SentPkts);
             for event in events.iter().take(n) {
                 match event.data() {
@@ -197,7 +198,9 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             }
             // SQs scheduled for another pass, after the kicks of this
             // round: a pass each, then more while they have work, up to
-            // ROUND_STEPS.
+            // ROUND_STEPS. What each pass completes is signalled at its end,
+            // as when a round held one pass: completions of a stream of
+            // large messages wait for one pass, not for four.
             let mut steps = 0;
             while steps < ROUND_STEPS && dev.ctrl().has_scheduled() {
                 match engine::run_scheduled(dev.ctrl()) {
@@ -205,7 +208,10 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
                     0 => break,
                     n => steps += n,
                 }
+                drop(pass);
+                pass = Pass::begin();
             }
+            drop(pass);
             worked = dev.ctrl().stats().get(Counter::SentPkts) != sent;
         }
     }
