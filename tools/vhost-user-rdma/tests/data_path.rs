@@ -2416,16 +2416,9 @@ fn a_busy_sq_lets_a_control_command_through() {
     // completion well before the last (the last comes tens of ms later).
     const BIG: u32 = 8 << 20;
     let mut d = Dev::start_with_mem(24 << 20);
-    let pd = d.create_pd();
     // A buffer for every completion: none waits for the harness.
     let n = usize::from(QSIZE);
-    let cq = d.create_cq(QSIZE);
-    let key = d.dma_mr(pd, ALL);
-    let a = d.create_qp(pd, IB_QPT_RC, cq, false);
-    let b = d.create_qp(pd, IB_QPT_RC, cq, false);
-    let gid = d.gid;
-    d.rc_up(a, gid, b, ALL, 0);
-    d.rc_up(b, gid, a, ALL, 0);
+    let (cq, a, _, key) = own_rc_pair_with_cq(&mut d, QSIZE, ALL, ALL, 0);
     let steps = n as u64 * u64::from(BIG) / vhost_user_rdma::engine::CHUNK;
     assert!(steps >= 8 * 4 * vhost_user_rdma::engine::SQ_BUDGET as u64);
     let wqes: Vec<Vec<u8>> = (0..n as u64)

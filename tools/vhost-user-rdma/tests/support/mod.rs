@@ -856,8 +856,19 @@ pub fn own_rc_pair(
     qp_access: u32,
     rnr_retry: u8,
 ) -> (u32, u32, u32, u32) {
+    own_rc_pair_with_cq(d, 12, access, qp_access, rnr_retry)
+}
+
+/// [`own_rc_pair`] with a CQ of `bufs` buffers.
+pub fn own_rc_pair_with_cq(
+    d: &mut Dev,
+    bufs: u16,
+    access: u32,
+    qp_access: u32,
+    rnr_retry: u8,
+) -> (u32, u32, u32, u32) {
     let pd = d.create_pd();
-    let cq = d.create_cq(12);
+    let cq = d.create_cq(bufs);
     let key = d.dma_mr(pd, access);
     let a = d.create_qp(pd, IB_QPT_RC, cq, false);
     let b = d.create_qp(pd, IB_QPT_RC, cq, false);
