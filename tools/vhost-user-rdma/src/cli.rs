@@ -156,6 +156,12 @@ pub struct Cli {
     #[arg(long, requires = "rings")]
     pub net: bool,
 
+    /// Threads serving each device: its QPs are split among them (QP n on
+    /// thread n % N), so that the queues of one guest's QPs are served at
+    /// once. Default: the host's CPUs (at most 64).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<u32>,
+
     /// Print the number of virtqueues for these limits and exit.
     #[arg(long)]
     pub print_num_queues: bool,
@@ -226,10 +232,20 @@ impl Cli {
             .transpose()
     }
 
+    /// Threads per device: --threads, else what the host can give.
+    pub fn threads(&self) -> u32 {
+        self.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
+                .min(limits::MAX_THREADS)
+        })
+    }
+
     /// The validated device limits (with the first device's MAC).
     pub fn limits(&self) -> Result<Limits, LimitsError> {
         let mac = self.macs.first().copied().unwrap_or(DEFAULT_MAC);
         Limits::new(self.max_qp, self.max_cq, self.queue_size, mac)?
+            .with_threads(self.threads())?
             .with_overrides(&self.config_overrides)?
             .with_rings(self.rings()?)?
             .with_net(self.net)
@@ -274,6 +290,7 @@ impl Cli {
                     self.queue_size,
                     mac,
                 )?
+                .with_threads(self.threads())?
                 .with_overrides(&self.config_overrides)?
                 .with_rings(self.rings()?)?
                 .with_net(self.net)?,
@@ -315,6 +332,28 @@ mod tests {
         assert_eq!(limits.num_queues(), 66);
         assert_eq!(limits.queue_size(), 1024);
         assert_eq!(cli.log_level, LevelFilter::Info);
+    }
+
+    /// Every device gets --threads threads, the host's CPUs by default,
+    /// between 1 and 64.
+    #[test]
+    fn threads() {
+        let threads = |extra: &[&str]| {
+            let mut args = vec!["x", "--socket", "a", "--socket", "b"];
+            args.extend_from_slice(&["--mac", "52:54:00:00:00:01", "--mac", "52:54:00:00:00:02"]);
+            args.extend_from_slice(extra);
+            let devices = Cli::try_parse_from(args).expect("parses").devices()?;
+            Ok::<_, LimitsError>(devices.iter().map(|(_, l)| l.threads()).collect::<Vec<_>>())
+        };
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get().min(64));
+        assert_eq!(threads(&[]), Ok(vec![cpus, cpus]));
+        assert_eq!(threads(&["--threads", "3"]), Ok(vec![3, 3]));
+        assert_eq!(
+            threads(&["--threads", "2", "--socket-max-qp", "4"]),
+            Ok(vec![2, 2])
+        );
+        assert_eq!(threads(&["--threads", "0"]), Err(LimitsError::Threads(0)));
+        assert_eq!(threads(&["--threads", "65"]), Err(LimitsError::Threads(65)));
     }
 
     /// XRC domains are offered with SRQs (64 unless told), as many as

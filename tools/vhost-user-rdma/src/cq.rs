@@ -145,8 +145,11 @@ fn post_ring(
 /// Tells the driver, on completion-event queue `vq`, that armed CQ `cqn`
 /// has completions; without a buffer there, the event waits for one.
 fn comp_event(ctrl: &Ctrl, vq: u32, cqn: u32) {
+    // Held across the attempt: a kick of `vq` served meanwhile on another
+    // thread would miss the event it is about to queue.
+    let mut waiting = ctrl.comp_waiting();
     if !put_comp_event(ctrl, vq, cqn) {
-        ctrl.comp_waiting().insert((vq, cqn));
+        waiting.insert((vq, cqn));
     }
 }
 
@@ -178,16 +181,16 @@ fn put_comp_event(ctrl: &Ctrl, vq: u32, cqn: u32) -> bool {
 
 /// Delivers the events waiting for buffers of queue `vq` (it was kicked).
 pub fn comp_vq_kicked(ctrl: &Ctrl, vq: u32) {
-    let waiting: Vec<u32> = ctrl
-        .comp_waiting()
+    let mut waiting = ctrl.comp_waiting();
+    let ours: Vec<u32> = waiting
         .iter()
         .filter(|(q, _)| *q == vq)
         .map(|(_, cqn)| *cqn)
         .collect();
-    for cqn in waiting {
+    for cqn in ours {
         if !put_comp_event(ctrl, vq, cqn) {
             break;
         }
-        ctrl.comp_waiting().remove(&(vq, cqn));
+        waiting.remove(&(vq, cqn));
     }
 }

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 use vm_memory::GuestAddressSpace;
-use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -28,6 +27,7 @@ use crate::cq::Cq;
 use crate::device::RdmaDevice;
 use crate::fabric::{self, DataPath, Fabric, Route};
 use crate::hostile::Hostile;
+use crate::lane::Lanes;
 use crate::limits::{self, Limits};
 use crate::mr::MrTable;
 use crate::qp::{Qp, QpRings, RnrWait};
@@ -191,35 +191,27 @@ pub struct Ctrl {
     vrings: OnceLock<Vec<RdmaVring>>,
     stats: Stats,
     log_limit: RateLimit,
-    /// SQs to serve again (see `engine.rs`, fairness), and what wakes the
-    /// device's loop for them.
-    scheduled: Mutex<BTreeSet<u32>>,
-    wake: EventFd,
+    /// The device's QPs split among its threads: their data-path locks,
+    /// scheduled SQs and ring polling (`lane.rs`).
+    lanes: Lanes,
+    /// Held shared by a step while it copies to or from this device's MRs,
+    /// exclusively while a work request changes them (fast-reg, local or
+    /// remote invalidate, window binding): steps of other lanes run at
+    /// once, and an MR's change must not slip between another step's check
+    /// of it and its copy.
+    mr_gate: parking_lot::RwLock<()>,
     /// Key bytes are random unless a fuzz target fixes them.
     fixed_key_byte: Option<u8>,
     /// The lies of a hostile device (`--hostile`); `None` for an honest one.
     hostile: Option<Hostile>,
-    /// Held by the data-path steps that touch this device (`fabric.rs`).
-    data_path: DataPath,
     /// The device this is the control engine of, once registered.
     device: OnceLock<Weak<RdmaDevice>>,
     /// The driver acked `VIRTIO_RDMA_F_RINGS`.
     rings_acked: AtomicBool,
     /// The QPs whose queues are rings, which the device polls.
     ring_qps: Mutex<Vec<(u32, QpRings)>>,
-    /// Polling state of those rings (see [`Ctrl::poll_rings`]).
-    ring_poll: Mutex<RingPoll>,
     /// Completion events waiting for a buffer: (queue, cqn).
     comp_waiting: Mutex<BTreeSet<(u32, u32)>>,
-}
-
-/// Whether the device polls its rings, and since when they are idle.
-#[derive(Debug)]
-struct RingPoll {
-    /// Asleep: every ring asks the driver to notify.
-    asleep: bool,
-    /// When a ring last had work.
-    last_work: Instant,
 }
 
 /// A failed command: the status for the guest.
@@ -290,20 +282,15 @@ impl Ctrl {
             vrings: OnceLock::new(),
             stats: Stats::new(limits.hostile().is_some()),
             log_limit: RateLimit::default(),
-            scheduled: Mutex::new(BTreeSet::new()),
-            wake: EventFd::new(EFD_NONBLOCK)?,
+            lanes: Lanes::new(limits.threads())?,
+            mr_gate: parking_lot::RwLock::new(()),
             fixed_key_byte: None,
             hostile: limits
                 .hostile()
                 .map(|config| Hostile::new(config, limits.max_cq())),
-            data_path: DataPath::default(),
             device: OnceLock::new(),
             rings_acked: AtomicBool::new(false),
             ring_qps: Mutex::new(Vec::new()),
-            ring_poll: Mutex::new(RingPoll {
-                asleep: false,
-                last_work: Instant::now(),
-            }),
             comp_waiting: Mutex::new(BTreeSet::new()),
         })
     }
@@ -332,46 +319,33 @@ impl Ctrl {
 
     /// Has the device's loop serve QP `qpn`'s SQ (again) soon, after what
     /// it is doing: a QP reached RTS with elements posted, or an RNR wait
-    /// ended (on whatever thread: the loop is woken).
+    /// ended (on whatever thread: the QP's lane is woken).
     pub fn schedule_sq(&self, qpn: u32) {
-        self.requeue_sq(qpn);
-        if let Err(e) = self.wake.write(1) {
-            warn!("{}: cannot wake the device's loop: {e}", self.name);
-        }
+        let lane = self.lanes.of(qpn);
+        lane.requeue_sq(qpn);
+        lane.wake_up();
     }
 
-    /// [`Ctrl::schedule_sq`] from the device's own loop (a pass that used
-    /// its budget), which looks at the set before it sleeps: no wake-up
-    /// (two system calls per pass) is needed.
+    /// [`Ctrl::schedule_sq`] from the QP's own lane's loop (a pass that
+    /// used its budget), which looks at its set before it sleeps: no
+    /// wake-up (two system calls per pass) is needed.
     pub fn requeue_sq(&self, qpn: u32) {
-        self.scheduled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(qpn);
+        self.lanes.of(qpn).requeue_sq(qpn);
     }
 
-    /// Whether SQs are scheduled.
-    pub fn has_scheduled(&self) -> bool {
-        !self
-            .scheduled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty()
+    /// The device's lanes (`lane.rs`).
+    pub fn lanes(&self) -> &Lanes {
+        &self.lanes
     }
 
-    /// The SQs scheduled so far (and none from then on).
-    pub fn take_scheduled(&self) -> BTreeSet<u32> {
-        std::mem::take(&mut *self.scheduled.lock().unwrap_or_else(|e| e.into_inner()))
+    /// The device's MR gate (see the field).
+    pub(crate) fn mr_gate(&self) -> &parking_lot::RwLock<()> {
+        &self.mr_gate
     }
 
-    /// Readable when SQs are scheduled; the device's loop watches it.
-    pub fn wake(&self) -> &EventFd {
-        &self.wake
-    }
-
-    /// The device's data-path lock (see `fabric.rs`).
-    pub fn data_path(&self) -> &DataPath {
-        &self.data_path
+    /// The data-path lock of QP `qpn`'s lane (see `fabric.rs`).
+    pub fn data_path(&self, qpn: u32) -> &DataPath {
+        self.lanes.of(qpn).data_path()
     }
 
     /// The device this is the control engine of, if it is registered and alive.
@@ -447,7 +421,9 @@ impl Ctrl {
         self.ring_qps_mut().clear();
         self.comp_waiting().clear();
         // SQs scheduled for another pass are gone with their QPs.
-        self.take_scheduled();
+        for lane in self.lanes.iter() {
+            lane.take_scheduled();
+        }
         destroyed
     }
 
@@ -584,61 +560,81 @@ impl Ctrl {
         self.comp_waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Polls the device's rings once, unless they sleep: serves every SQ
-    /// with work and every QP whose RQ, or SRQ, grew (`serve(qpn, sq, rq)`). After
-    /// `poll` without work the rings go to sleep: each asks the driver to
-    /// notify, then (the doorbell protocol's second half) is checked once
-    /// more. Returns whether the device still polls.
-    pub fn poll_rings(&self, serve: impl Fn(u32, bool, bool)) -> bool {
+    /// Polls the rings of lane `lane`'s QPs once (lane 0: also the
+    /// SRQs'), unless they sleep: serves every SQ with work and every QP
+    /// whose RQ, or SRQ, grew (`serve(qpn, sq, rq)`). After `poll` without
+    /// work the rings go to sleep: each asks the driver to notify, then
+    /// (the doorbell protocol's second half) is checked once more. Returns
+    /// whether the lane still polls. Only lane `lane`'s thread calls this.
+    pub fn poll_rings(&self, lane: usize, serve: impl Fn(u32, bool, bool)) -> bool {
         let Some(rings) = self.limits.rings() else {
             return false;
         };
-        let mut poll = self.ring_poll.lock().unwrap_or_else(|e| e.into_inner());
-        if poll.asleep {
+        let l = self.lanes.get(lane);
+        let mut last_work = l.last_ring_work();
+        if let Some(slept) = l.take_doorbell() {
+            if slept {
+                debug!("{}: lane {lane}: doorbell, polling rings", self.name);
+                self.ask_notify(lane, false);
+            }
+            *last_work = Instant::now();
+        }
+        if l.asleep() {
             return false;
         }
-        let work = self.serve_rings(&serve);
+        let work = self.serve_rings(lane, &serve);
         let now = Instant::now();
         if work {
-            poll.last_work = now;
+            *last_work = now;
             return true;
         }
-        if now.duration_since(poll.last_work) < Duration::from_micros(u64::from(rings.poll_us)) {
+        if now.duration_since(*last_work) < Duration::from_micros(u64::from(rings.poll_us)) {
             return true;
         }
-        self.ask_notify(true);
-        if self.serve_rings(&serve) {
-            self.ask_notify(false);
-            poll.last_work = now;
+        self.ask_notify(lane, true);
+        if self.serve_rings(lane, &serve) || !l.fall_asleep() {
+            self.ask_notify(lane, false);
+            *last_work = now;
             return true;
         }
-        poll.asleep = true;
-        debug!("{}: rings idle, asking for doorbells", self.name);
+        debug!(
+            "{}: lane {lane}: rings idle, asking for doorbells",
+            self.name
+        );
         false
     }
 
-    /// A kick of the notification queue: the rings are polled again.
+    /// A kick of the notification queue (one for the whole device), or a
+    /// ring QP created: every lane polls its rings again, those asleep
+    /// woken.
     pub fn wake_rings(&self) {
-        let mut poll = self.ring_poll.lock().unwrap_or_else(|e| e.into_inner());
-        if poll.asleep {
-            debug!("{}: doorbell, polling rings", self.name);
-            poll.asleep = false;
-            self.ask_notify(false);
+        for lane in self.lanes.iter() {
+            lane.ring_doorbell();
         }
-        poll.last_work = Instant::now();
     }
 
-    /// Sets or clears the NOTIFY flag of every ring.
-    fn ask_notify(&self, on: bool) {
+    /// Whether ring QP `qpn` is polled by lane `lane`.
+    fn polled_by(&self, qpn: u32, lane: usize) -> bool {
+        self.lanes.index_of(qpn) == lane % self.lanes.count()
+    }
+
+    /// Sets or clears the NOTIFY flag of every ring lane `lane` polls.
+    fn ask_notify(&self, lane: usize, on: bool) {
         let guard = self.mem.memory();
-        for (_, r) in self.ring_qps_mut().iter() {
+        for (_, r) in self
+            .ring_qps_mut()
+            .iter()
+            .filter(|(n, _)| self.polled_by(*n, lane))
+        {
             r.sq.ask_notify(&guard, on);
             if let Some(rq) = &r.rq {
                 rq.ask_notify(&guard, on);
             }
         }
-        for srq in self.srq_rings() {
-            srq.ask_notify(&guard, on);
+        if lane == 0 {
+            for srq in self.srq_rings() {
+                srq.ask_notify(&guard, on);
+            }
         }
     }
 
@@ -651,14 +647,16 @@ impl Ctrl {
             .collect()
     }
 
-    /// One look at every ring; whether any had work. Receives posted to an
-    /// SRQ are new receives for every QP that takes from it (each may have
-    /// a sender stalled on RNR).
-    fn serve_rings(&self, serve: &impl Fn(u32, bool, bool)) -> bool {
+    /// One look at every ring lane `lane` polls; whether any had work.
+    /// Receives posted to an SRQ are new receives for every QP that takes
+    /// from it (each may have a sender stalled on RNR): lane 0 serves
+    /// them, whatever the takers' lanes.
+    fn serve_rings(&self, lane: usize, serve: &impl Fn(u32, bool, bool)) -> bool {
         let mut todo: Vec<(u32, bool, bool)> = {
             let guard = self.mem.memory();
             self.ring_qps_mut()
                 .iter()
+                .filter(|(n, _)| self.polled_by(*n, lane))
                 .map(|(qpn, r)| {
                     let rq = r.rq.as_ref().is_some_and(|rq| rq.moved(&guard));
                     (*qpn, r.sq.has_work(&guard), rq)
@@ -666,6 +664,12 @@ impl Ctrl {
                 .filter(|(_, sq, rq)| *sq || *rq)
                 .collect()
         };
+        if lane != 0 {
+            for (qpn, sq, rq) in &todo {
+                serve(*qpn, *sq, *rq);
+            }
+            return !todo.is_empty();
+        }
         let grown: Vec<(u32, Option<u32>)> = {
             let guard = self.mem.memory();
             let st = self.lock();

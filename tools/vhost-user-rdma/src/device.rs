@@ -176,10 +176,22 @@ impl RdmaDevice {
         Ok(())
     }
 
-    /// Polls the rings in guest memory once; whether the device still polls
-    /// them (else it waits for a doorbell).
-    pub fn poll_rings(&self) -> bool {
-        self.ctrl.poll_rings(|qpn, sq, rq| {
+    /// The lane (`lane.rs`) whose thread serves vring `index`: a QP's SQ
+    /// and RQ its QP's, every other vring lane 0.
+    pub fn vring_lane(&self, index: usize) -> usize {
+        let max_cq = self.limits.max_cq() as usize;
+        let first_qp = self.limits.roce_base() + 1 + max_cq;
+        let qps = 2 * self.limits.max_qp() as usize;
+        match index.checked_sub(first_qp) {
+            Some(slot) if slot < qps => self.ctrl.lanes().index_of((slot / 2) as u32),
+            _ => 0,
+        }
+    }
+
+    /// Polls the rings in guest memory of lane `lane`'s QPs once; whether
+    /// the lane still polls them (else it waits for a doorbell).
+    pub fn poll_rings(&self, lane: usize) -> bool {
+        self.ctrl.poll_rings(lane, |qpn, sq, rq| {
             if rq {
                 engine::rq_kicked(&self.ctrl, qpn);
             }
@@ -189,14 +201,15 @@ impl RdmaDevice {
         })
     }
 
-    /// Runs due timers (RNR retries); returns when the next one is due.
-    pub fn tick(&self) -> Option<std::time::Duration> {
-        engine::tick(&self.ctrl)
+    /// Runs lane `lane`'s due timers (RNR retries); returns when its next
+    /// one is due.
+    pub fn tick(&self, lane: usize) -> Option<std::time::Duration> {
+        engine::tick(&self.ctrl, lane)
     }
 
-    /// When the next timer is due, if any.
-    pub fn next_timer(&self) -> Option<std::time::Duration> {
-        engine::next_timer(&self.ctrl)
+    /// When lane `lane`'s next timer is due, if any.
+    pub fn next_timer(&self, lane: usize) -> Option<std::time::Duration> {
+        engine::next_timer(&self.ctrl, lane)
     }
 }
 
@@ -324,7 +337,7 @@ pub fn serve_with(
     let setup = |e| DeviceError::Setup(name.clone(), e);
     let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
     let dev = Arc::new(RdmaDevice::new(&name, limits, mem.clone()).map_err(setup)?);
-    let hub = VringHub::new().map_err(setup)?;
+    let hub = VringHub::new(limits.threads()).map_err(setup)?;
     let mut daemon = hub
         .collect(|| VhostUserDaemon::new(name.clone(), dev.clone(), mem))
         .map_err(|e| DeviceError::Daemon(name.clone(), e))?;

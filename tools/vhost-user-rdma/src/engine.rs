@@ -4,7 +4,9 @@
 //! QPs to the error state with flush completions.
 //!
 //! Everything here runs holding what the step may touch (see `fabric.rs`:
-//! the devices of the QP and of its peer, or the whole fabric). Data moves
+//! the lanes of the QP and of its peer, or the whole fabric); steps of
+//! other QPs of the same devices may run at the same time on other
+//! threads (`lane.rs`). Data moves
 //! directly from one guest's memory to the other's (`VolatileSlice` to
 //! `VolatileSlice`), never through a bounce buffer. Every key, PD, access
 //! right and bound is checked against the registered MRs before a byte
@@ -34,6 +36,7 @@
 //! its own local checks pass.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,7 +45,8 @@ use smallvec::SmallVec;
 use vhost_user_backend::VringT;
 use virtio_queue::{DescriptorChain, QueueT};
 use vm_memory::{
-    Bytes, GuestAddress, GuestAddressSpace, GuestMemoryBackend, GuestMemoryMmap, VolatileSlice,
+    Bytes, GuestAddress, GuestAddressSpace, GuestMemoryBackend, GuestMemoryMmap, VolatileMemory,
+    VolatileSlice,
 };
 use zerocopy::little_endian::{U16, U32, U64};
 
@@ -200,10 +204,12 @@ pub fn sq_kicked(ctrl: &Ctrl, qpn: u32) -> usize {
     SQ_BUDGET
 }
 
-/// Serves the SQs scheduled for another pass ([`Ctrl::schedule_sq`]), one
-/// pass each. Returns the steps they took.
-pub fn run_scheduled(ctrl: &Ctrl) -> usize {
-    ctrl.take_scheduled()
+/// Serves the SQs of lane `lane` scheduled for another pass
+/// ([`Ctrl::schedule_sq`]), one pass each. Returns the steps they took.
+pub fn run_scheduled(ctrl: &Ctrl, lane: usize) -> usize {
+    ctrl.lanes()
+        .get(lane)
+        .take_scheduled()
         .into_iter()
         .map(|qpn| sq_kicked(ctrl, qpn))
         .sum()
@@ -224,8 +230,9 @@ pub fn rq_kicked(ctrl: &Ctrl, qpn: u32) {
     retry_senders_of(&fabric, ctrl, qpn);
 }
 
-/// Retries due RNR waits (timer); returns the time until the next one.
-pub fn tick(ctrl: &Ctrl) -> Option<Duration> {
+/// Retries the due RNR waits of lane `lane`'s QPs (timer); returns the
+/// time until the lane's next one.
+pub fn tick(ctrl: &Ctrl, lane: usize) -> Option<Duration> {
     let now = Instant::now();
     let due: Vec<u32> = {
         let st = ctrl.lock();
@@ -234,7 +241,10 @@ pub fn tick(ctrl: &Ctrl) -> Option<Duration> {
         }
         st.qps
             .iter()
-            .filter(|(_, q)| q.rnr.as_ref().is_some_and(|r| r.next_try <= now))
+            .filter(|(n, q)| {
+                ctrl.lanes().index_of(*n) == lane
+                    && q.rnr.as_ref().is_some_and(|r| r.next_try <= now)
+            })
             .map(|(n, _)| n)
             .collect()
     };
@@ -243,19 +253,20 @@ pub fn tick(ctrl: &Ctrl) -> Option<Duration> {
         retry_one(&fabric, ctrl, qpn, true);
         fabric::unlock_fair(fabric);
     }
-    next_timer(ctrl)
+    next_timer(ctrl, lane)
 }
 
-/// Time until the next RNR retry of this device, if any is pending.
-pub fn next_timer(ctrl: &Ctrl) -> Option<Duration> {
+/// Time until the next RNR retry of lane `lane`'s QPs, if any is pending.
+pub fn next_timer(ctrl: &Ctrl, lane: usize) -> Option<Duration> {
     let st = ctrl.lock();
     if !st.rnr_waiting() {
         return None;
     }
     let now = Instant::now();
     st.qps
-        .values()
-        .filter_map(|q| {
+        .iter()
+        .filter(|(n, _)| ctrl.lanes().index_of(*n) == lane)
+        .filter_map(|(_, q)| {
             q.rnr
                 .as_ref()
                 .map(|r| r.next_try.saturating_duration_since(now))
@@ -321,6 +332,12 @@ fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
                 wait.next_try = Instant::now() + delay;
             }
             ctrl.lock().set_rnr(qpn, wait);
+            if !timed {
+                // Another thread (the responder's lane, or device) had
+                // taken the wait: the QP's own thread may have looked for
+                // its next timer meanwhile and found none.
+                ctrl.lanes().of(qpn).wake_up();
+            }
         }
         Exec::Done(status, len) => {
             let ok = status == IB_WC_SUCCESS;
@@ -808,11 +825,51 @@ fn sender_in(st: &State, qpn: u32) -> Option<Sender> {
     })
 }
 
+/// A device's MR gate as a step holds it ([`gates`]).
+enum Gate<'a> {
+    Shared {
+        _held: parking_lot::RwLockReadGuard<'a, ()>,
+    },
+    Sole {
+        _held: parking_lot::RwLockWriteGuard<'a, ()>,
+    },
+}
+
+/// The MR gates of `own` and `peer` (`Ctrl::mr_gate`) for a step that
+/// copies between them: shared, `peer`'s exclusively if `sole_peer` (the
+/// step changes the peer's MRs: SEND with Invalidate). Taken in one
+/// global order (address), only by a step holding its lanes, and never
+/// while one is held: steps cannot deadlock on them.
+fn gates<'a>(own: &'a Ctrl, peer: &'a Ctrl, sole_peer: bool) -> SmallVec<[Gate<'a>; 2]> {
+    let take = |c: &'a Ctrl, sole: bool| match sole {
+        true => Gate::Sole {
+            _held: c.mr_gate().write(),
+        },
+        false => Gate::Shared {
+            _held: c.mr_gate().read(),
+        },
+    };
+    if std::ptr::eq(own, peer) {
+        return smallvec::smallvec![take(own, sole_peer)];
+    }
+    let mut order = [(own, false), (peer, sole_peer)];
+    order.sort_by_key(|(c, _)| *c as *const Ctrl as usize);
+    order.into_iter().map(|(c, sole)| take(c, sole)).collect()
+}
+
 fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> Exec {
+    // Work requests that change the device's MRs: no step of another lane
+    // copies through them meanwhile.
     match w.opcode {
-        IB_WR_REG_MR => return Exec::Done(reg_mr(ctrl, s.pdn, w), 0),
-        IB_WR_LOCAL_INV => return Exec::Done(local_inv(ctrl, s.pdn, w.ex), 0),
-        IB_WR_BIND_MW => return Exec::Done(bind_mw(ctrl, qpn, s.pdn, w), 0),
+        IB_WR_REG_MR | IB_WR_LOCAL_INV | IB_WR_BIND_MW => {
+            let _gate = ctrl.mr_gate().write();
+            let status = match w.opcode {
+                IB_WR_REG_MR => reg_mr(ctrl, s.pdn, w),
+                IB_WR_LOCAL_INV => local_inv(ctrl, s.pdn, w.ex),
+                _ => bind_mw(ctrl, qpn, s.pdn, w),
+            };
+            return Exec::Done(status, 0);
+        }
         _ => {}
     }
     if matches!(s.qp_type, IB_QPT_UD | IB_QPT_GSI) {
@@ -862,7 +919,10 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
             );
             Exec::Done(IB_WC_REM_INV_REQ_ERR, 0)
         }
-        Ok(()) => execute_remote(fabric, ctrl, qpn, s, &peer, w),
+        Ok(()) => {
+            let _gates = gates(ctrl, peer.ctrl(), w.opcode == IB_WR_SEND_WITH_INV);
+            execute_remote(fabric, ctrl, qpn, s, &peer, w)
+        }
     };
     // The request went out (an RNR NAK'd one is sent again later with the
     // same PSN): both ends move past its packets.
@@ -1597,22 +1657,28 @@ fn atomic(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) ->
         to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
         return IB_WC_REM_ACCESS_ERR;
     };
-    // Aligned 8 bytes never cross a page, so `t` is one slice of 8 bytes.
-    // The target device's data-path lock, which every step touching its
-    // memory holds, makes read-modify-write atomic (IB_ATOMIC_HCA).
-    let mut old = [0u8; 8];
-    t.copy_to(&mut old[..]);
-    let old_v = u64::from_le_bytes(old);
-    let new_v = if w.opcode == IB_WR_ATOMIC_CMP_AND_SWP {
-        if old_v == a.compare_add.get() {
-            a.swap.get()
-        } else {
-            old_v
-        }
-    } else {
-        old_v.wrapping_add(a.compare_add.get())
+    // Aligned 8 bytes never cross a page, so `t` is one slice of 8 bytes,
+    // aligned in the mapping too. A host atomic makes the read-modify-write
+    // atomic against every other atomic, whichever thread (lane) or device
+    // runs it (IB_ATOMIC_HCA asks for no more). The value is little endian.
+    let Ok(cell) = t.get_atomic_ref::<AtomicU64>(0) else {
+        to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
+        return IB_WC_REM_ACCESS_ERR;
     };
-    t.copy_from(&new_v.to_le_bytes()[..]);
+    let update = |raw: u64| {
+        let v = u64::from_le(raw);
+        let new = if w.opcode == IB_WR_ATOMIC_CMP_AND_SWP {
+            // A failed compare writes nothing.
+            (v == a.compare_add.get()).then(|| a.swap.get())?
+        } else {
+            v.wrapping_add(a.compare_add.get())
+        };
+        Some(new.to_le())
+    };
+    let raw = match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, update) {
+        Ok(raw) | Err(raw) => raw,
+    };
+    let old = u64::from_le(raw).to_le_bytes();
     write_bytes(&old, &dst);
     IB_WC_SUCCESS
 }

@@ -3,15 +3,19 @@
 //! steps touching more than one device atomic without making unrelated
 //! devices (other guests) wait for each other.
 //!
-//! A step of the data path touches at most two devices: the one whose
-//! queue it serves and, for an RC/UC QP, the device holding the QP's
-//! destination GID, whose responder QP, receive queue, memory and CQ it
-//! may use. Such a step holds the fabric's list *shared* and the data-path
-//! locks of just those devices ([`for_qp`]), taken in one global order
-//! (address), so two steps deadlock never and run at once when their
-//! devices differ. A device's data-path lock also makes atomics atomic
-//! with respect to every other access to its memory, and keeps an MR from
-//! being deregistered under a copy.
+//! A step of the data path touches at most two QPs: the one whose queue
+//! it serves and, for an RC/UC QP, its destination QP on the device
+//! holding its destination GID (the only QP there its requests are
+//! admitted to), whose receive queue, memory and CQ it may use. Such a
+//! step holds the fabric's list *shared* and the data-path locks of just
+//! those QPs' lanes ([`for_qp`]; a device's QPs are split among lanes,
+//! one thread each, `lane.rs`), taken in one global order (address), so
+//! two steps deadlock never and run at once when their lanes differ.
+//! Objects steps of different lanes share have locks of their own (a CQ's
+//! ring or virtqueue, an SRQ's, the state tables, a device's MR gate held
+//! from the check of an MR to the end of the copy); atomics are host
+//! atomics. Holding the list shared keeps an MR from being deregistered
+//! under a copy.
 //!
 //! Whatever may reach any device holds the list *exclusively* ([`lock`]):
 //! control commands (they change GID tables, QP paths and MRs, which is
@@ -131,16 +135,20 @@ pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
     let path = {
         let st = ctrl.lock();
         let route = st.routes.get(qpn).cloned();
-        st.qp(qpn).map(|q| (q.qp_type, q.attr.ah_attr.dgid, route))
+        st.qp(qpn).map(|q| {
+            let a = &q.attr;
+            (q.qp_type, a.ah_attr.dgid, a.dest_qp_num.get(), route)
+        })
     };
     let mut devices: SmallVec<[Arc<RdmaDevice>; 2]> = SmallVec::new();
+    let mut locks: SmallVec<[DataPath; 2]> = SmallVec::new();
     let mut dest = None;
     match path {
         Some((IB_QPT_UD | IB_QPT_GSI, ..)) => {
             drop(list);
             return lock_datagram();
         }
-        Some((_, dgid, route)) => {
+        Some((_, dgid, dest_qpn, route)) => {
             let peer = match route {
                 Some((g, peer)) if g == generation => peer.and_then(|p| p.upgrade()),
                 _ => {
@@ -152,18 +160,24 @@ pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
                 }
             };
             dest = Some((dgid, peer.clone()));
-            if let Some(peer) = peer.filter(|p| !Arc::ptr_eq(p, &own)) {
-                devices.push(peer);
+            if let Some(peer) = peer {
+                // The step may touch the destination QP (the only one its
+                // requests are admitted to): that QP's lane.
+                locks.push(peer.ctrl().data_path(dest_qpn).clone());
+                if !Arc::ptr_eq(&peer, &own) {
+                    devices.push(peer);
+                }
             }
         }
         None => {}
     }
+    locks.push(ctrl.data_path(qpn).clone());
     devices.push(own);
-    devices.sort_by_key(|d| Arc::as_ptr(d) as usize);
-    let paths = devices
-        .iter()
-        .map(|d| d.ctrl().data_path().lock_arc())
-        .collect();
+    // One global order (address); a QP connected to another of its own
+    // lane needs that lane once.
+    locks.sort_by_key(|l| Arc::as_ptr(l) as usize);
+    locks.dedup_by(|a, b| Arc::ptr_eq(a, b));
+    let paths = locks.iter().map(|l| l.lock_arc()).collect();
     drop(asking);
     Fabric {
         reach: Reach::Some {

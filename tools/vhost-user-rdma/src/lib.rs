@@ -9,7 +9,8 @@
 //! build time). Control commands: [`ctrl`] (dispatch, ports, PDs, GIDs) and
 //! [`verbs`] (CQs, MRs, QPs), [`xrcd`] (XRC domains). Data path: [`engine`] executes SQ elements
 //! ([`wqe`]) against MRs ([`mr`]) and QPs ([`qp`]), writes completions
-//! ([`cq`]), and reaches other devices of the process through [`fabric`].
+//! ([`cq`]), and reaches other devices of the process through [`fabric`];
+//! a device's QPs are split among its threads by [`lane`].
 //! [`stats`] and [`counter_sets`] count what the device did.
 //! [`hostile`] is a test mode in which the device lies to its guest.
 //! [`net`] is the second personality (`--net`): a virtio-net device (ID 1)
@@ -30,6 +31,7 @@ pub mod fabric;
 pub mod fuzzing;
 pub mod hostile;
 pub mod ib;
+pub mod lane;
 pub mod limits;
 pub mod mr;
 pub mod mw;

@@ -17,6 +17,8 @@ use crate::hostile;
 pub const MAX_VRINGS: u32 = 256;
 /// Largest vring size virtio allows (split rings).
 pub const MAX_QUEUE_SIZE: u32 = 32768;
+/// Most threads (lanes) per device.
+pub const MAX_THREADS: u32 = 64;
 /// Scatter/gather entries per work request.
 pub const MAX_SGE: u32 = 32;
 /// Memory regions per device.
@@ -146,6 +148,9 @@ pub enum LimitsError {
         /// Resulting queue count.
         total: u64,
     },
+    /// --threads out of range.
+    #[error("--threads {0} must be between 1 and {MAX_THREADS}")]
+    Threads(u32),
     /// More than MAX_OVERRIDES --config-override.
     #[error("at most {MAX_OVERRIDES} --config-override, got {0}")]
     TooManyOverrides(usize),
@@ -450,6 +455,8 @@ pub struct Limits {
     /// The device is the net personality (virtio-net with the RoCE queues
     /// after its own): see `net/mod.rs`.
     net: bool,
+    /// Threads serving the device's queues (`lane.rs`).
+    threads: u8,
 }
 
 impl Limits {
@@ -488,7 +495,23 @@ impl Limits {
             rings: None,
             max_counter_sets: MAX_COUNTER_SETS,
             net: false,
+            threads: 1,
         })
+    }
+
+    /// The same limits served by `threads` threads (lanes of QPs, see
+    /// `lane.rs`).
+    pub fn with_threads(mut self, threads: u32) -> Result<Self, LimitsError> {
+        if !(1..=MAX_THREADS).contains(&threads) {
+            return Err(LimitsError::Threads(threads));
+        }
+        self.threads = threads as u8;
+        Ok(self)
+    }
+
+    /// Threads serving the device (at least one).
+    pub fn threads(&self) -> usize {
+        usize::from(self.threads)
     }
 
     /// The same limits with at most `max_mr` MRs.

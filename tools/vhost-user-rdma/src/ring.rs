@@ -14,6 +14,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+use parking_lot::Mutex;
 use smallvec::SmallVec;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileMemory};
 use zerocopy::IntoBytes;
@@ -200,7 +201,9 @@ impl RingMap {
 pub struct WorkRing {
     map: RingMap,
     /// The next slot the device reads; stored into the record after each.
-    consumer: AtomicU32,
+    /// Locked across a pop: an SRQ's ring is popped by the steps of every
+    /// QP that takes from it, which may run on several threads (lanes).
+    consumer: Mutex<u32>,
     /// The producer index the poller last saw (an RQ's new receives).
     seen: AtomicU32,
     /// The producer index was bogus once: the ring yields nothing more.
@@ -212,7 +215,7 @@ impl WorkRing {
     pub fn new(map: RingMap) -> Self {
         WorkRing {
             map,
-            consumer: AtomicU32::new(0),
+            consumer: Mutex::new(0),
             seen: AtomicU32::new(0),
             broken: AtomicBool::new(false),
         }
@@ -243,7 +246,8 @@ impl WorkRing {
         if self.broken.load(Ordering::Relaxed) {
             return false;
         }
-        let consumer = self.consumer.load(Ordering::Relaxed);
+        let mut consumer_at = self.consumer.lock();
+        let consumer = *consumer_at;
         let Some(producer) = self.map.get(mem, PRODUCER) else {
             self.broken.store(true, Ordering::Relaxed);
             return true;
@@ -263,7 +267,7 @@ impl WorkRing {
             return true;
         }
         let next = consumer.wrapping_add(1);
-        self.consumer.store(next, Ordering::Relaxed);
+        *consumer_at = next;
         self.map.set(mem, CONSUMER, next);
         true
     }
@@ -272,14 +276,14 @@ impl WorkRing {
     /// then reports).
     pub fn has_work(&self, mem: &GuestMemoryMmap) -> bool {
         self.producer(mem)
-            .is_some_and(|p| p != self.consumer.load(Ordering::Relaxed))
+            .is_some_and(|p| p != *self.consumer.lock())
     }
 
     /// Elements posted and not taken yet; `None` once the ring is broken
     /// or its record cannot be read.
     pub fn pending(&self, mem: &GuestMemoryMmap) -> Option<u32> {
         self.producer(mem)
-            .map(|p| p.wrapping_sub(self.consumer.load(Ordering::Relaxed)))
+            .map(|p| p.wrapping_sub(*self.consumer.lock()))
     }
 
     /// Whether the producer moved since the last call (new receives).
@@ -298,10 +302,10 @@ impl WorkRing {
     /// Passes every element posted so far unread (the QP was reset or
     /// destroyed).
     pub fn skip_all(&self, mem: &GuestMemoryMmap) {
-        let consumer = self.consumer.load(Ordering::Relaxed);
+        let mut consumer = self.consumer.lock();
         match self.producer(mem) {
-            Some(p) if p.wrapping_sub(consumer) <= self.map.depth => {
-                self.consumer.store(p, Ordering::Relaxed);
+            Some(p) if p.wrapping_sub(*consumer) <= self.map.depth => {
+                *consumer = p;
                 self.map.set(mem, CONSUMER, p);
             }
             _ => {}
@@ -329,8 +333,9 @@ pub enum PushError {
 #[derive(Debug)]
 pub struct CqRing {
     map: RingMap,
-    /// Completions written so far (the next one's number).
-    produced: AtomicU32,
+    /// Completions written so far (the next one's number). Locked across a
+    /// push: the QPs completing into one CQ may run on several threads.
+    produced: Mutex<u32>,
     /// The completion-event queue of its events.
     comp_vq: u32,
 }
@@ -343,7 +348,7 @@ impl CqRing {
     pub fn new(map: RingMap, comp_vq: u32) -> Self {
         CqRing {
             map,
-            produced: AtomicU32::new(0),
+            produced: Mutex::new(0),
             comp_vq,
         }
     }
@@ -357,7 +362,8 @@ impl CqRing {
     /// driver's consumer index is untrusted: a bogus one only makes the ring
     /// look full.
     pub fn push(&self, mem: &GuestMemoryMmap, cqe: &VirtioRdmaCqReq) -> Result<(), PushError> {
-        let n = self.produced.load(Ordering::Relaxed);
+        let mut produced = self.produced.lock();
+        let n = *produced;
         let consumer = self.map.get(mem, CONSUMER).ok_or(PushError::Fault)?;
         if n.wrapping_sub(consumer) >= self.map.depth {
             return Err(PushError::Full);
@@ -371,7 +377,7 @@ impl CqRing {
         if !self.map.set(mem, slot + SEQ, n.wrapping_add(1)) {
             return Err(PushError::Fault);
         }
-        self.produced.store(n.wrapping_add(1), Ordering::Relaxed);
+        *produced = n.wrapping_add(1);
         Ok(())
     }
 
@@ -381,7 +387,7 @@ impl CqRing {
     /// was, if the completions not consumed (the new record's consumer says
     /// how far the driver got) would not fit or a record cannot be reached.
     pub fn resized(&self, mem: &GuestMemoryMmap, map: RingMap) -> Result<CqRing, String> {
-        let produced = self.produced.load(Ordering::Relaxed);
+        let produced = *self.produced.lock();
         let consumer = map
             .get(mem, CONSUMER)
             .ok_or("the new ring's record cannot be read")?;
@@ -406,7 +412,7 @@ impl CqRing {
         }
         Ok(CqRing {
             map,
-            produced: AtomicU32::new(produced),
+            produced: Mutex::new(produced),
             comp_vq: self.comp_vq,
         })
     }
@@ -418,7 +424,7 @@ impl CqRing {
 
     /// Completions written so far.
     pub fn produced(&self) -> u32 {
-        self.produced.load(Ordering::Relaxed)
+        *self.produced.lock()
     }
 
     /// After a completion: whether the CQ was armed for it (`solicited`: a
@@ -518,7 +524,7 @@ mod tests {
             .expect("slot head");
         m.write_slice(&elem[72..], GuestAddress(second))
             .expect("slot tail");
-        w.consumer.store(45, Ordering::Relaxed);
+        *w.consumer.lock() = 45;
         m.write_obj(46u32, GuestAddress(first)).expect("producer");
         assert!(w.has_work(&m));
         let e = w.pop(&m, 88).expect("element");

@@ -81,19 +81,23 @@ impl Drop for Pass {
     }
 }
 
-/// The vrings of one device, and the eventfd that says "a vring changed".
+/// The vrings of one device, and the eventfds that say "a vring changed",
+/// one for each thread serving the device.
 #[derive(Debug)]
 pub struct VringHub {
     vrings: Mutex<Vec<RdmaVring>>,
-    changed: Arc<EventFd>,
+    changed: Arc<[EventFd]>,
 }
 
 impl VringHub {
-    /// An empty hub.
-    pub fn new() -> io::Result<Arc<Self>> {
+    /// An empty hub for a device served by `threads` threads (at least one).
+    pub fn new(threads: usize) -> io::Result<Arc<Self>> {
+        let changed = (0..threads.max(1))
+            .map(|_| EventFd::new(EFD_NONBLOCK))
+            .collect::<io::Result<Vec<_>>>()?;
         Ok(Arc::new(VringHub {
             vrings: Mutex::new(Vec::new()),
-            changed: Arc::new(EventFd::new(EFD_NONBLOCK)?),
+            changed: changed.into(),
         }))
     }
 
@@ -118,9 +122,10 @@ impl VringHub {
             .clone()
     }
 
-    /// Readable when a vring changed; consume it before rescanning.
-    pub fn changed(&self) -> &EventFd {
-        &self.changed
+    /// Readable when a vring changed, for thread `thread` (modulo the
+    /// count); consume it before rescanning.
+    pub fn changed(&self, thread: usize) -> &EventFd {
+        &self.changed[thread % self.changed.len()]
     }
 }
 
@@ -128,7 +133,7 @@ impl VringHub {
 #[derive(Clone)]
 pub struct RdmaVring {
     inner: VringRwLock<Mem>,
-    changed: Option<Arc<EventFd>>,
+    changed: Option<Arc<[EventFd]>>,
     key: usize,
 }
 
@@ -260,7 +265,7 @@ impl RdmaVring {
     }
 
     fn notify(&self) {
-        if let Some(changed) = &self.changed {
+        for changed in self.changed.iter().flat_map(|c| c.iter()) {
             if let Err(e) = changed.write(1) {
                 error!("cannot wake the vring event loop: {e}");
             }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The device's vring event loop: one thread per device waiting on every
-//! ready and enabled vring's kick eventfd (see `vring.rs` for why this is
-//! not vhost-user-backend's own worker pool).
+//! The device's vring event loops: one thread per lane of the device
+//! (`lane.rs`), each waiting on the kick eventfds of the ready and enabled
+//! vrings it serves (see `vring.rs` for why this is not
+//! vhost-user-backend's own worker pool).
 //!
 //! The set of watched eventfds is rebuilt whenever a vring changes (kick
 //! set, readiness, enablement); after each rebuild every watched vring is
@@ -45,33 +46,45 @@ const EXIT: u64 = 1 << 32;
 const CHANGED: u64 = EXIT + 1;
 const WAKE: u64 = EXIT + 2;
 
-/// A running event loop.
+/// A device's running event loops.
 pub struct Worker {
     exit: EventFd,
-    handle: Option<JoinHandle<io::Result<()>>>,
+    handles: Vec<JoinHandle<io::Result<()>>>,
 }
 
 impl Worker {
-    /// Starts the loop over `hub`'s vrings.
+    /// Starts a loop for each of the device's lanes over `hub`'s vrings.
     pub fn spawn(dev: Arc<RdmaDevice>, hub: Arc<VringHub>) -> io::Result<Worker> {
         let exit = EventFd::new(EFD_NONBLOCK)?;
-        let exit2 = exit.try_clone()?;
-        let handle = thread::Builder::new()
-            .name(format!("{}-vrings", dev.name()))
-            .spawn(move || run(&dev, &hub, &exit2))?;
-        Ok(Worker {
+        let mut worker = Worker {
             exit,
-            handle: Some(handle),
-        })
+            handles: Vec::new(),
+        };
+        for lane in 0..dev.ctrl().lanes().count() {
+            let (dev, hub) = (dev.clone(), hub.clone());
+            let exit = worker.exit.try_clone()?;
+            let spawned = thread::Builder::new()
+                .name(format!("{}-lane{lane}", dev.name()))
+                .spawn(move || run(&dev, &hub, &exit, lane));
+            match spawned {
+                Ok(handle) => worker.handles.push(handle),
+                Err(e) => {
+                    worker.stop();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(worker)
     }
 
-    /// Stops the loop and waits for it.
-    pub fn stop(mut self) {
+    /// Stops the loops and waits for them.
+    pub fn stop(self) {
+        // Never read: every loop sees it.
         if let Err(e) = self.exit.write(1) {
-            error!("cannot stop the vring event loop: {e}");
+            error!("cannot stop the vring event loops: {e}");
             return;
         }
-        if let Some(handle) = self.handle.take() {
+        for handle in self.handles {
             match handle.join() {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => error!("vring event loop failed: {e}"),
@@ -89,17 +102,24 @@ fn watch(epoll: &Epoll, fd: i32, data: u64) -> io::Result<()> {
     )
 }
 
-fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
+/// The loop of lane `lane`: the kicks of its vrings
+/// ([`RdmaDevice::vring_lane`]), its rings, its scheduled SQs and its QPs'
+/// RNR timers.
+fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd, lane: usize) -> io::Result<()> {
     let vrings = hub.vrings();
     let mut events = vec![EpollEvent::default(); 64];
+    let own = dev.ctrl().lanes().get(lane);
     loop {
         let epoll = Epoll::new()?;
         watch(&epoll, exit.as_raw_fd(), EXIT)?;
-        watch(&epoll, hub.changed().as_raw_fd(), CHANGED)?;
-        watch(&epoll, dev.ctrl().wake().as_raw_fd(), WAKE)?;
+        watch(&epoll, hub.changed(lane).as_raw_fd(), CHANGED)?;
+        watch(&epoll, own.wake().as_raw_fd(), WAKE)?;
         // Duplicates of the kick eventfds, kept open while watched.
         let mut kicks = Vec::new();
         for (index, vring) in vrings.iter().enumerate() {
+            if dev.vring_lane(index) != lane {
+                continue;
+            }
             let kick = {
                 let state = vring.get_ref();
                 if !(state.get_queue().ready() && state.is_enabled()) {
@@ -113,7 +133,11 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             watch(&epoll, kick.as_raw_fd(), index as u64)?;
             kicks.push((index, kick));
         }
-        debug!("{}: watching {} vrings", dev.name(), kicks.len());
+        debug!(
+            "{}: lane {lane}: watching {} vrings",
+            dev.name(),
+            kicks.len()
+        );
         {
             let _pass = Pass::begin();
             for (index, _) in &kicks {
@@ -127,20 +151,20 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
         while !rescan {
             // RNR retries are timed; otherwise sleep until an event. Due
             // timers run first, so that a stream of kicks cannot starve them.
-            let mut next = dev.next_timer();
+            let mut next = dev.next_timer(lane);
             if next.is_some_and(|d| d.is_zero()) {
                 let _pass = Pass::begin();
-                next = dev.tick();
+                next = dev.tick(lane);
             }
             // Rings in guest memory are polled while they have work and a
             // while after; then they ask for doorbells and the loop sleeps.
             let polling = {
                 let _pass = Pass::begin();
-                dev.poll_rings()
+                dev.poll_rings(lane)
             };
             // SQs a pass left work in are served after this round's kicks,
             // without sleeping first.
-            let scheduled = dev.ctrl().has_scheduled();
+            let scheduled = own.has_scheduled();
             let timeout = if polling || scheduled {
                 0
             } else {
@@ -158,7 +182,7 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
                 Ok(0) if polling => continue,
                 Ok(0) if timeout >= 0 => {
                     let _pass = Pass::begin();
-                    dev.tick();
+                    dev.tick(lane);
                     continue;
                 }
                 Ok(n) => n,
@@ -172,14 +196,15 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             for event in events.iter().take(n) {
                 match event.data() {
                     EXIT => return Ok(()),
-                    // SQs scheduled by other threads: served below.
+                    // SQs scheduled by other threads, or a doorbell for
+                    // this lane's rings: served below, or polled next.
                     WAKE => {
-                        let _ = dev.ctrl().wake().read();
+                        let _ = own.wake().read();
                     }
                     CHANGED => {
                         // Nonblocking: a concurrent consumer may have
                         // emptied it already.
-                        let _ = hub.changed().read();
+                        let _ = hub.changed(lane).read();
                         rescan = true;
                     }
                     data => {
@@ -203,8 +228,8 @@ fn run(dev: &RdmaDevice, hub: &VringHub, exit: &EventFd) -> io::Result<()> {
             // ROUND_STEPS steps; signalling each pass apart cost 14 % of
             // the 64-byte WRITE rate in benches/transfer.rs).
             let mut steps = 0;
-            while steps < ROUND_STEPS && dev.ctrl().has_scheduled() {
-                match engine::run_scheduled(dev.ctrl()) {
+            while steps < ROUND_STEPS && own.has_scheduled() {
+                match engine::run_scheduled(dev.ctrl(), lane) {
                     // Only stalled SQs (scheduled by another thread).
                     0 => break,
                     n => steps += n,

@@ -193,6 +193,8 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
         }
         None => None,
     };
+    // From the checks of the MRs to the end of the copy.
+    let _gates = gates(ctrl, pc, false);
     let n = CHUNK.min(t.total - t.done);
     let lguard = ctrl.mem().memory();
     let pguard = pc.mem().memory();

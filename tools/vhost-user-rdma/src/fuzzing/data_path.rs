@@ -82,7 +82,7 @@ impl Side {
         let mut dev = RdmaDevice::new(name, l, atomic.clone()).expect("device");
         dev.fix_key_byte(0);
         let dev = Arc::new(dev);
-        let hub = VringHub::new().expect("hub");
+        let hub = VringHub::new(1).expect("hub");
         let vrings: Vec<RdmaVring> = hub.collect(|| {
             (0..l.num_queues())
                 .map(|_| RdmaVring::new(atomic.clone(), QSIZE).expect("vring"))
@@ -386,8 +386,10 @@ fn run(mut data: &[u8]) -> Ran {
         // scheduled for another pass.
         for _ in 0..4 {
             for s in [&a, &b] {
-                engine::tick(s.dev.ctrl());
-                engine::run_scheduled(s.dev.ctrl());
+                for lane in 0..s.dev.ctrl().lanes().count() {
+                    engine::tick(s.dev.ctrl(), lane);
+                    engine::run_scheduled(s.dev.ctrl(), lane);
+                }
             }
         }
         assert!(
@@ -540,7 +542,7 @@ mod tests {
         engine::sq_kicked(a.dev.ctrl(), 2);
         assert_eq!(done(a), engine::SQ_BUDGET, "one pass");
         assert!(
-            a.dev.ctrl().take_scheduled().contains(&2),
+            a.dev.ctrl().lanes().of(2).take_scheduled().contains(&2),
             "the rest scheduled"
         );
         engine::sq_kicked(a.dev.ctrl(), 2);

@@ -46,6 +46,10 @@ pub const CQE_LEN: usize = 48;
 
 pub static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
+/// Threads (lanes) of a test device: two, so that QPs of one device
+/// (odd and even numbers) are served by two threads at once.
+pub const THREADS: u32 = 2;
+
 pub fn limits(mac: u8) -> Limits {
     Limits::new(
         MAX_QP,
@@ -53,6 +57,7 @@ pub fn limits(mac: u8) -> Limits {
         u32::from(QSIZE),
         Mac([0x52, 0x54, 0, 0, 0, mac]),
     )
+    .and_then(|l| l.with_threads(THREADS))
     .expect("limits")
 }
 
