@@ -14,11 +14,13 @@
 //! WRITEs and SENDs for a second each way: one batch at a time (each
 //! batch waits for the last: the device sleeps and is woken per batch,
 //! which bounds this rate by a thread wake-up), and with the queue kept
-//! full (what the engine does per work request).
+//! full (what the engine does per work request). Last, the 64-byte WRITE
+//! rate over four QP pairs between devices of one and of two threads
+//! each (`--threads`; half the QPs on each thread).
 //!
 //! Prints a table; with `VRDMA_BENCH_CSV` set, also writes it there as CSV
-//! (`make bench` collects it). `VRDMA_BENCH_ONLY=bandwidth` or `rate` runs
-//! one half (to profile it). Timing never fails the run; wrong data or a
+//! (`make bench` collects it). `VRDMA_BENCH_ONLY=bandwidth`, `rate` or
+//! `threads` runs one part (to profile it). Timing never fails the run; wrong data or a
 //! failed completion does.
 
 #[path = "../tests/support/mod.rs"]
@@ -142,7 +144,7 @@ fn stream(
     start.elapsed()
 }
 
-/// CPU time the devices' event loops (threads `*-vrings`) have run so far
+/// CPU time the devices' event loops (threads `*-laneN`) have run so far
 /// (`/proc/self/task/*/schedstat`, nanoseconds): what a work request costs
 /// the device, apart from the harness that posts and polls it.
 fn device_cpu() -> Duration {
@@ -153,7 +155,7 @@ fn device_cpu() -> Duration {
     {
         let path = task.path();
         let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
-        if !comm.trim_end().ends_with("-vrings") {
+        if !comm.contains("-lane") {
             continue;
         }
         let stat = std::fs::read_to_string(path.join("schedstat")).unwrap_or_default();
@@ -189,6 +191,78 @@ fn batches(size: usize) -> usize {
 /// Bandwidth measurements of a size (the median is taken).
 const RUNS: usize = 5;
 
+/// QP pairs of the threads measurement (the test devices' CQ count).
+const PAIRS: usize = 4;
+
+/// 64-byte WRITEs per second of the clock and per second of the devices'
+/// CPU over [`PAIRS`] RC pairs between two devices of `threads` threads
+/// each (consecutive QPs: with two threads, half on each), every SQ kept
+/// full, for about a second.
+fn threads_rate(threads: u32) -> (f64, f64) {
+    let start = || Dev::start_with(MEM_SIZE, |l| l.with_threads(threads).expect("threads"));
+    let (mut x, mut y) = (start(), start());
+    let (px, py) = (x.create_pd(), y.create_pd());
+    let (kx, ky) = (x.dma_mr(px, ALL), y.dma_mr(py, ALL));
+    let cy = y.create_cq(4);
+    let (gx, gy) = (x.gid, y.gid);
+    // (send CQ, QP on x, QP on y, batches in flight)
+    let mut pairs: Vec<(u32, u32, u32, usize)> = (0..PAIRS)
+        .map(|_| {
+            let cq = x.create_cq(16);
+            (
+                cq,
+                x.create_qp(px, IB_QPT_RC, cq, false),
+                y.create_qp(py, IB_QPT_RC, cy, false),
+                0,
+            )
+        })
+        .collect();
+    for &(_, qx, qy, _) in &pairs {
+        x.rc_up(qx, gy, qy, ALL, 7);
+        y.rc_up(qy, gx, qx, ALL, 7);
+    }
+    let mut wr_id = 0u64;
+    let (begin, cpu, mut wrs) = (Instant::now(), device_cpu(), 0usize);
+    while begin.elapsed() < Duration::from_secs(1) {
+        for (cq, qx, _, in_flight) in pairs.iter_mut() {
+            *in_flight -= reap(&mut x, *cq, "WRITE");
+            while *in_flight < DEPTH {
+                let wqes: Vec<Vec<u8>> = (0..BATCH)
+                    .map(|i| {
+                        let flags = if i + 1 == BATCH { IB_SEND_SIGNALED } else { 0 };
+                        wr_id += 1;
+                        let sge = [(DATA, 64, kx)];
+                        wqe(
+                            wr_id,
+                            IB_WR_RDMA_WRITE,
+                            flags,
+                            0,
+                            &rdma(DATA + 4096, ky),
+                            &sge,
+                        )
+                    })
+                    .collect();
+                x.send_all(*qx, &wqes);
+                *in_flight += 1;
+                wrs += BATCH;
+            }
+        }
+        std::hint::spin_loop();
+    }
+    for (cq, _, _, in_flight) in pairs.iter_mut() {
+        while *in_flight > 0 {
+            *in_flight -= reap(&mut x, *cq, "WRITE");
+        }
+    }
+    let (wall, cpu) = (begin.elapsed(), device_cpu() - cpu);
+    x.finish();
+    y.finish();
+    (
+        wrs as f64 / wall.as_secs_f64(),
+        wrs as f64 / cpu.as_secs_f64(),
+    )
+}
+
 fn main() {
     let mut p = cross_rc_pair(Dev::start_with_mem(MEM), Dev::start_with_mem(MEM), 7);
     // Room for the receive completions of two batches of SENDs: the CQ's
@@ -218,8 +292,9 @@ fn main() {
         "op", "bytes", "backend MiB/s", "memcpy MiB/s", "ratio"
     );
     let only = std::env::var("VRDMA_BENCH_ONLY").unwrap_or_default();
+    let runs = |part: &str| only.is_empty() || only == part;
     for op in [Op::Write, Op::Send] {
-        for size in SIZES.into_iter().filter(|_| only != "rate") {
+        for size in SIZES.into_iter().filter(|_| runs("bandwidth")) {
             let n = reps(size);
             p.y.fill(DST, &vec![0u8; size]);
             stream(&mut p, &mut wr_id, op, size, 3, DEPTH);
@@ -273,7 +348,7 @@ fn main() {
     println!("per second of the clock, and per second of the devices' CPU time (per core)");
     let mut rates = String::from("op,bytes,in_flight,wr_per_s,wr_per_cpu_s\n");
     for op in [Op::Write, Op::Send] {
-        for depth in [1, DEPTH].into_iter().filter(|_| only != "bandwidth") {
+        for depth in [1, DEPTH].into_iter().filter(|_| runs("rate")) {
             let (start, cpu, mut wrs) = (Instant::now(), device_cpu(), 0);
             while start.elapsed() < Duration::from_secs(1) {
                 stream(&mut p, &mut wr_id, op, 64, 64, depth);
@@ -290,12 +365,21 @@ fn main() {
         }
     }
 
+    p.x.finish();
+    p.y.finish();
+
+    println!("64-byte WRITEs over {PAIRS} QP pairs, every SQ full, by threads per device");
+    let mut by_threads = String::from("threads,wr_per_s,wr_per_cpu_s\n");
+    for threads in [1, 2].into_iter().filter(|_| runs("threads")) {
+        let (rate, per_core) = threads_rate(threads);
+        println!("{threads:>3} threads {rate:>12.0} /s {per_core:>12.0} /CPU s");
+        by_threads += &format!("{threads},{rate:.0},{per_core:.0}\n");
+    }
+
     if let Ok(path) = std::env::var("VRDMA_BENCH_CSV") {
         let mut f = std::fs::File::create(&path).expect("CSV file");
         f.write_all(csv.as_bytes()).expect("CSV");
-        let rates_path = path.replace(".csv", "-rate.csv");
-        std::fs::write(rates_path, rates).expect("rate CSV");
+        std::fs::write(path.replace(".csv", "-rate.csv"), rates).expect("rate CSV");
+        std::fs::write(path.replace(".csv", "-threads.csv"), by_threads).expect("threads CSV");
     }
-    p.x.finish();
-    p.y.finish();
 }
