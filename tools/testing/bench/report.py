@@ -4,8 +4,8 @@
 
     report.py DIR
 
-DIR holds what the run wrote: backend.csv and backend-rate.csv (cargo
-bench transfer), perftest-{same,same-rings,two,two-net}.csv, cost{,-rings}.csv,
+DIR holds what the run wrote: backend.csv, backend-rate.csv and
+backend-threads.csv (cargo bench transfer), perftest-{same,same-rings,two,two-net}.csv, cost{,-rings}.csv,
 nvme-of-{same,two}.csv,
 flood.csv and run.txt (when, where, which kernel). Writes DIR/results.md (every
 table, virtio_rdma beside its peer with the ratio) and PNG plots drawn by
@@ -269,6 +269,15 @@ def backend_section(out, run):
                for r in rates]
         md += ["", "Eight in flight: one batch at a time, the device woken per batch; the clock's rate is "
                "also bounded by the harness that posts and polls on the other core.", ""]
+    threads = read(os.path.join(out, "backend-threads.csv")) or []
+    if threads:
+        md += ["| threads per device | M 64-byte WRITEs/s, four QP pairs | M per second of the devices' CPU |",
+               "|---:|---:|---:|"]
+        md += [f"| {r['threads']} | {float(r['wr_per_s']) / 1e6:.2f} "
+               f"| {cell(float(r.get('wr_per_cpu_s') or 'nan') / 1e6)} |"
+               for r in threads]
+        md += ["", "Four RC pairs between two devices, every SQ full (`--threads`: half the QPs on each "
+               "thread when there are two); the harness that posts and polls runs on one of the host's cores.", ""]
     plots, data = [], []
     for i, op in enumerate(("WRITE", "SEND")):
         pts = [(int(r["bytes"]), float(r["backend_mib_s"])) for r in rows if r["op"] == op]
