@@ -46,6 +46,10 @@
 source "$(dirname "$0")/../build/lib.sh"
 set +e # a failing test is counted, not fatal
 RUN="$TOP/tools/testing/vm/run.sh"
+# Every backend of the suite serves each device with two threads (the
+# backend's --threads; its default on a 2-core host is one), so that every
+# test also runs a device's QPs on two threads at once.
+LANES="--threads 2"
 E2E="$TOP/tools/testing/e2e"
 logs="$VRDMA_CACHE/check-logs"
 rm -rf "$logs"
@@ -378,7 +382,7 @@ run_shared() {
 		printf 'tools/testing/e2e/%s.sh\n' "${rest[@]}" >"$out.list"
 		echo "  (shared guest $k${mode:+ $mode}: ${rest[*]})"
 		"$RUN" --kmemleak --timeout "$(limit $((120 + 600 * ${#rest[@]})))" --suite "$out.list" \
-			--backend-args "$mode_args" --out "$out" >"$out.log" 2>&1
+			--backend-args "$LANES${mode_args:+ $mode_args}" --out "$out" >"$out.log" 2>&1
 		cur=$(cat "$out/current" 2>/dev/null)
 		next=()
 		for n in "${rest[@]}"; do
@@ -442,7 +446,8 @@ run_e2e() {
 		fi
 		in_budget "e2e: $n$mode" || continue
 		s=$SECONDS
-		"$RUN" --kmemleak --timeout "$(limit "${tmo:-900}")" --backend-args "$bargs" ${peer:+--peer "$peer"} \
+		"$RUN" --kmemleak --timeout "$(limit "${tmo:-900}")" --backend-args "$LANES${bargs:+ $bargs}" \
+			${peer:+--peer "$peer"} \
 			$reboot --out "$logs/e2e-$n$mode" -- "bash tools/testing/e2e/$n.sh" >"$logs/e2e-$n$mode.log" 2>&1
 		result "e2e: $n$mode (own guest)" $? $((SECONDS - s)) "$logs/e2e-$n$mode.log"
 	done

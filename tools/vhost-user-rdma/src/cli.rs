@@ -158,7 +158,9 @@ pub struct Cli {
 
     /// Threads serving each device: its QPs are split among them (QP n on
     /// thread n % N), so that the queues of one guest's QPs are served at
-    /// once. Default: the host's CPUs (at most 64).
+    /// once. Default: half the CPUs the backend may run on (at least 1, at
+    /// most 64), the other half left to the guests whose vCPUs post and
+    /// poll.
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
 
@@ -204,6 +206,12 @@ fn per_socket<T: Clone>(
     }
 }
 
+/// Threads per device for a process that may run on `cpus` CPUs.
+fn default_threads(cpus: std::io::Result<std::num::NonZeroUsize>) -> u32 {
+    let cpus = cpus.map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX));
+    (cpus / 2).clamp(1, limits::MAX_THREADS)
+}
+
 /// The MAC a lone device pairs with when no --mac is given.
 pub const DEFAULT_MAC: Mac = Mac([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
 
@@ -232,13 +240,13 @@ impl Cli {
             .transpose()
     }
 
-    /// Threads per device: --threads, else what the host can give.
+    /// Threads per device: --threads, else what the host can give: half
+    /// the CPUs of this process's affinity (the guests' vCPUs want the
+    /// rest: on a 2-core host running them, two threads per device moved
+    /// 0.7 times the work requests of one, `benches/transfer.rs`).
     pub fn threads(&self) -> u32 {
-        self.threads.unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
-                .min(limits::MAX_THREADS)
-        })
+        self.threads
+            .unwrap_or_else(|| default_threads(std::thread::available_parallelism()))
     }
 
     /// The validated device limits (with the first device's MAC).
@@ -334,8 +342,8 @@ mod tests {
         assert_eq!(cli.log_level, LevelFilter::Info);
     }
 
-    /// Every device gets --threads threads, the host's CPUs by default,
-    /// between 1 and 64.
+    /// Every device gets --threads threads, half the host's CPUs by
+    /// default, between 1 and 64.
     #[test]
     fn threads() {
         let threads = |extra: &[&str]| {
@@ -345,8 +353,15 @@ mod tests {
             let devices = Cli::try_parse_from(args).expect("parses").devices()?;
             Ok::<_, LimitsError>(devices.iter().map(|(_, l)| l.threads()).collect::<Vec<_>>())
         };
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get().min(64));
-        assert_eq!(threads(&[]), Ok(vec![cpus, cpus]));
+        let default = default_threads(std::thread::available_parallelism()) as usize;
+        assert_eq!(threads(&[]), Ok(vec![default, default]));
+        let cpus = |n: usize| default_threads(Ok(std::num::NonZeroUsize::new(n).expect("n")));
+        assert_eq!(
+            [1, 2, 3, 8, 200].map(cpus),
+            [1, 1, 1, 4, 64],
+            "half the CPUs, 1 to 64"
+        );
+        assert_eq!(default_threads(Err(std::io::Error::other("?"))), 1);
         assert_eq!(threads(&["--threads", "3"]), Ok(vec![3, 3]));
         assert_eq!(
             threads(&["--threads", "2", "--socket-max-qp", "4"]),
