@@ -104,8 +104,11 @@ fn victim_rate(p: &mut RcPair, wr_id: &mut u64) -> f64 {
 
 fn main() {
     let access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
-    let mut victim = rc_pair_on(Dev::start_with_mem(MEM), access, access, 0);
-    let mut flooder = rc_pair_on(Dev::start_with_mem(MEM), access, access, 0);
+    // One thread per device (the backend's default on a 2-core host; the
+    // tests' devices have two).
+    let start = || Dev::start_with(MEM, |l| l.with_threads(1).expect("threads"));
+    let mut victim = rc_pair_on(start(), access, access, 0);
+    let mut flooder = rc_pair_on(start(), access, access, 0);
     let mut id = 0;
     batch(&mut victim, VICTIM_SIZE, &mut id); // warm up
     let alone = victim_rate(&mut victim, &mut id);
