@@ -202,4 +202,27 @@ mod tests {
         assert!(!lanes.get(1).has_scheduled());
         assert_eq!(Lanes::new(0).unwrap().count(), 1);
     }
+
+    /// A doorbell is never lost: one that rings while the lane falls
+    /// asleep keeps it awake, one that rings while it sleeps wakes its
+    /// thread, and the thread sees each once.
+    #[test]
+    fn a_doorbell_keeps_or_wakes_a_lane() {
+        let lane = Lane::new().unwrap();
+        assert_eq!(lane.take_doorbell(), None);
+        // Rung while polling, before the lane decides to sleep.
+        lane.ring_doorbell();
+        assert!(!lane.fall_asleep(), "a doorbell rang: stays awake");
+        assert!(!lane.asleep());
+        assert!(lane.wake().read().is_err(), "no wake-up needed");
+        assert_eq!(lane.take_doorbell(), Some(false));
+        // Rung while asleep: the thread is woken.
+        assert!(lane.fall_asleep());
+        assert!(lane.asleep());
+        lane.ring_doorbell();
+        assert_eq!(lane.wake().read().ok(), Some(1), "woken");
+        assert_eq!(lane.take_doorbell(), Some(true));
+        assert!(!lane.asleep());
+        assert_eq!(lane.take_doorbell(), None);
+    }
 }
