@@ -250,6 +250,12 @@ def nvme_section(out, where, label):
     return md + [""]
 
 
+def rate_cells(r):
+    """A rate row's two cells: millions of work requests per second of the clock, and per second of
+    the devices' CPU."""
+    return f"{float(r['wr_per_s']) / 1e6:.2f} | {cell(float(r.get('wr_per_cpu_s') or 'nan') / 1e6)}"
+
+
 def backend_section(out, run):
     rows = read(os.path.join(out, "backend.csv"))
     if not rows:
@@ -264,18 +270,14 @@ def backend_section(out, run):
     if rates:
         md += ["| op | bytes | in flight | M work requests/s | M per second of the devices' CPU (per core) |",
                "|---|---:|---:|---:|---:|"]
-        md += [f"| {r['op']} | {r['bytes']} | {r.get('in_flight', '8')} | {float(r['wr_per_s']) / 1e6:.2f} "
-               f"| {cell(float(r.get('wr_per_cpu_s') or 'nan') / 1e6)} |"
-               for r in rates]
+        md += [f"| {r['op']} | {r['bytes']} | {r.get('in_flight', '8')} | {rate_cells(r)} |" for r in rates]
         md += ["", "Eight in flight: one batch at a time, the device woken per batch; the clock's rate is "
                "also bounded by the harness that posts and polls on the other core.", ""]
     threads = read(os.path.join(out, "backend-threads.csv")) or []
     if threads:
         md += ["| threads per device | M 64-byte WRITEs/s, four QP pairs | M per second of the devices' CPU |",
                "|---:|---:|---:|"]
-        md += [f"| {r['threads']} | {float(r['wr_per_s']) / 1e6:.2f} "
-               f"| {cell(float(r.get('wr_per_cpu_s') or 'nan') / 1e6)} |"
-               for r in threads]
+        md += [f"| {r['threads']} | {rate_cells(r)} |" for r in threads]
         md += ["", "Four RC pairs between two devices, every SQ full (`--threads`: half the QPs on each "
                "thread when there are two); the harness that posts and polls runs on one of the host's cores.", ""]
     plots, data = [], []
