@@ -81,6 +81,29 @@ fn reap(d: &mut Dev, cq: u32, what: &str) -> usize {
     wcs.len()
 }
 
+/// One batch of `op`s of `size` bytes from `src` (address, lkey) (a WRITE
+/// to `dst`, address and rkey), only the last signaled.
+fn batch(wr_id: &mut u64, op: Op, size: usize, src: (u64, u32), dst: (u64, u32)) -> Vec<Vec<u8>> {
+    (0..BATCH)
+        .map(|i| {
+            let flags = if i + 1 == BATCH { IB_SEND_SIGNALED } else { 0 };
+            *wr_id += 1;
+            let sge = [(src.0, size as u32, src.1)];
+            match op {
+                Op::Write => wqe(
+                    *wr_id,
+                    IB_WR_RDMA_WRITE,
+                    flags,
+                    0,
+                    &rdma(dst.0, dst.1),
+                    &sge,
+                ),
+                Op::Send => wqe(*wr_id, IB_WR_SEND, flags, 0, &[], &sge),
+            }
+        })
+        .collect()
+}
+
 /// Posts one batch of `op`s of `size` bytes (and, for SEND, its receives).
 fn post(p: &mut CrossPair, wr_id: &mut u64, op: Op, size: usize) {
     if op == Op::Send {
@@ -89,17 +112,7 @@ fn post(p: &mut CrossPair, wr_id: &mut u64, op: Op, size: usize) {
             p.y.recv(p.qy, *wr_id, &[(DST, size as u32, p.ky)]);
         }
     }
-    let wqes: Vec<Vec<u8>> = (0..BATCH)
-        .map(|i| {
-            let flags = if i + 1 == BATCH { IB_SEND_SIGNALED } else { 0 };
-            *wr_id += 1;
-            let sge = [(SRC, size as u32, p.kx)];
-            match op {
-                Op::Write => wqe(*wr_id, IB_WR_RDMA_WRITE, flags, 0, &rdma(DST, p.ky), &sge),
-                Op::Send => wqe(*wr_id, IB_WR_SEND, flags, 0, &[], &sge),
-            }
-        })
-        .collect();
+    let wqes = batch(wr_id, op, size, (SRC, p.kx), (DST, p.ky));
     p.x.send_all(p.qx, &wqes);
 }
 
@@ -227,21 +240,7 @@ fn threads_rate(threads: u32) -> (f64, f64) {
         for (cq, qx, _, in_flight) in pairs.iter_mut() {
             *in_flight -= reap(&mut x, *cq, "WRITE");
             while *in_flight < DEPTH {
-                let wqes: Vec<Vec<u8>> = (0..BATCH)
-                    .map(|i| {
-                        let flags = if i + 1 == BATCH { IB_SEND_SIGNALED } else { 0 };
-                        wr_id += 1;
-                        let sge = [(DATA, 64, kx)];
-                        wqe(
-                            wr_id,
-                            IB_WR_RDMA_WRITE,
-                            flags,
-                            0,
-                            &rdma(DATA + 4096, ky),
-                            &sge,
-                        )
-                    })
-                    .collect();
+                let wqes = batch(&mut wr_id, Op::Write, 64, (DATA, kx), (DATA + 4096, ky));
                 x.send_all(*qx, &wqes);
                 *in_flight += 1;
                 wrs += BATCH;
@@ -371,8 +370,10 @@ fn main() {
     p.x.finish();
     p.y.finish();
 
-    println!("64-byte WRITEs over {PAIRS} QP pairs, every SQ full, by threads per device");
     let mut by_threads = String::from("threads,wr_per_s,wr_per_cpu_s\n");
+    if runs("threads") {
+        println!("64-byte WRITEs over {PAIRS} QP pairs, every SQ full, by threads per device");
+    }
     for threads in [1, 2].into_iter().filter(|_| runs("threads")) {
         let (rate, per_core) = threads_rate(threads);
         println!("{threads:>3} threads {rate:>12.0} /s {per_core:>12.0} /CPU s");
