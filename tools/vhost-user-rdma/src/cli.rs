@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use clap::Parser;
 use log::LevelFilter;
 
+use crate::cpus::Cpus;
 use crate::hostile;
 use crate::limits::{self, ConfigOverride, Limits, LimitsError, Mac, Pinned, Rings};
 
@@ -23,7 +24,7 @@ use crate::limits::{self, ConfigOverride, Limits, LimitsError, Mac, Pinned, Ring
 /// has disconnected, or on SIGTERM/SIGINT; socket files are removed. SIGUSR1
 /// logs each device's objects and counters. A later option overrides an
 /// earlier one, except the per-device ones (--socket, --mac, --ip, --max-mr,
-/// --max-mr-pages, --socket-max-qp, --socket-max-cq), which are given once
+/// --max-mr-pages, --socket-max-qp, --socket-max-cq, --cpus), which are given once
 /// for every device or once per --socket, in the same order.
 #[derive(Debug, Parser)]
 #[command(name = "vhost-user-rdma", version, args_override_self = true)]
@@ -158,11 +159,19 @@ pub struct Cli {
 
     /// Threads serving each device: its QPs are split among them (QP n on
     /// thread n % N), so that the queues of one guest's QPs are served at
-    /// once. Default: half the CPUs the backend may run on (at least 1, at
-    /// most 64), the other half left to the guests whose vCPUs post and
-    /// poll.
+    /// once. Default: half the CPUs the backend may run on, or the device
+    /// its --cpus (at least 1, at most 64), the other half left to the
+    /// guests whose vCPUs post and poll.
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,
+
+    /// CPUs the threads of a device run on, as a list such as 0-3,8: the
+    /// CPUs of the tenant whose QEMU connects to its socket (pinned there
+    /// too), so that what its guest asks of the device is done on that
+    /// tenant's CPUs, not its neighbours'. Once for every device, or once
+    /// per --socket. Default: wherever the process may run.
+    #[arg(long = "cpus", value_name = "LIST", value_parser = Cpus::parse)]
+    pub cpus: Vec<Cpus>,
 
     /// Print the number of virtqueues for these limits and exit.
     #[arg(long)]
@@ -206,10 +215,22 @@ fn per_socket<T: Clone>(
     }
 }
 
-/// Threads per device for a process that may run on `cpus` CPUs.
-fn default_threads(cpus: std::io::Result<std::num::NonZeroUsize>) -> u32 {
-    let cpus = cpus.map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX));
+/// Threads for a device that may run on `cpus` CPUs.
+fn default_threads(cpus: usize) -> u32 {
+    let cpus = u32::try_from(cpus).unwrap_or(u32::MAX);
     (cpus / 2).clamp(1, limits::MAX_THREADS)
+}
+
+/// `cpus` if this process may run on all of them.
+fn allowed(cpus: Cpus) -> Result<Cpus, LimitsError> {
+    match Cpus::allowed() {
+        Ok(all) if !cpus.is_subset(&all) => Err(LimitsError::CpusNotAllowed {
+            cpus: cpus.to_string(),
+            allowed: all.to_string(),
+        }),
+        // Unreadable: pinning the device's thread will say why.
+        _ => Ok(cpus),
+    }
 }
 
 /// The MAC a lone device pairs with when no --mac is given.
@@ -245,8 +266,9 @@ impl Cli {
     /// rest: on a 2-core host running them, two threads per device moved
     /// 0.7 times the work requests of one, `benches/transfer.rs`).
     pub fn threads(&self) -> u32 {
-        self.threads
-            .unwrap_or_else(|| default_threads(std::thread::available_parallelism()))
+        self.threads.unwrap_or_else(|| {
+            default_threads(std::thread::available_parallelism().map_or(1, |n| n.get()))
+        })
     }
 
     /// The validated device limits (with the first device's MAC).
@@ -309,6 +331,12 @@ impl Cli {
             if let Some(max) = per_socket("--max-mr", &self.max_mrs, i, n)? {
                 l = l.with_max_mr(max)?;
             }
+            if let Some(cpus) = per_socket("--cpus", &self.cpus, i, n)? {
+                l = l.with_cpus(Some(allowed(cpus)?));
+                if self.threads.is_none() {
+                    l = l.with_threads(default_threads(cpus.len()))?;
+                }
+            }
             let pages = per_socket("--max-mr-pages", &self.max_mr_pages, i, n)?;
             let l = l.with_max_mr_pages(pages).with_hostile(self.hostile());
             out.push((s.clone(), l));
@@ -353,15 +381,14 @@ mod tests {
             let devices = Cli::try_parse_from(args).expect("parses").devices()?;
             Ok::<_, LimitsError>(devices.iter().map(|(_, l)| l.threads()).collect::<Vec<_>>())
         };
-        let default = default_threads(std::thread::available_parallelism()) as usize;
+        let all = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let default = default_threads(all) as usize;
         assert_eq!(threads(&[]), Ok(vec![default, default]));
-        let cpus = |n: usize| default_threads(Ok(std::num::NonZeroUsize::new(n).expect("n")));
         assert_eq!(
-            [1, 2, 3, 8, 200].map(cpus),
-            [1, 1, 1, 4, 64],
+            [0, 1, 2, 3, 8, 200].map(default_threads),
+            [1, 1, 1, 1, 4, 64],
             "half the CPUs, 1 to 64"
         );
-        assert_eq!(default_threads(Err(std::io::Error::other("?"))), 1);
         assert_eq!(threads(&["--threads", "3"]), Ok(vec![3, 3]));
         assert_eq!(
             threads(&["--threads", "2", "--socket-max-qp", "4"]),
@@ -369,6 +396,62 @@ mod tests {
         );
         assert_eq!(threads(&["--threads", "0"]), Err(LimitsError::Threads(0)));
         assert_eq!(threads(&["--threads", "65"]), Err(LimitsError::Threads(65)));
+    }
+
+    #[test]
+    fn cpus() {
+        let devices = |extra: &[&str]| {
+            let mut args = vec!["x", "--socket", "a", "--socket", "b"];
+            args.extend_from_slice(&["--mac", "52:54:00:00:00:01", "--mac", "52:54:00:00:00:02"]);
+            args.extend_from_slice(extra);
+            let devices = Cli::try_parse_from(args).expect("parses").devices()?;
+            Ok::<_, LimitsError>(
+                devices
+                    .iter()
+                    .map(|(_, l)| (l.cpus().map(|c| c.to_string()), l.threads()))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let allowed = Cpus::allowed().expect("affinity").to_string();
+        // The first CPU this process may use, and one it may not.
+        let first = allowed.split([',', '-']).next().expect("a CPU").to_string();
+        let one = Some(first.clone());
+        assert_eq!(
+            devices(&["--cpus", &first]),
+            Ok(vec![(one.clone(), 1), (one.clone(), 1)])
+        );
+        assert_eq!(
+            devices(&["--cpus", &first, "--cpus", &allowed]),
+            Ok(vec![
+                (one.clone(), 1),
+                (
+                    Some(allowed.clone()),
+                    default_threads(Cpus::parse(&allowed).expect("cpus").len()) as usize
+                )
+            ]),
+            "one list per socket; threads: half of each list"
+        );
+        assert_eq!(
+            devices(&["--cpus", &first, "--threads", "3"]),
+            Ok(vec![(one.clone(), 3), (one, 3)])
+        );
+        assert!(matches!(
+            devices(&["--cpus", &first, "--cpus", &first, "--cpus", &first]),
+            Err(LimitsError::PerSocket {
+                option: "--cpus",
+                given: 3,
+                sockets: 2
+            })
+        ));
+        assert_eq!(
+            devices(&["--cpus", "1023"]),
+            Err(LimitsError::CpusNotAllowed {
+                cpus: "1023".into(),
+                allowed: allowed.clone()
+            }),
+            "a CPU this process may not use (1023 on this host)"
+        );
+        assert!(Cli::try_parse_from(["x", "--socket", "a", "--cpus", "3-1"]).is_err());
     }
 
     /// XRC domains are offered with SRQs (64 unless told), as many as

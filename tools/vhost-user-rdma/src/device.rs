@@ -319,7 +319,8 @@ impl VhostUserBackend for RdmaDevice {
 }
 
 /// Serves one frontend on `socket` until it disconnects. The socket file is
-/// removed when this returns.
+/// removed when this returns. With CPUs in `limits`, the calling thread is
+/// pinned to them first, and so every thread the device starts.
 pub fn serve(socket: &Path, limits: Limits) -> Result<(), DeviceError> {
     serve_with(socket, limits, |_| {})
 }
@@ -335,6 +336,10 @@ pub fn serve_with(
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| socket.display().to_string());
     let setup = |e| DeviceError::Setup(name.clone(), e);
+    // Before the device starts a thread: they inherit it (see cpus.rs).
+    if let Some(cpus) = limits.cpus() {
+        cpus.pin_current_thread().map_err(setup)?;
+    }
     let mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
     let dev = Arc::new(RdmaDevice::new(&name, limits, mem.clone()).map_err(setup)?);
     let hub = VringHub::new(limits.threads()).map_err(setup)?;
@@ -377,11 +382,16 @@ pub fn serve_with(
         ("virtio-rdma", roce)
     };
     info!(
-        "{name}: serving {kind} on {} ({} virtqueues: {layout}; queue size {}; mac {})",
+        "{name}: serving {kind} on {} ({} virtqueues: {layout}; queue size {}; mac {}; \
+         {} threads on CPUs {})",
         socket.display(),
         limits.num_queues(),
         limits.queue_size(),
-        limits.mac()
+        limits.mac(),
+        limits.threads(),
+        limits
+            .cpus()
+            .map_or_else(|| "any".to_string(), |c| c.to_string())
     );
     started(&dev);
     let result = daemon.serve(socket);

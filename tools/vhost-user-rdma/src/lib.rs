@@ -10,7 +10,8 @@
 //! [`verbs`] (CQs, MRs, QPs), [`xrcd`] (XRC domains). Data path: [`engine`] executes SQ elements
 //! ([`wqe`]) against MRs ([`mr`]) and QPs ([`qp`]), writes completions
 //! ([`cq`]), and reaches other devices of the process through [`fabric`];
-//! a device's QPs are split among its threads by [`lane`].
+//! a device's QPs are split among its threads by [`lane`], which run on
+//! the CPUs [`cpus`] gives them.
 //! [`stats`] and [`counter_sets`] count what the device did.
 //! [`hostile`] is a test mode in which the device lies to its guest.
 //! [`net`] is the second personality (`--net`): a virtio-net device (ID 1)
@@ -20,6 +21,7 @@
 pub mod abi;
 pub mod cli;
 pub mod counter_sets;
+pub mod cpus;
 pub mod cq;
 pub mod ctrl;
 pub mod ctrlq;

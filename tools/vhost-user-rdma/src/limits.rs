@@ -11,6 +11,7 @@ use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::IntoBytes;
 
 use crate::abi::{self, VirtioRdmaConfig};
+use crate::cpus::Cpus;
 use crate::hostile;
 
 /// vhost-user carries the vring index in 8 bits.
@@ -151,6 +152,14 @@ pub enum LimitsError {
     /// --threads out of range.
     #[error("--threads {0} must be between 1 and {MAX_THREADS}")]
     Threads(u32),
+    /// --cpus names CPUs the process may not run on.
+    #[error("--cpus {cpus}: this process may run only on CPUs {allowed}")]
+    CpusNotAllowed {
+        /// The list given.
+        cpus: String,
+        /// The process's affinity.
+        allowed: String,
+    },
     /// More than MAX_OVERRIDES --config-override.
     #[error("at most {MAX_OVERRIDES} --config-override, got {0}")]
     TooManyOverrides(usize),
@@ -457,6 +466,9 @@ pub struct Limits {
     net: bool,
     /// Threads serving the device's queues (`lane.rs`).
     threads: u8,
+    /// Where the device's threads run (`--cpus`); `None`: wherever the
+    /// process may.
+    cpus: Option<Cpus>,
 }
 
 impl Limits {
@@ -496,6 +508,7 @@ impl Limits {
             max_counter_sets: MAX_COUNTER_SETS,
             net: false,
             threads: 1,
+            cpus: None,
         })
     }
 
@@ -512,6 +525,18 @@ impl Limits {
     /// Threads serving the device (at least one).
     pub fn threads(&self) -> usize {
         usize::from(self.threads)
+    }
+
+    /// The same limits on a device whose threads run on `cpus` (`None`:
+    /// wherever the process may).
+    pub fn with_cpus(mut self, cpus: Option<Cpus>) -> Self {
+        self.cpus = cpus;
+        self
+    }
+
+    /// The CPUs the device's threads run on, if it has its own.
+    pub fn cpus(&self) -> Option<&Cpus> {
+        self.cpus.as_ref()
     }
 
     /// The same limits with at most `max_mr` MRs.
