@@ -159,8 +159,8 @@ pub struct Cli {
 
     /// Threads serving each device: its QPs are split among them (QP n on
     /// thread n % N), so that the queues of one guest's QPs are served at
-    /// once. Default: half the CPUs the backend may run on, or the device
-    /// its --cpus (at least 1, at most 64), the other half left to the
+    /// once. Default: half the CPUs the backend may run on, or of the
+    /// device's --cpus (at least 1, at most 64), the other half left to the
     /// guests whose vCPUs post and poll.
     #[arg(long, value_name = "N")]
     pub threads: Option<u32>,

@@ -22,6 +22,7 @@ use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::epoll::EventSet;
 
 use crate::abi::{self, VIRTIO_RDMA_CONFIG_SPACE_SIZE};
+use crate::cpus::Cpus;
 use crate::cq;
 use crate::ctrl::Ctrl;
 use crate::ctrlq;
@@ -383,15 +384,14 @@ pub fn serve_with(
     };
     info!(
         "{name}: serving {kind} on {} ({} virtqueues: {layout}; queue size {}; mac {}; \
-         {} threads on CPUs {})",
+         lanes {} on CPUs {})",
         socket.display(),
         limits.num_queues(),
         limits.queue_size(),
         limits.mac(),
         limits.threads(),
-        limits
-            .cpus()
-            .map_or_else(|| "any".to_string(), |c| c.to_string())
+        // As the kernel has it: what the threads inherited.
+        Cpus::allowed().map_or_else(|e| format!("? ({e})"), |c| c.to_string())
     );
     started(&dev);
     let result = daemon.serve(socket);
