@@ -358,6 +358,14 @@ if want_layer runner && in_budget "runner contract"; then
 	"$RUN" --timeout 300 --peer 'exit 3' -- true >"$logs/runner-peer.log" 2>&1
 	expect_rc 3 "$logs/runner-peer.log" "the peer guest failed"
 	result "runner: a failing peer guest fails the run (3)" $? $((SECONDS - s)) "$logs/runner-peer.log"
+	# --own-cpus gives each guest a CPU of its own at least: two guests on
+	# one CPU are refused before anything boots.
+	s=$SECONDS
+	taskset -c "$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')" \
+		"$RUN" --timeout 60 --own-cpus --peer true -- true >"$logs/runner-own-cpus.log" 2>&1
+	expect_rc 2 "$logs/runner-own-cpus.log" "2 guests need a CPU each, 1 here"
+	result "runner: --own-cpus with fewer CPUs than guests is refused (2)" $? $((SECONDS - s)) \
+		"$logs/runner-own-cpus.log"
 	leftover=$(pgrep -f "vrdma-run|vhost-user-rdma --socket" || true)
 	result "runner: no process left behind" "$([ -z "$leftover" ] && echo 0 || echo 1)"
 fi
@@ -407,21 +415,24 @@ run_shared() {
 # run_e2e WANT: the e2e tests that WANT (want_e2e or want_e2e_rings) selects,
 # in the mode set in $mode and $mode_args.
 run_e2e() {
-	local want=$1 n t bargs tmo peer reboot s shared=()
+	local want=$1 n t bargs tmo peer reboot cpus s shared=()
 	for n in $e2e_names; do
 		$want "$n" || continue
 		t="$E2E/$n.sh"
 		# A test may ask for backend options with a "# backend-args: ..."
 		# line, and a "# peer: CMD" line runs CMD in a second guest beside it
 		# (run.sh --peer), a "# reboot" line lets the guest reboot (run.sh
-		# --reboot), a "# timeout: SECONDS" line bounds its guest (else
-		# 900 s); such a test, and one that says "# guest: own", gets a
-		# guest of its own.
+		# --reboot), an "# own-cpus" line gives each guest CPUs of its own
+		# (run.sh --own-cpus), a "# timeout: SECONDS" line bounds its guest
+		# (else 900 s); such a test, and one that says "# guest: own", gets
+		# a guest of its own.
 		bargs=$(sed -n 's/^# backend-args: //p' "$t" | head -1)
 		tmo=$(sed -n 's/^# timeout: \([0-9]*\)$/\1/p' "$t" | head -1)
 		peer=$(sed -n 's/^# peer: //p' "$t" | head -1)
 		reboot=""
 		if grep -q '^# reboot$' "$t"; then reboot=--reboot; fi
+		cpus=""
+		if grep -q '^# own-cpus$' "$t"; then cpus=--own-cpus; fi
 		case "$mode" in
 		"") [[ "$(modes_of "$t")" == *" virtqueues "* ]] || continue ;;
 		@rings)
@@ -438,7 +449,7 @@ run_e2e() {
 		esac
 		[ -z "$mode" ] || bargs="$bargs${bargs:+ }$mode_args"
 
-		if [ -z "$bargs$peer$reboot" ] || { [ "$bargs" = "$mode_args" ] && [ -z "$peer$reboot" ]; }; then
+		if [ -z "$bargs$peer$reboot$cpus" ] || { [ "$bargs" = "$mode_args" ] && [ -z "$peer$reboot$cpus" ]; }; then
 			if ! grep -q '^# guest: own' "$t"; then
 				shared+=("$n")
 				continue
@@ -448,7 +459,7 @@ run_e2e() {
 		s=$SECONDS
 		"$RUN" --kmemleak --timeout "$(limit "${tmo:-900}")" --backend-args "$LANES${bargs:+ $bargs}" \
 			${peer:+--peer "$peer"} \
-			$reboot --out "$logs/e2e-$n$mode" -- "bash tools/testing/e2e/$n.sh" >"$logs/e2e-$n$mode.log" 2>&1
+			$reboot $cpus --out "$logs/e2e-$n$mode" -- "bash tools/testing/e2e/$n.sh" >"$logs/e2e-$n$mode.log" 2>&1
 		result "e2e: $n$mode (own guest)" $? $((SECONDS - s)) "$logs/e2e-$n$mode.log"
 	done
 	[ ${#shared[@]} = 0 ] || run_shared "${shared[@]}"

@@ -13,8 +13,12 @@
 # and this guest's traffic to its own GID still reaches this guest (the real
 # peer's SEND and WRITE). Last, this guest's port counters and, once
 # unloading the driver resets the device, the backend's log of that reset
-# count every attempt at one of this guest's QPs as dropped.
+# count every attempt at one of this guest's QPs as dropped. The guests
+# run as a cloud host places tenants (run.sh --own-cpus): each QEMU and its
+# device's backend threads on CPUs of their own, which the backend's log
+# must show.
 # peer: bash tools/testing/e2e/tenants.sh peer
+# own-cpus
 # modes: virtqueues (the tenant rules are the responder's, the same for ring
 # QPs; left out of the ring pass to keep make check in its budget: restore
 # when it fits, it is the only two-guest RDMA traffic over rings)
@@ -32,6 +36,19 @@ if [ "$ROLE" = peer ]; then
 	exit 0
 fi
 
+step "each tenant's device on CPUs of its own"
+# The backend logs the CPUs a device's threads have, as the kernel says.
+python3 - /mnt/run/backend.log <<'PY' || fail "the two devices' threads do not have CPUs of their own"
+import re, sys
+cpus = {}
+for line in open(sys.argv[1]):
+    m = re.search(r"(vrdma[01]): serving .*; lanes \d+ on CPUs ([0-9,-]+)\)$", line)
+    if m:
+        cpus[m[1]] = {c for part in m[2].split(",")
+                      for c in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)}
+print("  ", {dev: sorted(c) for dev, c in sorted(cpus.items())})
+sys.exit(len(cpus) != 2 or not all(cpus.values()) or bool(cpus["vrdma0"] & cpus["vrdma1"]))
+PY
 wait_for "the peer answers on the link" ping -c 1 -W 1 10.0.2.16
 step "the victim"
 python3 tools/testing/e2e/lib/tenant.py victim 10.0.2.16 "$gid" | tee /tmp/victim.log ||

@@ -3,12 +3,17 @@
 # The inside half of run.sh: PID 1 of the run's namespace, in the sysroot.
 # Starts the device backend, then QEMU, then reports the guest's status.
 # usage: guest.sh MODE TIMEOUT KMEMLEAK SHARE BZIMAGE QEMU BACKEND APPEND
-#                 [BACKEND-ARGS [NUM-QUEUES [PEER [REBOOT]]]]
+#                 [BACKEND-ARGS [NUM-QUEUES [PEER [REBOOT [OWN-CPUS]]]]]
 # With PEER=1 a second guest (the peer) runs $SHARE/peer/cmd beside the
 # main one: one backend process serves both devices, and the two guests'
 # NICs share a link of their own (no slirp) — 10.0.2.15 and 10.0.2.16,
 # each device pinned to its guest's addresses (--ip). With REBOOT=1 the
-# main guest may reboot (QEMU without -no-reboot; see init.sh).
+# main guest may reboot (QEMU without -no-reboot; see init.sh). With
+# OWN-CPUS=1 each guest is a tenant with CPUs of its own, as on a cloud
+# host: the CPUs this may use split evenly among the guests (the main
+# guest's first), its QEMU pinned there with a vCPU per CPU (not two vCPUs
+# on one: a guest whose lock holder waits for its other vCPU's time slice
+# swings tenfold), and its device's threads too (the backend's --cpus).
 # The main guest can kill and restart the backend (as a crash and an
 # operator's restart): it writes "kill" or "start" to /mnt/run/backend.ctl
 # and waits for /mnt/run/backend.state to say "killed" or "started"
@@ -18,9 +23,26 @@ set -uo pipefail
 mode=$1 timeout=$2 kmemleak=$3 share=$4 bzimage=$5 qemu=$6 backend=$7 extra=$8
 # Extra backend options, split on spaces (e.g. --config-override FIELD=VALUE).
 read -r -a BACKEND_ARGS <<<"${9:-}"
-num_queues=${10:-} peer=${11:-0} reboot=${12:-0}
+num_queues=${10:-} peer=${11:-0} reboot=${12:-0} own_cpus=${13:-0}
 guests=1
 [ "$peer" = 1 ] && guests=2
+# cpus_of INDEX: guest INDEX's CPUs (a list for taskset and --cpus).
+cpus_of() {
+	python3 - "$1" "$guests" <<-'PY'
+		import os, sys
+		i, n = int(sys.argv[1]), int(sys.argv[2])
+		cpus = sorted(os.sched_getaffinity(0))
+		own = cpus[i * len(cpus) // n:(i + 1) * len(cpus) // n]
+		print(",".join(map(str, own)))
+	PY
+}
+pins=()
+if [ "$own_cpus" = 1 ]; then
+	for ((i = 0; i < guests; i++)); do
+		pins[i]=$(cpus_of $i)
+		[ -n "${pins[i]}" ] || { echo "error: $guests guests need a CPU each, $(nproc) here" >&2; exit 2; }
+	done
+fi
 # The backend's --net presents each device as virtio-net with RoCE (one
 # function: QEMU's vhost-user-rdma-pci with net=on) instead of an ID-42
 # device beside a QEMU NIC; the guests' Ethernet then goes through the
@@ -37,6 +59,7 @@ for ((i = 0; i < guests; i++)); do
 	# Two guests are two tenants: each device takes only its guest's
 	# address (and its MAC's link-local GID), as an operator would pin them.
 	[ $guests = 1 ] || devices+=(--ip "10.0.2.$((15 + i))")
+	[ -z "${pins[i]:-}" ] || devices+=(--cpus "${pins[i]}")
 done
 # start_backend: starts the backend and waits for its sockets; false if
 # it did not come up.
@@ -100,13 +123,19 @@ append+=" vrdma.mode=$mode vrdma.kmemleak=$kmemleak"
 append+=" $extra"
 
 # guest_args INDEX: QEMU's arguments for guest INDEX (0 main, 1 peer) in
-# $args. la57=off: with 5-level paging, KASAN reported wild accesses from
+# $args, and what runs QEMU (taskset on its own CPUs, or nothing) in $pin.
+# la57=off: with 5-level paging, KASAN reported wild accesses from
 # timer interrupts during early boot in some runs (seen under TCG, not our
 # code).
 guest_args() {
 	local i=$1 dir=$share net=(-netdev user,id=net0) noreboot=(-no-reboot)
 	local rdma="vhost-user-rdma-pci,chardev=vrdma0${num_queues:+,num-queues=$num_queues}"
-	local own=""
+	local own="" smp=2
+	pin=()
+	if [ -n "${pins[i]:-}" ]; then
+		pin=(taskset -c "${pins[i]}")
+		smp=$(($(tr -cd , <<<"${pins[i]}" | wc -c) + 1))
+	fi
 	# VRDMA_PEER_APPEND: kernel parameters of the peer alone (the runner's
 	# own tests make it hang in early boot with them).
 	[ "$i" = 1 ] && dir=$share/peer && own=${VRDMA_PEER_APPEND:+ $VRDMA_PEER_APPEND}
@@ -125,7 +154,7 @@ guest_args() {
 	fi
 	args=(
 		-L /usr/share/qemu -L /usr/share/seabios
-		-machine q35,accel=$accel,memory-backend=mem -cpu max,la57=off -smp 2 -m 2G
+		-machine q35,accel=$accel,memory-backend=mem -cpu max,la57=off -smp $smp -m 2G
 		-object memory-backend-memfd,id=mem,size=2G,share=on
 		-kernel "$bzimage" -append "$append vrdma.ip=10.0.2.$((15 + i)) vrdma.reboot=$reboot$own"
 		"${noreboot[@]}"
@@ -231,7 +260,7 @@ for attempt in 1 2; do
 	if [ $guests = 2 ]; then
 		guest_args 1
 		(
-			timeout -k 5 "$timeout" "$qemu" "${args[@]}" -serial stdio </dev/null 2>&1 |
+			timeout -k 5 "$timeout" "${pin[@]}" "$qemu" "${args[@]}" -serial stdio </dev/null 2>&1 |
 				tr -d '\r' >"$share/peer/console.log"
 			exit "${PIPESTATUS[0]}"
 		) &
@@ -239,14 +268,14 @@ for attempt in 1 2; do
 	fi
 	guest_args 0
 	if [ "$mode" = shell ]; then
-		"$qemu" "${args[@]}" -serial mon:stdio
+		"${pin[@]}" "$qemu" "${args[@]}" -serial mon:stdio
 		rc=$?
 		break
 	fi
 	watch_boot &
 	watch_pid=$!
 	# sysrq prints its power-off lines whatever the console level: drop them.
-	timeout -k 5 "$timeout" "$qemu" "${args[@]}" -serial stdio </dev/null | tr -d '\r' |
+	timeout -k 5 "$timeout" "${pin[@]}" "$qemu" "${args[@]}" -serial stdio </dev/null | tr -d '\r' |
 		sed -u -E '/^\[ *[0-9.]+\] (sysrq: Power Off|reboot: Power down)$/d'
 	rc=${PIPESTATUS[0]}
 	# After a hang the watcher stops every guest: the main one may have

@@ -5,7 +5,7 @@
 #   run.sh [--shell] [--timeout SECONDS] [--kmemleak] [--out DIR]
 #          [--append KERNEL-PARAMS] [--backend-args ARGS] [--num-queues N]
 #          [--peer PEER-CMD] [--suite FILE] [--reboot] [--personality id42|net]
-#          [--] CMD...
+#          [--own-cpus] [--] CMD...
 #
 # The guest is the project's kernel under the project's QEMU (TCG unless a
 # real KVM module is loaded), its root is the build sysroot over virtio-9p,
@@ -38,12 +38,15 @@
 # status then only says whether the guest got through the list.
 # --reboot lets the main guest reboot: CMD exits with 99 to reboot at once
 # and runs again in the new boot with VRDMA_BOOT counting boots (init.sh).
+# --own-cpus makes each guest a tenant with CPUs of its own, as on a cloud
+# host: the host's CPUs split evenly among the guests, each QEMU and its
+# device's backend threads (--cpus) pinned to its share.
 # KERNEL=release in the environment boots the release kernel (no checkers)
 # instead of the debug one.
 source "$(dirname "$0")/../../build/lib.sh"
 
 mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append="" backend_args="" num_queues=""
-peer_cmd="" suite="" reboot=0 personality_args=""
+peer_cmd="" suite="" reboot=0 personality_args="" own_cpus=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--shell) mode=shell ;;
@@ -56,6 +59,7 @@ while [ $# -gt 0 ]; do
 	--peer) peer_cmd=$2; shift ;;
 	--suite) suite=$2; shift ;;
 	--reboot) reboot=1 ;;
+	--own-cpus) own_cpus=1 ;;
 	--personality)
 		case "$2" in
 		id42) ;;
@@ -110,7 +114,7 @@ rc=0
 in_sysroot --binds "$kdir/modules/lib/modules:/usr/lib/modules $share:$share $TOP:/opt" \
 	"$TOP/tools/testing/vm/guest.sh" "$mode" "$timeout" "$kmemleak" "$share" \
 	"$kdir/build/arch/x86/boot/bzImage" "$qemu" "$backend" "$append" "$backend_args" \
-	"$num_queues" "$peer" "$reboot" || rc=$?
+	"$num_queues" "$peer" "$reboot" "$own_cpus" || rc=$?
 if [ -n "$out" ]; then
 	mkdir -p "$out"
 	cp -r "$share"/. "$out"/
