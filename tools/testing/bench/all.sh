@@ -13,7 +13,8 @@
 # guests, perftest between two guests of the net personality (virtio_rdma0
 # on the RoCE queues of each guest's one virtio-net function, rxe on its
 # Ethernet: the question "why not rxe over virtio-net?" on one device), and
-# a guest's bandwidth beside another guest's flood. Each guest is fresh. A
+# a guest's bandwidth beside another guest's flood, on shared CPUs and with
+# CPUs of its own (run.sh --own-cpus). Each guest is fresh. A
 # benchmark that cannot run fails the run; a number never does.
 source "$(dirname "$0")/../../build/lib.sh"
 
@@ -59,6 +60,8 @@ guest "NVMe-oF, two guests" --timeout 1800 --peer "bash tools/testing/bench/nvme
 	-- bash tools/testing/bench/nvme-of.sh main
 guest "a tenant beside a flood" --timeout 1800 --peer "bash tools/testing/bench/flood.sh peer" \
 	-- bash tools/testing/bench/flood.sh main
+guest "a tenant beside a flood, each on CPUs of its own" --timeout 1800 --own-cpus \
+	--peer "bash tools/testing/bench/flood.sh peer" -- bash tools/testing/bench/flood.sh main flood-own-cpus
 
 command -v gnuplot >/dev/null || die "gnuplot is missing on the host: make deps installs it"
 python3 "$TOP/tools/testing/bench/report.py" "$out"

@@ -7,7 +7,7 @@
 DIR holds what the run wrote: backend.csv, backend-rate.csv and
 backend-threads.csv (cargo bench transfer), perftest-{same,same-rings,two,two-net}.csv, cost{,-rings}.csv,
 nvme-of-{same,two}.csv,
-flood.csv and run.txt (when, where, which kernel). Writes DIR/results.md (every
+flood.csv, flood-own-cpus.csv and run.txt (when, where, which kernel). Writes DIR/results.md (every
 table, virtio_rdma beside its peer with the ratio) and PNG plots drawn by
 gnuplot: bandwidth and latency against message size, log axes, virtio_rdma0
 beside rxe0, for one guest (virtqueues, then queues in guest memory, then
@@ -298,6 +298,50 @@ def backend_section(out, run):
     return md + ["![backend.png](backend.png)", ""]
 
 
+def flood_section(out, run):
+    """The victim's bandwidth alone, beside a burn and beside a flood, for each CPU layout."""
+    layouts = [("flood.csv", "shared", "shared by both guests and the backend"),
+               ("flood-own-cpus.csv", "own CPUs",
+                "each guest's own, its device's threads there too (`--own-cpus`)")]
+    floods = [(short, cpus, r) for name, short, cpus in layouts for r in read(os.path.join(out, name)) or []]
+    if not floods:
+        return []
+    md = ["### Two tenants", "",
+          "The victim's 64 KiB ib_write_bw alone, beside a guest that only burns its vCPUs, and "
+          "beside a guest flooding its own virtio_rdma0 with 4 MiB writes (medians of three rounds "
+          "of ten seconds; every round in flood*-rounds.csv): on host CPUs shared by everything "
+          "(guests of 2 vCPUs), and with each guest on CPUs of its own, a vCPU each, its QEMU and "
+          "its device's backend threads pinned there, as a cloud host places tenants.", "",
+          "| host CPUs | victim alone MiB/s | beside a burn MiB/s | beside a 4 MiB flood MiB/s "
+          "| share kept (burn) | share kept (flood) | flood / burn | the flood's own MiB/s |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    bars = []
+    for short, cpus, r in floods:
+        a, f = float(r["alone"]), float(r["flooded"])
+        b = float(r.get("burned") or "nan")
+        md.append(f"| {cpus} | {fmt(a)} | {fmt(b) if math.isfinite(b) else '-'} | {fmt(f)} "
+                  f"| {cell(share(a, b))} | {cell(share(a, f))} | {cell(share(b, f))} "
+                  f"| {fmt(float(r['flood'])) if r.get('flood') else '-'} |")
+        bars.append(f'"{short}" {a} {b if math.isfinite(b) else 0} {f}')
+    md += ["", "flood / burn: what the flood costs the victim beyond busy vCPUs: its share of the "
+           "device, and (on shared CPUs) the backend thread the flood keeps busy on the same host cores.",
+           ""]
+    rows = "\n".join(bars) + "\ne\n"
+    gnuplot(
+        "set terminal pngcairo size 700,480 noenhanced font ',10'\n"
+        + f"set output '{os.path.join(out, 'flood.png')}'\n"
+        + f'set title "the victim\'s 64 KiB ib_write_bw, by host CPU layout\\n{run}"\n'
+        + "set style data histograms\nset style histogram clustered gap 1\n"
+        + "set style fill solid 0.8 border -1\nset yrange [0:*]\nset grid y\n"
+        + "set ylabel 'MiB/s'\nset key inside right top\n"
+        + "plot '-' using 2:xtic(1) lc rgb '#1f77b4' title 'alone', "
+        + "'-' using 3 lc rgb '#2ca02c' title 'beside a burn', "
+        + "'-' using 4 lc rgb '#d62728' title 'beside a 4 MiB flood'\n"
+        + rows * 3
+    )
+    return md + ["![flood.png](flood.png)", ""]
+
+
 def main():
     out = sys.argv[1]
     run = ""
@@ -320,21 +364,7 @@ def main():
                            "rxe0 on the Ethernet of the same virtio-net function)", run,
                            "two guests, net personality")
     md += nvme_section(out, "two", "two guests")
-    flood = read(os.path.join(out, "flood.csv"))
-    if flood:
-        md += ["### Two tenants", "",
-               "The victim's 64 KiB ib_write_bw alone, beside a guest that only burns its two vCPUs, and "
-               "beside a guest flooding its own virtio_rdma0 with 4 MiB writes.", "",
-               "| victim alone MiB/s | beside a burn MiB/s | beside a 4 MiB flood MiB/s | share kept (burn) "
-               "| share kept (flood) | flood / burn |",
-               "|---:|---:|---:|---:|---:|---:|"]
-        for r in flood:
-            a, f = float(r["alone"]), float(r["flooded"])
-            b = float(r.get("burned") or "nan")
-            md.append(f"| {fmt(a)} | {fmt(b) if math.isfinite(b) else '-'} | {fmt(f)} | {cell(share(a, b))} "
-                      f"| {cell(share(a, f))} | {cell(share(b, f))} |")
-        md += ["", "flood / burn: what the flood costs the victim beyond two busy vCPUs: its share of the "
-               "device, and the backend thread the flood keeps busy on the same host cores.", ""]
+    md += flood_section(out, run)
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write("\n".join(md))
     print(os.path.join(out, "results.md"))
