@@ -3,12 +3,16 @@
 //! one (`0-3,8`), checked against the CPUs this process may use.
 //!
 //! A cloud host gives each tenant CPUs of its own, its QEMU pinned there.
-//! A device whose threads run on the same CPUs spends its tenant's CPU
-//! time, not its neighbours' (as vhost-net's kernel workers are charged to
-//! their QEMU): a guest that floods its device then slows only itself. A
-//! device's threads are all started by the thread that serves its socket,
-//! and Linux threads inherit their creator's affinity, so pinning that one
-//! thread first pins them all.
+//! A device whose threads run on the same CPUs does what its guest asks of
+//! it on that tenant's CPUs, not its neighbours': a guest that floods its
+//! device then slows only itself. This places the threads; it does not
+//! account for them: their CPU time stays the backend process's in its
+//! cgroup (vhost's kernel workers, threads of their QEMU since Linux 6.4,
+//! are charged to its cgroup; a backend thread in a tenant's cgroup would
+//! need a cgroup v2 threaded subtree shared with the QEMUs). A device's
+//! threads are all started by the thread that serves its socket, and Linux
+//! threads inherit their creator's affinity, so pinning that one thread
+//! first pins them all.
 
 use std::fmt;
 use std::io;
@@ -20,8 +24,15 @@ use nix::unistd::Pid;
 ///
 /// # Invariants
 /// At least one CPU is in the set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Cpus(CpuSet);
+
+impl fmt::Debug for Cpus {
+    /// As a list: the raw set is 1024 bits.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Cpus({self})")
+    }
+}
 
 impl Cpus {
     /// Parses a list of CPU numbers and ranges, comma separated (`0-3,8`).

@@ -88,6 +88,11 @@ fn too_many_queues_is_refused() {
             &["--max-mr", "1", "--max-mr", "2"],
             "--max-mr given 2 times for 1 --socket",
         ),
+        (&["--cpus", "3-1"], "a range goes from low to high"),
+        (
+            &["--cpus", "1023"],
+            "--cpus 1023: this process may run only on CPUs",
+        ),
     ] {
         expect_usage_error(bad, why);
     }
