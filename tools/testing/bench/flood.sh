@@ -7,7 +7,8 @@
 # spins); and while the peer floods its own virtio_rdma0 with 4 MiB
 # ib_write_bw messages between two QPs of its own. The three phases run in
 # turn, three rounds (this host's numbers swing from run to run), and each
-# phase's median counts. Prints the bandwidths and their ratios.
+# phase's median counts (each column's own: a ratio of medians may mix
+# rounds). Prints the bandwidths and their ratios.
 # The guests share the host's cores with each other and with the backend
 # (TCG): on a host with few cores the share a flood leaves also measures
 # how they share the CPUs; the burn measures only that, so flood / burn is
@@ -30,10 +31,10 @@ gid=$(v4_gid_index)
 opts="-d virtio_rdma0 -x $gid -F"
 
 if [ "$ROLE" = peer ]; then
-	# The main guest names each phase on port 9998: idle, burn, flood or
-	# done; the answer is this device's sent_bytes and the time. The flood
-	# moves to a new port each time (a killed server's port may still be
-	# taken).
+	# The main guest sends each request on port 9998: a phase (idle, burn,
+	# flood or done), or "mark", which changes nothing; every answer is
+	# this device's sent_bytes and the time. The flood moves to a new port
+	# each time (a killed server's port may still be taken).
 	pids=()
 	quiet() {
 		[ ${#pids[@]} = 0 ] || kill "${pids[@]}" 2>/dev/null || true
@@ -41,10 +42,14 @@ if [ "$ROLE" = peer ]; then
 		pids=()
 	}
 	fport=18900
+	listening() { ss -Hltn "sport = :$1" | grep -q .; }
 	while :; do
 		phase=$(python3 - /sys/class/infiniband/virtio_rdma0/ports/1/hw_counters/sent_bytes <<-'PY'
 			import socket, sys, time
-			c, _ = socket.create_server(("", 9998)).accept()
+			server = socket.create_server(("", 9998))
+			server.settimeout(900)
+			c, _ = server.accept()
+			c.settimeout(30)
 			f = c.makefile("rw")
 			phase = f.readline().strip()
 			with open(sys.argv[1]) as sent:
@@ -53,7 +58,8 @@ if [ "$ROLE" = peer ]; then
 			c.close()
 			print(phase)
 		PY
-		)
+		) || fail "no request from the main guest"
+		[ "$phase" = mark ] && continue
 		quiet
 		case $phase in
 		burn)
@@ -65,12 +71,14 @@ if [ "$ROLE" = peer ]; then
 		flood)
 			ib_write_bw $opts -s 4194304 -D 600 -p $fport >/tmp/fs.log 2>&1 &
 			pids+=($!)
-			sleep 1
+			wait_for "the flood's server" listening $fport
 			ib_write_bw $opts -s 4194304 -D 600 -p $fport "$MY_IP" >/tmp/fc.log 2>&1 &
 			pids+=($!)
 			fport=$((fport + 1))
 			;;
+		idle) ;;
 		done) break ;;
+		*) fail "unknown request '$phase'" ;;
 		esac
 	done
 	echo "PASS (peer)"
@@ -78,33 +86,44 @@ if [ "$ROLE" = peer ]; then
 fi
 
 # bw: 64 KiB ib_write_bw between two QPs of this guest for ten seconds (a
-# fixed count would last a fraction of one); prints MiB/s.
+# fixed count would last a fraction of one); MiB/s in $BW. Not in a
+# subshell: pair's failure must end the script with its reason, and the
+# port it moves on must stay moved.
 bw() {
 	PAIR_QUIET=1 pair "ib_write_bw" ib_write_bw $opts -s 65536 -D 10 -p "$port" -- \
 		ib_write_bw $opts -s 65536 -D 10 -p "$port" "$MY_IP"
-	awk '$1 == 65536 { print $4; exit }' /tmp/client.log
+	BW=$(awk '$1 == 65536 { print $4; exit }' /tmp/client.log)
+	[ -n "$BW" ] || fail "no bandwidth in ib_write_bw's output: $(tail -3 /tmp/client.log)"
 }
-# phase NAME: has the peer start phase NAME and gives it 5 s to get under
-# way; the peer's answer (its bytes sent so far, its clock) in $peer_at.
-phase() {
+# ask REQ: sends REQ to the peer (a phase, or mark); its answer (bytes it
+# sent so far, its clock) in $peer_at. Gives up after 300 s.
+ask() {
 	peer_at=$(python3 - "$1" <<-'PY'
 		import socket, sys, time
-		while True:
+		for _ in range(300):
 		    try:
-		        s = socket.create_connection(("10.0.2.16", 9998))
+		        s = socket.create_connection(("10.0.2.16", 9998), timeout=30)
 		        break
 		    except OSError:
 		        time.sleep(1)
+		else:
+		    sys.exit("the peer never listened on 9998")
 		f = s.makefile("rw")
 		f.write(sys.argv[1] + "\n")
 		f.flush()
 		print(f.readline().strip())
 	PY
-	)
+	) || fail "the peer did not answer '$1'"
+	[ "$(wc -w <<<"$peer_at")" = 2 ] || fail "the peer answered '$1' with '$peer_at'"
+}
+# phase NAME: has the peer start phase NAME and gives it 5 s to get under
+# way.
+phase() {
+	ask "$1"
 	[ "$1" = done ] || sleep 5
 }
 # rate FROM TO: MiB/s between two of the peer's answers.
-rate() { echo "$1 $2" | awk '{ printf "%.0f", ($3 - $1) / ($4 - $2) / 1048576 }'; }
+rate() { echo "$1 $2" | awk '{ t = $4 - $2; printf "%.0f", t > 0 ? ($3 - $1) / t / 1048576 : 0 }'; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 wait_for "the peer answers on the link" ping -c 1 -W 1 10.0.2.16
@@ -112,20 +131,25 @@ alone=() burned=() flooded=() floods=()
 echo "round,alone,burned,flooded,flood" >"/mnt/run/$NAME-rounds.csv"
 phase idle
 for round in $(seq $ROUNDS); do
-	alone+=("$(bw)")
+	bw
+	alone+=("$BW")
 	phase burn
-	burned+=("$(bw)")
+	bw
+	burned+=("$BW")
 	phase flood
+	# The flood's own rate: from here, under way, to the next phase.
+	ask mark
 	start=$peer_at
-	flooded+=("$(bw)")
-	# The flood's own rate, from its start to the next phase's.
+	bw
+	flooded+=("$BW")
 	if [ "$round" = $ROUNDS ]; then phase done; else phase idle; fi
 	floods+=("$(rate "$start" "$peer_at")")
 	echo "$round,${alone[-1]},${burned[-1]},${flooded[-1]},${floods[-1]}" | tee -a "/mnt/run/$NAME-rounds.csv"
 done
 a=$(median "${alone[@]}") b=$(median "${burned[@]}") f=$(median "${flooded[@]}") r=$(median "${floods[@]}")
 printf 'alone,burned,flooded,flood\n%s,%s,%s,%s\n' "$a" "$b" "$f" "$r" >"/mnt/run/$NAME.csv"
-share() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
-echo "$NAME (medians of $ROUNDS rounds): victim 64 KiB ib_write_bw alone $a MiB/s; beside a guest" \
-	"burning its vCPUs $b MiB/s (share $(share "$a" "$b")); beside a 4 MiB flood in the other guest" \
-	"$f MiB/s (share $(share "$a" "$f"); flood/burn $(share "$b" "$f")); the flood itself $r MiB/s"
+share() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0) printf "%.2f", b / a; else printf "-" }'; }
+echo "$NAME (medians of $ROUNDS rounds, each column apart): victim 64 KiB ib_write_bw alone $a MiB/s;" \
+	"beside a guest burning its vCPUs $b MiB/s (share $(share "$a" "$b")); beside a 4 MiB flood in" \
+	"the other guest $f MiB/s (share $(share "$a" "$f"); flood/burn $(share "$b" "$f")); the flood" \
+	"itself $r MiB/s"

@@ -310,19 +310,23 @@ def flood_section(out, run):
           "The victim's 64 KiB ib_write_bw alone, beside a guest that only burns its vCPUs, and "
           "beside a guest flooding its own virtio_rdma0 with 4 MiB writes (medians of three rounds "
           "of ten seconds; every round in flood*-rounds.csv): on host CPUs shared by everything "
-          "(guests of 2 vCPUs), and with each guest on CPUs of its own, a vCPU each, its QEMU and "
-          "its device's backend threads pinned there, as a cloud host places tenants.", "",
+          "(guests of 2 vCPUs), and with each guest on CPUs of its own (`run.sh --own-cpus`: half the "
+          "host's CPUs, a vCPU per CPU), its QEMU and its device's backend threads pinned there, as a "
+          "cloud host places tenants. Medians are each column's own; a ratio of two may mix rounds.",
+          "",
           "| host CPUs | victim alone MiB/s | beside a burn MiB/s | beside a 4 MiB flood MiB/s "
           "| share kept (burn) | share kept (flood) | flood / burn | the flood's own MiB/s |",
           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    def rate(v):
+        return fmt(v) if math.isfinite(v) else "-"
+
     bars = []
     for short, cpus, r in floods:
-        a, f = float(r["alone"]), float(r["flooded"])
-        b = float(r.get("burned") or "nan")
-        md.append(f"| {cpus} | {fmt(a)} | {fmt(b) if math.isfinite(b) else '-'} | {fmt(f)} "
-                  f"| {cell(share(a, b))} | {cell(share(a, f))} | {cell(share(b, f))} "
-                  f"| {fmt(float(r['flood'])) if r.get('flood') else '-'} |")
-        bars.append(f'"{short}" {a} {b if math.isfinite(b) else 0} {f}')
+        # An empty cell (a phase that gave no number, a column an older run did not write): nan.
+        a, b, f, own = (float(r.get(k) or "nan") for k in ("alone", "burned", "flooded", "flood"))
+        md.append(f"| {cpus} | {rate(a)} | {rate(b)} | {rate(f)} "
+                  f"| {cell(share(a, b))} | {cell(share(a, f))} | {cell(share(b, f))} | {rate(own)} |")
+        bars.append(f'"{short}" ' + " ".join(str(v if math.isfinite(v) else 0) for v in (a, b, f)))
     md += ["", "flood / burn: what the flood costs the victim beyond busy vCPUs: its share of the "
            "device, and (on shared CPUs) the backend thread the flood keeps busy on the same host cores.",
            ""]

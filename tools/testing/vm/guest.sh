@@ -11,9 +11,10 @@
 # main guest may reboot (QEMU without -no-reboot; see init.sh). With
 # OWN-CPUS=1 each guest is a tenant with CPUs of its own, as on a cloud
 # host: the CPUs this may use split evenly among the guests (the main
-# guest's first), its QEMU pinned there with a vCPU per CPU (not two vCPUs
-# on one: a guest whose lock holder waits for its other vCPU's time slice
-# swings tenfold), and its device's threads too (the backend's --cpus).
+# guest's first), its QEMU pinned there with a vCPU per CPU up to two (not
+# two vCPUs on one: a guest whose lock holder waits for its other vCPU's
+# time slice swings tenfold), and its device's threads too (the backend's
+# --cpus).
 # The main guest can kill and restart the backend (as a crash and an
 # operator's restart): it writes "kill" or "start" to /mnt/run/backend.ctl
 # and waits for /mnt/run/backend.state to say "killed" or "started"
@@ -134,7 +135,9 @@ guest_args() {
 	pin=()
 	if [ -n "${pins[i]:-}" ]; then
 		pin=(taskset -c "${pins[i]}")
+		# A vCPU per CPU, at most the usual two.
 		smp=$(($(tr -cd , <<<"${pins[i]}" | wc -c) + 1))
+		[ "$smp" -le 2 ] || smp=2
 	fi
 	# VRDMA_PEER_APPEND: kernel parameters of the peer alone (the runner's
 	# own tests make it hang in early boot with them).
