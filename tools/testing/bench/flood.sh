@@ -123,7 +123,7 @@ phase() {
 	[ "$1" = done ] || sleep 5
 }
 # rate FROM TO: MiB/s between two of the peer's answers.
-rate() { echo "$1 $2" | awk '{ t = $4 - $2; printf "%.0f", t > 0 ? ($3 - $1) / t / 1048576 : 0 }'; }
+rate() { echo "$1 $2" | awk '{ t = $4 - $2; printf "%.0f", (t > 0 ? ($3 - $1) / t / 1048576 : 0) }'; }
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 wait_for "the peer answers on the link" ping -c 1 -W 1 10.0.2.16
