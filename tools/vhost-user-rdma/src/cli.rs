@@ -370,17 +370,20 @@ mod tests {
         assert_eq!(cli.log_level, LevelFilter::Info);
     }
 
+    /// What `of` says of each of two devices given `extra` options.
+    fn two_devices<T>(extra: &[&str], of: impl Fn(&Limits) -> T) -> Result<Vec<T>, LimitsError> {
+        let mut args = vec!["x", "--socket", "a", "--socket", "b"];
+        args.extend_from_slice(&["--mac", "52:54:00:00:00:01", "--mac", "52:54:00:00:00:02"]);
+        args.extend_from_slice(extra);
+        let devices = Cli::try_parse_from(args).expect("parses").devices()?;
+        Ok(devices.iter().map(|(_, l)| of(l)).collect())
+    }
+
     /// Every device gets --threads threads, half the host's CPUs by
     /// default, between 1 and 64.
     #[test]
     fn threads() {
-        let threads = |extra: &[&str]| {
-            let mut args = vec!["x", "--socket", "a", "--socket", "b"];
-            args.extend_from_slice(&["--mac", "52:54:00:00:00:01", "--mac", "52:54:00:00:00:02"]);
-            args.extend_from_slice(extra);
-            let devices = Cli::try_parse_from(args).expect("parses").devices()?;
-            Ok::<_, LimitsError>(devices.iter().map(|(_, l)| l.threads()).collect::<Vec<_>>())
-        };
+        let threads = |extra: &[&str]| two_devices(extra, Limits::threads);
         let all = std::thread::available_parallelism().map_or(1, |n| n.get());
         let default = default_threads(all) as usize;
         assert_eq!(threads(&[]), Ok(vec![default, default]));
@@ -400,18 +403,8 @@ mod tests {
 
     #[test]
     fn cpus() {
-        let devices = |extra: &[&str]| {
-            let mut args = vec!["x", "--socket", "a", "--socket", "b"];
-            args.extend_from_slice(&["--mac", "52:54:00:00:00:01", "--mac", "52:54:00:00:00:02"]);
-            args.extend_from_slice(extra);
-            let devices = Cli::try_parse_from(args).expect("parses").devices()?;
-            Ok::<_, LimitsError>(
-                devices
-                    .iter()
-                    .map(|(_, l)| (l.cpus().map(|c| c.to_string()), l.threads()))
-                    .collect::<Vec<_>>(),
-            )
-        };
+        let devices =
+            |extra: &[&str]| two_devices(extra, |l| (l.cpus().map(|c| c.to_string()), l.threads()));
         let allowed = Cpus::allowed().expect("affinity").to_string();
         // The first CPU this process may use, and one it may not.
         let first = allowed.split([',', '-']).next().expect("a CPU").to_string();
