@@ -47,7 +47,7 @@ deps:
 		  apt-get install -y -qq debootstrap util-linux gnuplot-nox python3; }
 
 sysroot: deps
-	@$(B)/sysroot.sh >/dev/null
+	@$(B)/sysroot.sh --summary >/dev/null
 
 qemu: sysroot
 	@$(B)/qemu.sh >/dev/null

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # Builds a guest kernel ($KERNEL: debug, the default, or release):
-# Debian's linux-source-7.3 (7.3.4), the patch series in patches/, the
+# Debian's linux-source-7.3 (7.3.4 when last built), the patch series in patches/, the
 # overlay (this repository's kernel-tree files) and a configuration of
 # allnoconfig + kernel/configs/virtio_rdma.config + the variant's fragment
 # (virtio_rdma_debug.config or virtio_rdma_release.config).
@@ -13,11 +13,15 @@
 # Prints the cache directory: bzImage in build/, modules in modules/.
 source "$(dirname "$0")/lib.sh"
 
-KERNEL_VERSION=7.3.4
+# Debian backports' 7.3 series: its stable updates are taken (the series must
+# still apply without fuzz), another series is not.
+KERNEL_SERIES=7.3
 OVERLAY_DIRS="Documentation drivers include kernel rust samples"
 FRAGMENTS=$(kernel_fragments)
-MAKE_ARGS="LLVM=-22 BINDGEN=/usr/local/bin/bindgen"
+MAKE_ARGS="LLVM=$KERNEL_LLVM"
 
+# The sysroot first: its resolved versions are part of the key.
+[ "${1:-}" = --inside ] || "$BUILD/sysroot.sh" >/dev/null
 dest=$(kernel_dir)
 
 if [ "${1:-}" != --inside ]; then
@@ -48,14 +52,16 @@ if [ ! -e "$dest/.src-done" ]; then
 	tar -xf /usr/src/linux-source-7.3.tar.xz -C "$dest"
 	mv "$dest/linux-source-7.3" "$src"
 	v=$(make -s -C "$src" kernelversion)
-	[ "$v" = "$KERNEL_VERSION" ] ||
-		die "linux-source-7.3 is $v, expected $KERNEL_VERSION: update the pin in sysroot.packages and KERNEL_VERSION"
+	case "$v" in
+	"$KERNEL_SERIES" | "$KERNEL_SERIES".*) log "kernel: Linux $v" ;;
+	*) die "linux-source-$KERNEL_SERIES is Linux $v" ;;
+	esac
 	# No fuzz: the series must apply exactly, as git am would apply it.
 	for p in "$TOP"/patches/*.patch; do
 		[ -e "$p" ] || continue
 		log "kernel: applying ${p##*/}"
 		patch -d "$src" -p1 -s -F0 --no-backup-if-mismatch <"$p" ||
-			die "${p##*/} does not apply to $KERNEL_VERSION without fuzz"
+			die "${p##*/} does not apply to Linux $v without fuzz"
 	done
 	touch "$dest/.src-done"
 fi

@@ -8,9 +8,10 @@
 # header and the sysroot. Prints the path of libvirtio_rdma-rdmav34.so.
 source "$(dirname "$0")/lib.sh"
 
-RDMA_CORE_DEB_VERSION=56.1-1
 RDMA_CORE_ORIG=rdma-core_56.1.orig.tar.gz
 
+# The sysroot first: its resolved versions are part of the key.
+[ "${1:-}" = --inside ] || "$BUILD/sysroot.sh" >/dev/null
 lib=$(provider_lib)
 dest=${lib%/build/*}
 if [ -f "$lib" ] && [ -e "$dest/.done" ]; then echo "$lib"; exit 0; fi
@@ -24,8 +25,9 @@ if [ "${1:-}" != --inside ]; then
 fi
 
 # --- from here on we run inside the sysroot ---
-# A new RDMA_CORE_DEB_VERSION goes with the rdma-core pin in sysroot.packages.
-debian_source "rdma-core=$RDMA_CORE_DEB_VERSION" "$RDMA_CORE_ORIG"
+# Trixie's rdma-core source, upstream 56.1 (the rdma-core pin in
+# sysroot.packages), any Debian revision.
+debian_source rdma-core/trixie "$RDMA_CORE_ORIG"
 dl="$VRDMA_CACHE/downloads"
 
 rm -rf "$dest"

@@ -5,9 +5,12 @@
 # path of qemu-system-x86_64 (a path inside the sysroot's view).
 source "$(dirname "$0")/lib.sh"
 
-QEMU_DEB_VERSION=1:10.0.13+ds-0+deb13u1
+# Trixie's qemu source, any Debian revision of upstream 10.0.13 (the
+# qemu-system-data line of sysroot.packages names the same).
 QEMU_ORIG=qemu_10.0.13+ds.orig.tar.xz
 
+# The sysroot first: its resolved versions are part of the key.
+[ "${1:-}" = --inside ] || "$BUILD/sysroot.sh" >/dev/null
 bin=$(qemu_bin)
 dest=${bin%/build/*}
 if [ -x "$bin" ] && [ -e "$dest/.done" ]; then echo "$bin"; exit 0; fi
@@ -21,8 +24,8 @@ if [ "${1:-}" != --inside ]; then
 fi
 
 # --- from here on we run inside the sysroot ---
-# A new QEMU_DEB_VERSION also needs tools/qemu/patches checked.
-debian_source "qemu=$QEMU_DEB_VERSION" "$QEMU_ORIG"
+# A new upstream version also needs tools/qemu/patches checked.
+debian_source qemu/trixie "$QEMU_ORIG"
 dl="$VRDMA_CACHE/downloads"
 
 rm -rf "$dest"

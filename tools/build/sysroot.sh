@@ -4,11 +4,16 @@
 # keyed by this script and sysroot.packages. Prints its path.
 source "$(dirname "$0")/lib.sh"
 
-BINDGEN_VERSION=0.72.1
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 dest=$(sysroot_dir)
-if [ -d "$dest" ]; then echo "$dest"; exit 0; fi
+# --summary: one line on stderr naming the versions the sysroot was built from.
+summary() {
+	[ "${1:-}" = --summary ] || return 0
+	log "sysroot: $(awk '$1 ~ /^(rustc|clang-19|bindgen|linux-source-7.3|qemu-system-data|rdma-core|perftest)$/ {
+		printf "%s%s %s", sep, $1, $2; sep = ", " }' "$dest/$RESOLVED") (all: $dest/$RESOLVED)"
+}
+if [ -d "$dest" ]; then summary "$@"; echo "$dest"; exit 0; fi
 
 command -v debootstrap >/dev/null ||
 	die "debootstrap is missing on the host: apt-get install debootstrap (make deps does it)"
@@ -26,13 +31,6 @@ deb $MIRROR trixie main
 deb $MIRROR trixie-backports main
 deb-src $MIRROR trixie main
 EOS
-# The Rust toolchain's own dependencies (libstd-rust-dev, ...) must come from
-# backports too: raise that source package family to trixie's priority.
-cat >"$tmp/etc/apt/preferences.d/rust-backports" <<EOS
-Package: src:rustc src:cargo
-Pin: release n=trixie-backports
-Pin-Priority: 500
-EOS
 # Trust the host's extra CAs so HTTPS (crates.io) works inside the chroot.
 if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
 	mkdir -p "$tmp/usr/local/share/ca-certificates"
@@ -45,40 +43,26 @@ mount -t proc proc "$tmp/proc"
 trap 'umount "$tmp/proc" 2>/dev/null || true' EXIT
 
 run apt-get update -qq
-# Check every pin first so a vanished version is reported by name.
-specs=() missing=()
-while read -r spec suite; do
-	case "$spec" in ''|'#'*) continue ;; esac
-	name=${spec%%=*}
-	if [ "$spec" != "$name" ]; then
-		want=${spec#*=}
-		if ! run apt-cache madison "$name" | awk -F'|' -v v="$want" \
-			'{gsub(/ /, "", $2)} $2 == v && $3 ~ /Packages$/ {f=1} END {exit !f}'; then
-			missing+=("$name=$want ($suite)")
-		fi
-	fi
-	# apt takes either an exact version or a suite, not both.
-	if [ "$spec" != "$name" ]; then specs+=("$spec"); else specs+=("$name/$suite"); fi
-done < <(sed 's/#.*//' "$BUILD/sysroot.packages")
-if [ ${#missing[@]} -gt 0 ]; then
-	printf 'error: the Debian registry no longer serves these pinned packages:\n' >&2
-	printf '  %s\n' "${missing[@]}" >&2
-	printf 'Pick the version it serves now (chroot %s apt-cache policy NAME),\n' "$tmp" >&2
-	printf 'update tools/build/sysroot.packages, and check the build still works.\n' >&2
+# Resolve every line first, so that a version the registry stopped serving
+# is reported by name before anything is installed.
+resolve_packages run apt-cache >"$tmp.resolved"
+if grep -q ' - ' "$tmp.resolved"; then
+	printf 'error: the Debian registry serves no version these lines of sysroot.packages accept:\n' >&2
+	awk '$2 == "-" { printf "  %s (%s, upstream version %s)\n", $1, $3, $4 }' "$tmp.resolved" >&2
+	printf 'What it serves: chroot %s apt-cache policy NAME. Update tools/build/sysroot.packages\n' "$tmp" >&2
+	printf 'and check that the build and make check still pass.\n' >&2
 	exit 1
 fi
+specs=()
+while read -r name version _; do specs+=("$name=$version"); done <"$tmp.resolved"
 log "sysroot: installing ${#specs[@]} packages"
 run apt-get install -y -qq --no-install-recommends "${specs[@]}" >"$VRDMA_CACHE/apt.log" 2>&1 ||
 	die "apt-get install failed, see $VRDMA_CACHE/apt.log"
 run update-ca-certificates >/dev/null
-
-# bindgen < 0.72.1 mis-handles libclang >= 22 (make rustavailable warns), and
-# trixie ships 0.71.1, so bindgen-cli comes from crates.io at a pinned version.
-log "sysroot: cargo install bindgen-cli $BINDGEN_VERSION"
-run env CARGO_HOME=/root/.cargo cargo install --locked --root /usr/local \
-	bindgen-cli --version "$BINDGEN_VERSION" >"$VRDMA_CACHE/bindgen.log" 2>&1 ||
-	die "cargo install bindgen-cli failed, see $VRDMA_CACHE/bindgen.log"
-rm -rf "$tmp/root/.cargo/registry"
+mkdir -p "$(dirname "$tmp/$RESOLVED")"
+mv "$tmp.resolved" "$tmp/$RESOLVED"
+# Everything installed, dependencies included: what "last seen working" means.
+run dpkg-query -W -f '${Package} ${Version}\n' >"$(dirname "$tmp/$RESOLVED")/packages.installed"
 
 # Mount points the guest runner needs (trixie is merged-/usr).
 mkdir -p "$tmp/usr/lib/modules" "$tmp/mnt/run"
@@ -87,4 +71,5 @@ umount "$tmp/proc"
 trap - EXIT
 mv "$tmp" "$dest"
 log "sysroot: ready at $dest"
+summary "$@"
 echo "$dest"

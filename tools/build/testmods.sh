@@ -15,7 +15,7 @@ dir=$2
 exec 9>"$VRDMA_CACHE/.kernel-build.lock"
 flock 9
 log "test modules: make M=tools/testing/kmod"
-args=(-s -C "$dir/src" O="$dir/build" LLVM=-22 M="$TOP/tools/testing/kmod" MO="$dir/kmod-build")
+args=(-s -C "$dir/src" O="$dir/build" LLVM=$KERNEL_LLVM M="$TOP/tools/testing/kmod" MO="$dir/kmod-build")
 mkdir -p "$dir/kmod-build"
 make "${args[@]}" -j"$JOBS" modules >"$dir/kmod.log" 2>&1 ||
 	{ cat "$dir/kmod.log" >&2; die "test module build failed: $dir/kmod.log"; }

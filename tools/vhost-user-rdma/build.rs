@@ -306,7 +306,7 @@ fn probe_source(header: &Path, structs: &[(String, Vec<String>)]) -> String {
         );
         let _ = writeln!(
             c,
-            "  puts(\"const _: () = assert!(core::mem::size_of::<{rust}>().is_multiple_of(8), \
+            "  puts(\"const _: () = assert!(core::mem::size_of::<{rust}>() % 8 == 0, \
              \\\"struct {name}: size is not a multiple of 8\\\");\");"
         );
         for f in fields {

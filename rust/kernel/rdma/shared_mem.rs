@@ -7,7 +7,7 @@
 
 use super::{device::DmaRefs, Device, Driver};
 use crate::{
-    alloc::flags::{__GFP_ZERO, GFP_KERNEL},
+    alloc::flags::{GFP_KERNEL, __GFP_ZERO},
     bindings,
     prelude::*,
 };

@@ -137,8 +137,11 @@ impl Ctrl {
         self.check_port(CMD, req.port.get())?;
         let Some(set) = self.lock().counter_sets.alloc() else {
             let max = self.limits().max_counter_sets();
-            let why = format_args!("all {max} counter sets are in use");
-            return Err(self.set_warn(CMD, why, VIRTIO_RDMA_S_NO_RESOURCE));
+            return Err(self.set_warn(
+                CMD,
+                format_args!("all {max} counter sets are in use"),
+                VIRTIO_RDMA_S_NO_RESOURCE,
+            ));
         };
         debug!("{}: {CMD} -> set {}", self.name(), set.id());
         let rsp = VirtioRdmaRspAllocCounterSet {
@@ -154,16 +157,22 @@ impl Ctrl {
         let id = req.set.get();
         let mut st = self.lock();
         if st.counter_sets.get(id).is_none() {
-            let why = format_args!("counter set {id} does not exist");
-            return Err(self.set_warn(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.set_warn(
+                CMD,
+                format_args!("counter set {id} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
         }
         if let Some((qpn, _)) = st
             .qps
             .iter()
             .find(|(_, q)| q.counters.as_ref().is_some_and(|s| s.id() == id))
         {
-            let why = format_args!("QP {qpn} is bound to counter set {id}");
-            return Err(self.set_warn(CMD, why, VIRTIO_RDMA_S_BUSY));
+            return Err(self.set_warn(
+                CMD,
+                format_args!("QP {qpn} is bound to counter set {id}"),
+                VIRTIO_RDMA_S_BUSY,
+            ));
         }
         st.counter_sets.free(id);
         drop(st);
@@ -181,14 +190,20 @@ impl Ctrl {
             _ => match st.counter_sets.get(id) {
                 Some(s) => Some(s.clone()),
                 None => {
-                    let why = format_args!("counter set {id} does not exist");
-                    return Err(self.set_warn(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
+                    return Err(self.set_warn(
+                        CMD,
+                        format_args!("counter set {id} does not exist"),
+                        VIRTIO_RDMA_S_NOT_FOUND,
+                    ));
                 }
             },
         };
         let Some(qp) = st.qp_mut(qpn) else {
-            let why = format_args!("qpn {qpn} does not exist");
-            return Err(self.set_warn(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.set_warn(
+                CMD,
+                format_args!("qpn {qpn} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
         };
         // From the next count on: what the QP counted so far stays where
         // it was counted.

@@ -979,8 +979,9 @@ impl Ctrl {
         let shown = Ipv6Addr::from(req.gid);
         if !self.limits.gid_allowed(&req.gid) {
             self.stats.inc(Counter::GidRefused);
-            let why = format_args!("ADD_GID: {shown} is not an address this device may use");
-            self.guest_warn(why);
+            self.guest_warn(format_args!(
+                "ADD_GID: {shown} is not an address this device may use"
+            ));
             return Err(VIRTIO_RDMA_S_INVALID);
         }
         let taken = fabric::devices(fabric)
@@ -988,8 +989,7 @@ impl Ctrl {
             .any(|d| !std::ptr::eq(d.ctrl(), self) && d.ctrl().has_gid(&req.gid));
         if taken {
             self.stats.inc(Counter::GidRefused);
-            let why = format_args!("ADD_GID: {shown} belongs to another device");
-            self.guest_warn(why);
+            self.guest_warn(format_args!("ADD_GID: {shown} belongs to another device"));
             return Err(VIRTIO_RDMA_S_BUSY);
         }
         let entry = GidEntry {

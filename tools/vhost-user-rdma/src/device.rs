@@ -169,7 +169,7 @@ impl RdmaDevice {
         }
         let slot = index - 1 - max_cq;
         let qpn = (slot / 2) as u32;
-        if slot.is_multiple_of(2) {
+        if slot % 2 == 0 {
             engine::sq_kicked(&self.ctrl, qpn);
         } else {
             engine::rq_kicked(&self.ctrl, qpn);

@@ -1443,13 +1443,23 @@ fn connected_send(
         Take::Got(r) => r,
         // UC has no RNR NAK to wait on: the message is lost.
         Take::Empty(_) if uc => {
-            let why = format_args!("QP {} has no receive posted", peer.qpn);
-            return lost(ctrl, qpn, w, len, why);
+            return lost(
+                ctrl,
+                qpn,
+                w,
+                len,
+                format_args!("QP {} has no receive posted", peer.qpn),
+            );
         }
         Take::Empty(d) => return Exec::Rnr(d),
         Take::Bad if uc => {
-            let why = format_args!("QP {} failed a malformed receive", peer.qpn);
-            return lost(ctrl, qpn, w, len, why);
+            return lost(
+                ctrl,
+                qpn,
+                w,
+                len,
+                format_args!("QP {} failed a malformed receive", peer.qpn),
+            );
         }
         Take::Bad => return Exec::Done(IB_WC_REM_OP_ERR, 0),
     };
@@ -1465,16 +1475,26 @@ fn connected_send(
     let Some(dst) = dst else {
         recv_error(fabric, peer, &r, IB_WC_LOC_PROT_ERR);
         if uc {
-            let why = format_args!("QP {}: receive SGEs refused", peer.qpn);
-            return lost(ctrl, qpn, w, len, why);
+            return lost(
+                ctrl,
+                qpn,
+                w,
+                len,
+                format_args!("QP {}: receive SGEs refused", peer.qpn),
+            );
         }
         return Exec::Done(IB_WC_REM_OP_ERR, 0);
     };
     if total(&dst) < src.len() {
         recv_error(fabric, peer, &r, IB_WC_LOC_LEN_ERR);
         if uc {
-            let why = format_args!("QP {}: receive shorter than {len} bytes", peer.qpn);
-            return lost(ctrl, qpn, w, len, why);
+            return lost(
+                ctrl,
+                qpn,
+                w,
+                len,
+                format_args!("QP {}: receive shorter than {len} bytes", peer.qpn),
+            );
         }
         return Exec::Done(IB_WC_REM_INV_REQ_ERR, 0);
     }
@@ -1535,13 +1555,18 @@ fn rdma_write(
         // carries on: there is no NAK to send, and IB does not move it to
         // error for that.
         if uc {
-            let why = format_args!(
-                "QP {}: rkey {:#x} refused remote write of {len} bytes at {:#x}",
-                peer.qpn,
-                rdma.rkey.get(),
-                rdma.remote_addr.get()
+            return lost(
+                ctrl,
+                qpn,
+                w,
+                len,
+                format_args!(
+                    "QP {}: rkey {:#x} refused remote write of {len} bytes at {:#x}",
+                    peer.qpn,
+                    rdma.rkey.get(),
+                    rdma.remote_addr.get()
+                ),
             );
-            return lost(ctrl, qpn, w, len, why);
         }
         to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
         return Exec::Done(IB_WC_REM_ACCESS_ERR, 0);
@@ -1552,13 +1577,23 @@ fn rdma_write(
         match take_recv(fabric, peer) {
             Take::Got(r) => Some(r),
             Take::Empty(_) if uc => {
-                let why = format_args!("QP {} has no receive posted", peer.qpn);
-                return lost(ctrl, qpn, w, len, why);
+                return lost(
+                    ctrl,
+                    qpn,
+                    w,
+                    len,
+                    format_args!("QP {} has no receive posted", peer.qpn),
+                );
             }
             Take::Empty(d) => return Exec::Rnr(d),
             Take::Bad if uc => {
-                let why = format_args!("QP {} failed a malformed receive", peer.qpn);
-                return lost(ctrl, qpn, w, len, why);
+                return lost(
+                    ctrl,
+                    qpn,
+                    w,
+                    len,
+                    format_args!("QP {} failed a malformed receive", peer.qpn),
+                );
             }
             Take::Bad => return Exec::Done(IB_WC_REM_OP_ERR, 0),
         }
@@ -1645,7 +1680,7 @@ fn atomic(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) ->
     let a = w.atomic();
     let pc = peer.ctrl();
     let addr = a.remote_addr.get();
-    if !addr.is_multiple_of(8) {
+    if addr % 8 != 0 {
         to_error_event(fabric, pc, peer.qpn, Event::QpReqErr(peer.qpn));
         return IB_WC_REM_INV_REQ_ERR;
     }

@@ -281,9 +281,7 @@ impl Hostile {
         let mut lies = self.lock();
         let n = lies.posted + 1;
         let every = u64::from(self.config.every.get());
-        let lie = n
-            .is_multiple_of(every)
-            .then(|| CQE_LIES[lies.next_cqe % CQE_LIES.len()]);
+        let lie = (n % every == 0).then(|| CQE_LIES[lies.next_cqe % CQE_LIES.len()]);
         let last = lies.last_wr_id.get(cqn as usize).copied().unwrap_or(0);
         let (cqe, len) = match lie {
             Some(lie) => corrupt(lie, genuine, last),
@@ -332,7 +330,7 @@ impl Hostile {
 
     /// Whether the `n`th create of a kind lies.
     fn nth(&self, n: u64) -> bool {
-        self.config.kinds.handles && n.is_multiple_of(u64::from(self.config.every.get()))
+        self.config.kinds.handles && n % u64::from(self.config.every.get()) == 0
     }
 
     /// CREATE_CQ's answer `body`: the new CQ has no completions yet; names

@@ -81,7 +81,7 @@ impl RingMap {
                 "ring depth {depth} is not a power of two in {min_depth}..={MAX_QUEUE_SIZE}"
             )));
         }
-        if !stride.is_multiple_of(8) || stride < min_stride || stride > MAX_STRIDE {
+        if stride % 8 != 0 || stride < min_stride || stride > MAX_STRIDE {
             return Err(invalid(format!(
                 "ring stride {stride} is not a multiple of 8 in {min_stride}..={MAX_STRIDE}"
             )));

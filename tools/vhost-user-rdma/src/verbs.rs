@@ -62,8 +62,11 @@ impl Ctrl {
         let cqe = req.cqe.get();
         let max = u32::from(self.limits().queue_size());
         if cqe == 0 || cqe > max {
-            let why = format_args!("cqe {cqe} outside 1..={max}");
-            return Err(self.bad("CREATE_CQ", why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                "CREATE_CQ",
+                format_args!("cqe {cqe} outside 1..={max}"),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         let cq = Cq {
             cqe,
@@ -94,8 +97,11 @@ impl Ctrl {
         let comp_vqs = self.limits().rings().map_or(0, |r| r.comp_vqs);
         let vq = req.comp_vq.get();
         if vq >= comp_vqs {
-            let why = format_args!("completion-event queue {vq} of {comp_vqs}");
-            return Err(self.bad("CREATE_CQ_RING", why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                "CREATE_CQ_RING",
+                format_args!("completion-event queue {vq} of {comp_vqs}"),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         let map = {
             let guard = self.mem().memory();
@@ -103,8 +109,11 @@ impl Ctrl {
         }
         .map_err(|r| self.bad("CREATE_CQ_RING", format_args!("{}", r.why), r.status))?;
         if map.stride() != CqRing::STRIDE {
-            let why = format_args!("stride {} is not {}", map.stride(), CqRing::STRIDE);
-            return Err(self.bad("CREATE_CQ_RING", why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                "CREATE_CQ_RING",
+                format_args!("stride {} is not {}", map.stride(), CqRing::STRIDE),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         let cq = Cq {
             cqe: map.depth(),
@@ -120,15 +129,21 @@ impl Ctrl {
         let req: VirtioRdmaCmdResizeCqRing = self.parse(CMD, body)?;
         let cqn = req.cqn.get();
         let Some(old) = self.lock().cq(cqn).and_then(|cq| cq.ring.clone()) else {
-            let why = format_args!("cqn {cqn} is not a ring CQ");
-            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.bad(
+                CMD,
+                format_args!("cqn {cqn} is not a ring CQ"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
         };
         let guard = self.mem().memory();
         let map = RingMap::load(&guard, &req.ring, 1, CqRing::STRIDE)
             .map_err(|r| self.bad(CMD, format_args!("{}", r.why), r.status))?;
         if map.stride() != CqRing::STRIDE {
-            let why = format_args!("stride {} is not {}", map.stride(), CqRing::STRIDE);
-            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                CMD,
+                format_args!("stride {} is not {}", map.stride(), CqRing::STRIDE),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         // No completion is written meanwhile: a control command holds the
         // whole fabric (fabric.rs).
@@ -162,8 +177,11 @@ impl Ctrl {
         {
             let mut st = self.lock();
             if !st.cq_exists(cqn) {
-                let why = format_args!("cqn {cqn} does not exist");
-                return Err(self.bad("DESTROY_CQ", why, VIRTIO_RDMA_S_NOT_FOUND));
+                return Err(self.bad(
+                    "DESTROY_CQ",
+                    format_args!("cqn {cqn} does not exist"),
+                    VIRTIO_RDMA_S_NOT_FOUND,
+                ));
             }
             if st
                 .qps
@@ -171,8 +189,11 @@ impl Ctrl {
                 .any(|q| q.send_cqn == cqn || q.recv_cqn == cqn)
                 || st.srqs.reports_to(cqn)
             {
-                let why = format_args!("cqn {cqn} is used by a QP or an XRC SRQ");
-                return Err(self.bad("DESTROY_CQ", why, VIRTIO_RDMA_S_BUSY));
+                return Err(self.bad(
+                    "DESTROY_CQ",
+                    format_args!("cqn {cqn} is used by a QP or an XRC SRQ"),
+                    VIRTIO_RDMA_S_BUSY,
+                ));
             }
             st.cqs.remove(cqn);
         }
@@ -194,8 +215,11 @@ impl Ctrl {
             ));
         }
         if !mr::access_ok(access) {
-            let why = format_args!("access flags {access:#x} not supported or inconsistent");
-            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                cmd,
+                format_args!("access flags {access:#x} not supported or inconsistent"),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         Ok(())
     }
@@ -245,8 +269,11 @@ impl Ctrl {
         let Some(mrn) = st.mrs.insert(mr) else {
             drop(st);
             self.stats().inc(Counter::OverQuota);
-            let why = format_args!("all MRs are in use");
-            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NO_RESOURCE));
+            return Err(self.bad(
+                cmd,
+                format_args!("all MRs are in use"),
+                VIRTIO_RDMA_S_NO_RESOURCE,
+            ));
         };
         st.mr_pages += cost;
         drop(st);
@@ -276,11 +303,14 @@ impl Ctrl {
         let (pdn, access, max) = (req.pdn.get(), req.access_flags.get(), req.max_num_sg.get());
         self.check_pd_access("CREATE_MR", pdn, access)?;
         if max == 0 || max > limits::MAX_FAST_REG_PAGE_LIST_LEN {
-            let why = format_args!(
-                "max_num_sg {max} outside 1..={}",
-                limits::MAX_FAST_REG_PAGE_LIST_LEN
-            );
-            return Err(self.bad("CREATE_MR", why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                "CREATE_MR",
+                format_args!(
+                    "max_num_sg {max} outside 1..={}",
+                    limits::MAX_FAST_REG_PAGE_LIST_LEN
+                ),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         let mr = Mr {
             pdn,
@@ -310,23 +340,32 @@ impl Ctrl {
         } = t;
         let need = mr::pages_needed(iova, length).filter(|_| length <= limits::MAX_MR_SIZE);
         let Some(need) = need.filter(|_| length > 0 && iova.checked_add(length).is_some()) else {
-            let why = format_args!("length {length} at iova {iova:#x} is not a valid region");
-            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                cmd,
+                format_args!("length {length} at iova {iova:#x} is not a valid region"),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         };
         let n = u64::from(npages);
         if n == 0 || n > max_pages || n < need || (exact && n != need) {
-            let why = format_args!(
-                "{npages} pages for {length} bytes at iova {iova:#x} (need {need}, at most \
+            return Err(self.bad(
+                cmd,
+                format_args!(
+                    "{npages} pages for {length} bytes at iova {iova:#x} (need {need}, at most \
                  {max_pages})"
-            );
-            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+                ),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         let guard = self.mem().memory();
         let pages = mr::load_page_table(&guard, table, npages).map_err(|st| {
-            let why = format_args!(
+            self.bad(
+                cmd,
+                format_args!(
                 "page table at {table:#x} has a page that is misaligned or outside guest memory"
-            );
-            self.bad(cmd, why, st)
+            ),
+                st,
+            )
         })?;
         Ok(PageMap {
             iova,
@@ -341,12 +380,18 @@ impl Ctrl {
         let max = match self.lock().mrs.get(mrn).map(|m| m.kind.clone()) {
             Some(MrKind::FastReg { max_pages }) => max_pages,
             Some(_) => {
-                let why = format_args!("mrn {mrn} is not a fast-registration MR");
-                return Err(self.bad("MAP_MR_SG", why, VIRTIO_RDMA_S_INVALID));
+                return Err(self.bad(
+                    "MAP_MR_SG",
+                    format_args!("mrn {mrn} is not a fast-registration MR"),
+                    VIRTIO_RDMA_S_INVALID,
+                ));
             }
             None => {
-                let why = format_args!("mrn {mrn} does not exist");
-                return Err(self.bad("MAP_MR_SG", why, VIRTIO_RDMA_S_NOT_FOUND));
+                return Err(self.bad(
+                    "MAP_MR_SG",
+                    format_args!("mrn {mrn} does not exist"),
+                    VIRTIO_RDMA_S_NOT_FOUND,
+                ));
             }
         };
         let (iova, length, npages) = (req.iova.get(), req.length.get(), req.npages.get());
@@ -399,8 +444,11 @@ impl Ctrl {
             let mut st = self.lock();
             if st.mrs.get(mrn).is_some() && st.mrs.has_windows(mrn) {
                 drop(st);
-                let why = format_args!("mrn {mrn} has windows bound to it");
-                return Err(self.bad("DEREG_MR", why, VIRTIO_RDMA_S_BUSY));
+                return Err(self.bad(
+                    "DEREG_MR",
+                    format_args!("mrn {mrn} has windows bound to it"),
+                    VIRTIO_RDMA_S_BUSY,
+                ));
             }
             let mr = st.mrs.remove(mrn);
             if let Some(mr) = &mr {
@@ -409,8 +457,11 @@ impl Ctrl {
             mr
         };
         if removed.is_none() {
-            let why = format_args!("mrn {mrn} does not exist");
-            return Err(self.bad("DEREG_MR", why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.bad(
+                "DEREG_MR",
+                format_args!("mrn {mrn} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
         }
         debug!("{}: DEREG_MR mrn {mrn}", self.name());
         Ok(Vec::new())
@@ -420,8 +471,11 @@ impl Ctrl {
         let req: VirtioRdmaCmdAllocMw = self.parse("ALLOC_MW", body)?;
         let (pdn, mw_type) = (req.pdn.get(), req.mw_type);
         if !matches!(mw_type, IB_MW_TYPE_1 | IB_MW_TYPE_2) {
-            let why = format_args!("window type {mw_type} is neither 1 nor 2");
-            return Err(self.bad("ALLOC_MW", why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                "ALLOC_MW",
+                format_args!("window type {mw_type} is neither 1 nor 2"),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         self.check_pd_access("ALLOC_MW", pdn, 0)?;
         let key = match self.key_byte() {
@@ -441,8 +495,11 @@ impl Ctrl {
         drop(st);
         let Some(mwn) = mwn else {
             self.stats().inc(Counter::OverQuota);
-            let why = format_args!("no window or MR handle is free");
-            return Err(self.bad("ALLOC_MW", why, VIRTIO_RDMA_S_NO_RESOURCE));
+            return Err(self.bad(
+                "ALLOC_MW",
+                format_args!("no window or MR handle is free"),
+                VIRTIO_RDMA_S_NO_RESOURCE,
+            ));
         };
         let rkey = mr::make_key(mwn, key);
         debug!(
@@ -462,8 +519,11 @@ impl Ctrl {
         let mwn = req.mwn.get();
         // A bound window goes with its binding (IB's Deallocate MW).
         if self.lock().mrs.remove_mw(mwn).is_none() {
-            let why = format_args!("mwn {mwn} does not exist");
-            return Err(self.bad("DEALLOC_MW", why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.bad(
+                "DEALLOC_MW",
+                format_args!("mwn {mwn} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
         }
         debug!("{}: DEALLOC_MW mwn {mwn}", self.name());
         Ok(Vec::new())
@@ -497,11 +557,14 @@ impl Ctrl {
         if ini {
             let receives = caps.max_recv_wr != 0 || caps.max_recv_sge != 0 || req.srqn.get() != 0;
             if rings.is_none() || !self.xrc_enabled() || receives {
-                let why = format_args!(
-                    "an XRC_INI QP needs rings, XRC and no receives (srqn {}, {caps:?})",
-                    req.srqn.get()
-                );
-                return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+                return Err(self.bad(
+                    cmd,
+                    format_args!(
+                        "an XRC_INI QP needs rings, XRC and no receives (srqn {}, {caps:?})",
+                        req.srqn.get()
+                    ),
+                    VIRTIO_RDMA_S_INVALID,
+                ));
             }
         }
         let send_cqn = req.send_cqn.get();
@@ -516,15 +579,21 @@ impl Ctrl {
             ));
         }
         let (Some(scq), Some(rcq)) = (st.cq(send_cqn), st.cq(recv_cqn)) else {
-            let why = format_args!("CQ {send_cqn} or {recv_cqn} does not exist");
-            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.bad(
+                cmd,
+                format_args!("CQ {send_cqn} or {recv_cqn} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
         };
         // A ring QP completes into rings: no kernel on its data path. A
         // virtqueue QP may complete into either (the GSI QP keeps its
         // virtqueues and reports to the kernel's ring CQs).
         if rings.is_some() && (scq.ring.is_none() || rcq.ring.is_none()) {
-            let why = format_args!("CQ {send_cqn} or {recv_cqn} is not a ring CQ");
-            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                cmd,
+                format_args!("CQ {send_cqn} or {recv_cqn} is not a ring CQ"),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         // A QP with an SRQ has no RQ of its own (and the GSI QP is the
         // kernel's, with its own receives).
@@ -532,18 +601,27 @@ impl Ctrl {
         let srq = match srqn {
             0 => None,
             _ if qp_type == IB_QPT_GSI || caps.max_recv_wr != 0 || caps.max_recv_sge != 0 => {
-                let why = format_args!("srqn {srqn} on a GSI QP or one with an RQ ({caps:?})");
-                return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+                return Err(self.bad(
+                    cmd,
+                    format_args!("srqn {srqn} on a GSI QP or one with an RQ ({caps:?})"),
+                    VIRTIO_RDMA_S_INVALID,
+                ));
             }
             _ => match st.srqs.get(srqn) {
                 None => {
-                    let why = format_args!("srqn {srqn} does not exist");
-                    return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NOT_FOUND));
+                    return Err(self.bad(
+                        cmd,
+                        format_args!("srqn {srqn} does not exist"),
+                        VIRTIO_RDMA_S_NOT_FOUND,
+                    ));
                 }
                 // Only its domain's target QPs take an XRC SRQ's receives.
                 Some(s) if s.xrc.is_some() => {
-                    let why = format_args!("srqn {srqn} is an XRC SRQ");
-                    return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+                    return Err(self.bad(
+                        cmd,
+                        format_args!("srqn {srqn} is an XRC SRQ"),
+                        VIRTIO_RDMA_S_INVALID,
+                    ));
                 }
                 Some(s) => Some(s.link(srqn)),
             },
@@ -557,8 +635,11 @@ impl Ctrl {
             || req.sq_sig_all > 1;
         let known = matches!(qp_type, IB_QPT_GSI | IB_QPT_RC | IB_QPT_UC | IB_QPT_UD) || ini;
         if bad_caps || !known {
-            let why = format_args!("type {qp_type} or capacities {caps:?} not supported");
-            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                cmd,
+                format_args!("type {qp_type} or capacities {caps:?} not supported"),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         let max_qp = self.limits().max_qp();
         let qpn = match (&rings, qp_type) {
@@ -569,8 +650,11 @@ impl Ctrl {
             (Some(_), _) => st.free_ring_qpn(max_qp),
         };
         let Some(qpn) = qpn else {
-            let why = format_args!("no free QP number for type {qp_type}");
-            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NO_RESOURCE));
+            return Err(self.bad(
+                cmd,
+                format_args!("no free QP number for type {qp_type}"),
+                VIRTIO_RDMA_S_NO_RESOURCE,
+            ));
         };
         let recv_cqn = if ini { NO_CQ } else { recv_cqn };
         let mut qp = Qp::new(
@@ -606,8 +690,11 @@ impl Ctrl {
         let req: VirtioRdmaCmdCreateQpRing = self.parse(CMD, body)?;
         let flags = req.flags.get();
         if flags & !VIRTIO_RDMA_QP_RING_F_USER != 0 {
-            let why = format_args!("flags {flags:#x} not understood");
-            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                CMD,
+                format_args!("flags {flags:#x} not understood"),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         let q = &req.qp;
         let sge = |n: u32| n.saturating_mul(wqe::SGE_LEN as u32);
@@ -619,8 +706,11 @@ impl Ctrl {
         // none: neither has an RQ ring.
         let has_rq = q.srqn.get() == 0 && q.qp_type != IB_QPT_XRC_INI;
         if !has_rq && req.rq.as_bytes().iter().any(|&b| b != 0) {
-            let why = format_args!("a QP with an SRQ, or an XRC_INI QP, has an RQ ring");
-            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                CMD,
+                format_args!("a QP with an SRQ, or an XRC_INI QP, has an RQ ring"),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         let (sq, rq) = {
             let guard = self.mem().memory();
@@ -644,16 +734,22 @@ impl Ctrl {
             let mut st = self.lock();
             let gids: Vec<bool> = (0..=u8::MAX).map(|i| st.gid_ok(i)).collect();
             let Some(qp) = st.qp_mut(qpn) else {
-                let why = format_args!("qpn {qpn} does not exist");
-                return Err(self.bad("MODIFY_QP", why, VIRTIO_RDMA_S_NOT_FOUND));
+                return Err(self.bad(
+                    "MODIFY_QP",
+                    format_args!("qpn {qpn} does not exist"),
+                    VIRTIO_RDMA_S_NOT_FOUND,
+                ));
             };
             qp::modify(qp, mask, &req.attr, |i| gids[usize::from(i)]).map_err(|status| {
-                let why = format_args!(
-                    "qpn {qpn}: state {} -> {} with mask {mask:#x} refused",
-                    qp.state(),
-                    req.attr.qp_state
-                );
-                self.bad("MODIFY_QP", why, status)
+                self.bad(
+                    "MODIFY_QP",
+                    format_args!(
+                        "qpn {qpn}: state {} -> {} with mask {mask:#x} refused",
+                        qp.state(),
+                        req.attr.qp_state
+                    ),
+                    status,
+                )
             })?
         };
         debug!("{}: MODIFY_QP qpn {qpn}: {old} -> {new}", self.name());
@@ -673,8 +769,11 @@ impl Ctrl {
         let qpn = req.qpn.get();
         let st = self.lock();
         let Some(qp) = st.qp(qpn) else {
-            let why = format_args!("qpn {qpn} does not exist");
-            return Err(self.bad("QUERY_QP", why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.bad(
+                "QUERY_QP",
+                format_args!("qpn {qpn} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
         };
         let mut attr = qp.attr;
         attr.cur_qp_state = attr.qp_state;
@@ -693,8 +792,11 @@ impl Ctrl {
         let req: VirtioRdmaCmdDestroyQp = self.parse("DESTROY_QP", body)?;
         let qpn = req.qpn.get();
         if self.lock().qp(qpn).is_none() {
-            let why = format_args!("qpn {qpn} does not exist");
-            return Err(self.bad("DESTROY_QP", why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.bad(
+                "DESTROY_QP",
+                format_args!("qpn {qpn} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
         }
         // Outstanding elements go back to the driver without completions
         // (as IB's destroy: the consumer drains first if it cares).
@@ -728,17 +830,26 @@ impl Ctrl {
         let (pdn, flags) = (req.pdn.get(), req.flags.get());
         let (max_wr, max_sge, limit) = (req.max_wr.get(), req.max_sge.get(), req.srq_limit.get());
         if !self.lock().pds.contains(pdn) {
-            let why = format_args!("pdn {pdn} does not exist");
-            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.bad(
+                cmd,
+                format_args!("pdn {pdn} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
         }
         if flags & !VIRTIO_RDMA_SRQ_F_USER != 0 {
-            let why = format_args!("flags {flags:#x} not understood");
-            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                cmd,
+                format_args!("flags {flags:#x} not understood"),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         let caps = self.limits().srq_caps();
         srq::check_create(max_wr, max_sge, limit, req.ring.depth.get(), caps).map_err(|why| {
-            let why = format_args!("max_wr {max_wr} max_sge {max_sge} limit {limit}: {why}");
-            self.bad(cmd, why, VIRTIO_RDMA_S_INVALID)
+            self.bad(
+                cmd,
+                format_args!("max_wr {max_wr} max_sge {max_sge} limit {limit}: {why}"),
+                VIRTIO_RDMA_S_INVALID,
+            )
         })?;
         let map = {
             let guard = self.mem().memory();
@@ -756,8 +867,11 @@ impl Ctrl {
             xrc,
         };
         let Some(srqn) = self.lock().srqs.insert(srq) else {
-            let why = format_args!("all {} SRQs are in use", self.limits().max_srq());
-            return Err(self.bad(cmd, why, VIRTIO_RDMA_S_NO_RESOURCE));
+            return Err(self.bad(
+                cmd,
+                format_args!("all {} SRQs are in use", self.limits().max_srq()),
+                VIRTIO_RDMA_S_NO_RESOURCE,
+            ));
         };
         // Its ring asks for no doorbell yet: poll until it does.
         self.wake_rings();
@@ -780,14 +894,20 @@ impl Ctrl {
         let mut st = self.lock();
         let Some(s) = st.srqs.get_mut(srqn) else {
             drop(st);
-            let why = format_args!("srqn {srqn} does not exist");
-            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.bad(
+                CMD,
+                format_args!("srqn {srqn} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
         };
         if let Err(why) = srq::check_limit(limit, s.max_wr) {
             let max_wr = s.max_wr;
             drop(st);
-            let why = format_args!("srqn {srqn}: limit {limit} of {max_wr}: {why}");
-            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                CMD,
+                format_args!("srqn {srqn}: limit {limit} of {max_wr}: {why}"),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         s.limit = limit;
         Ok(Vec::new())
@@ -804,8 +924,11 @@ impl Ctrl {
             reserved: U32::new(0),
         });
         let Some(rsp) = rsp else {
-            let why = format_args!("srqn {srqn} does not exist");
-            return Err(self.bad(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.bad(
+                CMD,
+                format_args!("srqn {srqn} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
         };
         Ok(rsp.as_bytes().to_vec())
     }
@@ -819,13 +942,19 @@ impl Ctrl {
         match users {
             None => {
                 drop(st);
-                let why = format_args!("srqn {srqn} does not exist");
-                Err(self.bad(CMD, why, VIRTIO_RDMA_S_NOT_FOUND))
+                Err(self.bad(
+                    CMD,
+                    format_args!("srqn {srqn} does not exist"),
+                    VIRTIO_RDMA_S_NOT_FOUND,
+                ))
             }
             Some(n) if n > 0 => {
                 drop(st);
-                let why = format_args!("srqn {srqn} is used by {n} QPs");
-                Err(self.bad(CMD, why, VIRTIO_RDMA_S_BUSY))
+                Err(self.bad(
+                    CMD,
+                    format_args!("srqn {srqn} is used by {n} QPs"),
+                    VIRTIO_RDMA_S_BUSY,
+                ))
             }
             // Receives left in it end with it, without completions.
             Some(_) => {
@@ -842,13 +971,19 @@ impl Ctrl {
         let (cqn, flags) = (req.cqn.get(), req.flags.get());
         let all = VIRTIO_RDMA_NOTIFY_SOLICITED | VIRTIO_RDMA_NOTIFY_NEXT_COMPLETION;
         if flags == 0 || flags & !all != 0 {
-            let why = format_args!("flags {flags:#x} not understood");
-            return Err(self.bad("REQ_NOTIFY_CQ", why, VIRTIO_RDMA_S_INVALID));
+            return Err(self.bad(
+                "REQ_NOTIFY_CQ",
+                format_args!("flags {flags:#x} not understood"),
+                VIRTIO_RDMA_S_INVALID,
+            ));
         }
         let mut st = self.lock();
         let Some(cq) = st.cqs.get_mut(cqn) else {
-            let why = format_args!("cqn {cqn} does not exist");
-            return Err(self.bad("REQ_NOTIFY_CQ", why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.bad(
+                "REQ_NOTIFY_CQ",
+                format_args!("cqn {cqn} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
         };
         cq.armed |= flags;
         Ok(Vec::new())

@@ -98,16 +98,22 @@ impl Ctrl {
         if self.lock().xrcds.contains(xrcdn) {
             return Ok(());
         }
-        let why = format_args!("XRC domain {xrcdn} does not exist");
-        Err(self.xrc_refuse(cmd, why, VIRTIO_RDMA_S_NOT_FOUND))
+        Err(self.xrc_refuse(
+            cmd,
+            format_args!("XRC domain {xrcdn} does not exist"),
+            VIRTIO_RDMA_S_NOT_FOUND,
+        ))
     }
 
     pub(crate) fn alloc_xrcd(&self) -> CmdResult {
         const CMD: &str = "ALLOC_XRCD";
         let Some(xrcdn) = self.lock().xrcds.alloc() else {
             let max = self.limits().max_xrcd();
-            let why = format_args!("all {max} XRC domains are in use");
-            return Err(self.xrc_refuse(CMD, why, VIRTIO_RDMA_S_NO_RESOURCE));
+            return Err(self.xrc_refuse(
+                CMD,
+                format_args!("all {max} XRC domains are in use"),
+                VIRTIO_RDMA_S_NO_RESOURCE,
+            ));
         };
         debug!("{}: {CMD} -> xrcdn {xrcdn}", self.name());
         Ok(VirtioRdmaRspAllocXrcd {
@@ -125,14 +131,20 @@ impl Ctrl {
         let mut st = self.lock();
         if !st.xrcds.contains(xrcdn) {
             drop(st);
-            let why = format_args!("XRC domain {xrcdn} does not exist");
-            return Err(self.xrc_refuse(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
+            return Err(self.xrc_refuse(
+                CMD,
+                format_args!("XRC domain {xrcdn} does not exist"),
+                VIRTIO_RDMA_S_NOT_FOUND,
+            ));
         }
         let used = st.srqs.uses_xrcd(xrcdn) || st.qps.values().any(|q| q.xrcdn == Some(xrcdn));
         if used {
             drop(st);
-            let why = format_args!("XRC domain {xrcdn} has XRC SRQs or XRC_TGT QPs");
-            return Err(self.xrc_refuse(CMD, why, VIRTIO_RDMA_S_BUSY));
+            return Err(self.xrc_refuse(
+                CMD,
+                format_args!("XRC domain {xrcdn} has XRC SRQs or XRC_TGT QPs"),
+                VIRTIO_RDMA_S_BUSY,
+            ));
         }
         st.xrcds.free(xrcdn);
         drop(st);
@@ -149,13 +161,19 @@ impl Ctrl {
         let ring_cq = self.lock().cq(cqn).map(|cq| cq.ring.is_some());
         match ring_cq {
             None => {
-                let why = format_args!("cqn {cqn} does not exist");
-                return Err(self.xrc_refuse(CMD, why, VIRTIO_RDMA_S_NOT_FOUND));
+                return Err(self.xrc_refuse(
+                    CMD,
+                    format_args!("cqn {cqn} does not exist"),
+                    VIRTIO_RDMA_S_NOT_FOUND,
+                ));
             }
             // Its completions name a process's QP: they go to a ring.
             Some(false) => {
-                let why = format_args!("cqn {cqn} is not a ring CQ");
-                return Err(self.xrc_refuse(CMD, why, VIRTIO_RDMA_S_INVALID));
+                return Err(self.xrc_refuse(
+                    CMD,
+                    format_args!("cqn {cqn} is not a ring CQ"),
+                    VIRTIO_RDMA_S_INVALID,
+                ));
             }
             Some(true) => {}
         }
@@ -170,8 +188,11 @@ impl Ctrl {
         let mut st = self.lock();
         let Some(qpn) = st.free_ring_qpn(self.limits().max_qp()) else {
             drop(st);
-            let why = format_args!("no free QP number");
-            return Err(self.xrc_refuse(CMD, why, VIRTIO_RDMA_S_NO_RESOURCE));
+            return Err(self.xrc_refuse(
+                CMD,
+                format_args!("no free QP number"),
+                VIRTIO_RDMA_S_NO_RESOURCE,
+            ));
         };
         // No queues, no CQs, no PD: per message, the XRC SRQ it names
         // stands in for them.
