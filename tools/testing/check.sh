@@ -59,6 +59,11 @@ t0=${VRDMA_CHECK_T0:-$(date +%s)}
 budget=$((${VRDMA_BUDGET:-85} * 60))
 read -r -a test_words <<<"${TEST:-}"
 
+# Whether the registry has moved on from the cached sysroot: asked now, said
+# at the end (tools/build/drift.sh; never a failure).
+"$BUILD/drift.sh" >"$logs/drift.txt" 2>&1 &
+drift_pid=$!
+
 min_sec() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
 # result NAME STATUS [SECONDS]
@@ -164,8 +169,27 @@ limit() {
 	echo $(($1 < left ? $1 : left))
 }
 
+# expect_rc WANT LOG [PATTERN]: the last command's status was WANT (and LOG
+# says PATTERN).
+expect_rc() {
+	local rc=$?
+	[ "$rc" = "$1" ] && { [ -z "${3:-}" ] || grep -q "$3" "$2"; }
+}
+
 if want_layer style; then
 	layer style "style (rustfmt, checkpatch, clippy)"
+	# The drift line can say what it guards: against a recorded set with
+	# versions the registry no longer serves, and a package list with a pin
+	# it serves nothing for, it names both and still exits 0.
+	s=$SECONDS
+	drift_test="$VRDMA_CACHE/drift-test"
+	mkdir -p "$drift_test"
+	sed 's/^\(rustc\|cargo\) .*/\1 1.97.1+dfsg1-1~bpo13+1 trixie-backports/' "$(sysroot_resolved)" >"$drift_test/resolved"
+	sed 's/^rustc=[^ ]* trixie$/rustc=1.97.1 trixie-backports/' "$BUILD/sysroot.packages" >"$drift_test/packages"
+	VRDMA_PACKAGES="$drift_test/packages" "$BUILD/drift.sh" "$drift_test/resolved" >"$logs/drift-test.log" 2>&1
+	expect_rc 0 "$logs/drift-test.log" "^REGISTRY DRIFT: .*make setup would FAIL there.* rustc 1.97.1+dfsg1-1~bpo13+1 (no 1.97.1 in trixie-backports now).* cargo 1.97.1+dfsg1-1~bpo13+1 -> 1.85.1"
+	result "drift: a version the registry stopped serving is named, and does not fail make check" $? \
+		$((SECONDS - s)) "$logs/drift-test.log"
 	# Kernel-side Rust of the overlay, with the kernel's own rustfmt settings.
 	krs=$(cd "$TOP" && find rust drivers samples -name '*.rs' | sort)
 	timed --log "$logs/rustfmt-kernel.log" "rustfmt: kernel Rust ($(echo $krs | wc -w) files)" \
@@ -225,7 +249,10 @@ if want_layer cargo; then
 	done
 	# The provider's work request tables (pure C): unit tests on the host.
 	log="$logs/provider-wr-table.log"
+	# Sanitizer reports are fatal (-fno-sanitize-recover; ASan and LeakSanitizer
+	# exit non-zero), and a non-zero exit fails the layer even after "ok" lines.
 	in_sysroot bash -c "cd '$TOP' && cc -O1 -Wall -Werror -fsanitize=address,undefined \
+		-fno-sanitize-recover=all \
 		-I tools/rdma-core/providers/virtio_rdma -o /tmp/vrdma-wr-table-test \
 		tools/rdma-core/tests/wr_table_test.c tools/rdma-core/providers/virtio_rdma/wr_table.c \
 		&& /tmp/vrdma-wr-table-test" >"$log" 2>&1
@@ -235,7 +262,7 @@ if want_layer cargo; then
 		n=$((n + 1))
 		[ "$verdict" = ok ] && result "provider wr_table: $name" 0 || result "provider wr_table: $name" 1
 	done < <(sed -n 's/^test \(.*\) \.\.\. \(ok\|FAILED\)$/\1 \2/p' "$log")
-	if [ $rc != 0 ] && [ $n = 0 ]; then result "provider wr_table: build and run (see $log)" 1 "" "$log"; fi
+	if [ $rc != 0 ] || [ $n = 0 ]; then result "provider wr_table: build and run (see $log)" 1 "" "$log"; fi
 	# Fuzzing of the backend's guest-facing parsers: a short run of each
 	# cargo-fuzz target (tools/vhost-user-rdma/fuzz/run.sh; corpora kept).
 	for target in ctrl_command work_request data_path; do
@@ -278,12 +305,6 @@ if want_layer kunit && in_budget "KUnit"; then
 	fi
 fi
 
-# expect_rc WANT LOG [PATTERN]: the last command's status was WANT (and LOG
-# says PATTERN).
-expect_rc() {
-	local rc=$?
-	[ "$rc" = "$1" ] && { [ -z "${3:-}" ] || grep -q "$3" "$2"; }
-}
 if want_layer runner && in_budget "runner contract"; then
 	layer runner "runner contract"
 	s=$SECONDS
@@ -327,7 +348,8 @@ if want_layer runner && in_budget "runner contract"; then
 	result "runner: a kmemleak report fails the run (97)" $? $((SECONDS - s)) "$logs/runner-kmemleak.log"
 	# A shared guest keeps each test's verdict its own: a test that leaks
 	# fails for it while the plain one after it passes and sees nothing of
-	# it; one that WARNs and leaves a module pinned fails for both, and the
+	# it; a task hung in D state and an RCU stall report each fail the test
+	# in whose time they appear; one that WARNs and leaves a module pinned fails for both, and the
 	# guest (tainted now) stops after it: the test after it is not run
 	# there. (tools/testing/vm/suite-selftest/)
 	s=$SECONDS
@@ -338,11 +360,15 @@ if want_layer runner && in_budget "runner contract"; then
 	r="$logs/runner-suite/results"
 	[ "$(cat "$r/1-leak/status" 2>/dev/null)" = 97 ] &&
 		[ "$(cat "$r/2-pass/status" 2>/dev/null)" = 0 ] &&
-		[ "$(cat "$r/3-warn-and-pin/status" 2>/dev/null)" = 98 ] &&
-		grep -q "cannot be unloaded after the test.*nvmet" "$r/3-warn-and-pin/output.log" &&
-		[ ! -e "$r/4-not-run" ] &&
-		[ "$(cat "$logs/runner-suite/dirty" 2>/dev/null)" = 3-warn-and-pin ]
-	result "runner: a shared guest keeps each test's verdict (leak, WARN, module left) its own" $? \
+		[ "$(cat "$r/3-hung-task/status" 2>/dev/null)" = 98 ] &&
+		grep -q "INFO: task cat:[0-9]* blocked" "$r/3-hung-task/output.log" &&
+		[ "$(cat "$r/4-rcu-stall/status" 2>/dev/null)" = 98 ] &&
+		grep -q "rcu: INFO: rcu_preempt detected stalls" "$r/4-rcu-stall/output.log" &&
+		[ "$(cat "$r/5-warn-and-pin/status" 2>/dev/null)" = 98 ] &&
+		grep -q "cannot be unloaded after the test.*nvmet" "$r/5-warn-and-pin/output.log" &&
+		[ ! -e "$r/6-not-run" ] &&
+		[ "$(cat "$logs/runner-suite/dirty" 2>/dev/null)" = 5-warn-and-pin ]
+	result "runner: a shared guest keeps each test's verdict (leak, hung task, RCU stall, WARN, module left) its own" $? \
 		$((SECONDS - s)) "$logs/runner-suite.log"
 	# QEMU refuses a num-queues the backend cannot serve, at start, saying so.
 	s=$SECONDS
@@ -491,6 +517,8 @@ done
 printf '  %-8s %s (make check from its start, builds included; budget %s)\n' total \
 	"$(min_sec $(($(date +%s) - t0)))" "$(min_sec $budget)"
 echo
+wait $drift_pid
+cat "$logs/drift.txt"
 if [ $failed -gt 0 ]; then
 	echo "failed:"
 	printf '  %s\n' "${failures[@]}"

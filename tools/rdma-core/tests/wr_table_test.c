@@ -288,6 +288,8 @@ static void run(void (*fn)(void), const char *name)
 
 int main(void)
 {
+	/* Each verdict out before a sanitizer report can end the process. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	RUN(tokens_name_requests_in_order);
 	RUN(full_table_and_withdrawn_batch);
 	RUN(tokens_not_outstanding_are_refused);

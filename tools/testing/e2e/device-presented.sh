@@ -24,6 +24,10 @@ echo "MSI-X vectors: $msix"
 # The driver negotiates VIRTIO_RDMA_F_RINGS (feature bit 0) when offered.
 modprobe virtio_rdma
 for _ in $(seq 50); do [ -e "$found/driver" ] && break; sleep 0.2; done
+drv=""
+[ ! -e "$found/driver" ] || drv=$(basename "$(readlink -f "$found/driver")")
+[ "$drv" = virtio_rdma ] || { echo "virtio_rdma did not bind the device (driver: ${drv:-none})"; exit 1; }
+echo "bound by $drv"
 want=67
 [ "$(cut -c1 "$found/features")" = 0 ] || want=70
 [ "$msix" = $want ] || { echo "expected $want MSI-X vectors"; lspci -vv -s "$pci"; exit 1; }

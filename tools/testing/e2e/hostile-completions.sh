@@ -28,7 +28,7 @@ step "rping: rdma_cm's MADs through ib_mad's QP 1 meet the lie"
 timeout 30 rping -s -a $addr -p $port -C 20 >/tmp/server.log 2>&1 &
 sleep 1
 rc=0
-timeout 30 rping -c -a $addr -p $port -C 20 -v >/tmp/client.log 2>&1 || rc=$?
+timeout 30 rping -c -a $addr -p $port -C 20 -V -v >/tmp/client.log 2>&1 || rc=$?
 echo "  client exit $rc: $(tail -1 /tmp/client.log)"
 wait_for "every rping to exit" bash -c '! pgrep -x rping >/dev/null'
 port=$((port + 1))

@@ -32,7 +32,7 @@ step "the live objects still work: rdma_cm through ib_mad's QP1"
 timeout 30 rping -s -a $addr -p $port -C 3 >/tmp/server.log 2>&1 &
 sleep 1
 ok=0
-timeout 30 rping -c -a $addr -p $port -C 3 -v >/tmp/client.log 2>&1 &&
+timeout 30 rping -c -a $addr -p $port -C 3 -V -v >/tmp/client.log 2>&1 &&
 	grep -q "ping data: rdma-ping-2" /tmp/client.log && ok=1
 wait || true
 [ $ok = 1 ] || fail "rping never connected: $(tail -3 /tmp/client.log)"

@@ -58,7 +58,7 @@ python3 tools/testing/e2e/lib/uverbs_user.py "$max_qp" "$max_cq" "$max_qp_wr" "$
 
 # User objects are listed with their process ("comm python3"); kernel ones
 # with the ULP in brackets.
-user_objects() { rdma res show "$1" dev virtio_rdma0 2>/dev/null | grep -c "comm python3" || true; }
+user_objects() { res_count "comm python3" "$1" dev virtio_rdma0; }
 none_left() { [ "$(user_objects pd)" = 0 ] && [ "$(user_objects mr)" = 0 ]; }
 none_left || { rdma res show pd dev virtio_rdma0; rdma res show mr dev virtio_rdma0; fail "user objects left"; }
 

@@ -19,6 +19,6 @@ step "binding, using and ending windows"
 python3 tools/testing/e2e/lib/mw.py "$gid" || fail "mw.py"
 
 step "nothing left"
-left=$(rdma res show mr dev virtio_rdma0 | grep -c "comm python3" || true)
+left=$(res_count "comm python3" mr dev virtio_rdma0)
 [ "$left" = 0 ] || fail "$left MRs of the process are still listed"
 modprobe -r virtio_rdma

@@ -63,7 +63,7 @@ rdma_up() {
 	[ "$(basename "$(readlink -f /sys/class/infiniband/$dev/device)")" = "$adev" ] ||
 		fail "$dev is not the RDMA device of $adev: $(readlink -f /sys/class/infiniband/$dev/device)"
 }
-rdma_gone() { ! rdma link show | grep -q .; }
+rdma_gone() { local out; out=$(rdma link show) && [ -z "$out" ]; }
 
 step "$ROLE: virtio_rdma binds $adev"
 driver_up

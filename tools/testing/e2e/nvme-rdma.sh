@@ -44,7 +44,7 @@ dev=$NVME_CTRL ns=$NVME_NS
 [ "$(cat "/sys/class/nvme/$dev/transport")" = rdma ] || fail "$dev is not an RDMA controller"
 echo "$dev: $(cat "/sys/class/nvme/$dev/address"), queues: $(ls -d /sys/class/nvme/$dev/* | wc -l) attrs"
 # The controller's queues are RC QPs of virtio_rdma0 (host and target side).
-nqp=$(rdma res show qp link virtio_rdma0/1 2>/dev/null | grep -c "type RC" || true)
+nqp=$(res_count "type RC" qp link virtio_rdma0/1)
 echo "RC QPs on virtio_rdma0: $nqp"
 [ "$nqp" -ge 4 ] || fail "expected the NVMe queues as RC QPs on virtio_rdma0, found $nqp"
 # nvme-rdma opens an I/O queue per CPU; each takes a CQ of the core's pool
@@ -70,7 +70,7 @@ fi
 # RC QPs they made through rdma_cm, and the core's pooled CQs serving them
 # (besides ib_mad's).
 while read -r res filter obj comm min; do
-	n=$(rdma res show "$res" "$filter" "$obj" 2>/dev/null | grep -c "comm \[$comm\]" || true)
+	n=$(res_count "comm \[$comm\]" "$res" "$filter" "$obj")
 	echo "rdma res show $res: $n of [$comm]"
 	[ "$n" -ge "$min" ] || { rdma res show "$res" "$filter" "$obj" || true; fail "rdma res show $res: fewer than $min of [$comm]"; }
 done <<EOF
@@ -81,7 +81,7 @@ pd dev virtio_rdma0 nvme_rdma 1
 pd dev virtio_rdma0 nvmet_rdma 1
 EOF
 max_srq=$(ibv_devinfo -v -d virtio_rdma0 | sed -n 's/^[[:space:]]*max_srq:[[:space:]]*\([0-9]*\).*/\1/p')
-srqs=$(rdma res show srq dev virtio_rdma0 2>/dev/null | grep -c "comm \[nvmet_rdma\]" || true)
+srqs=$(res_count "comm \[nvmet_rdma\]" srq dev virtio_rdma0)
 echo "max_srq ${max_srq:-?}: nvmet's SRQs on virtio_rdma0: $srqs"
 if [ "${max_srq:-0}" -gt 0 ]; then
 	[ "$srqs" -ge 1 ] || { rdma res show srq || true; fail "nvmet-rdma made no SRQ (use_srq=1)"; }
@@ -103,7 +103,7 @@ grep -E "WRITE:|READ:" /tmp/fio-seq.txt
 step "disconnect, then remove the device under the listening target"
 nvme disconnect -n "$NQN" || fail "nvme disconnect failed"
 modprobe -r nvme-rdma
-left=$(rdma res show qp link virtio_rdma0/1 2>/dev/null | grep -c "type RC" || true)
+left=$(res_count "type RC" qp link virtio_rdma0/1)
 [ "$left" = 0 ] || fail "$left RC QPs left on virtio_rdma0 after disconnect"
 # The target still listens on virtio_rdma0: unloading the driver unregisters
 # the device under a live rdma_cm listener (nvmet_rdma's device removal).

@@ -18,6 +18,6 @@ step "reregistering one MR"
 python3 tools/testing/e2e/lib/rereg_mr.py "$gid" || fail "rereg_mr.py"
 
 step "nothing left"
-left=$(rdma res show mr dev virtio_rdma0 | grep -c "comm python3" || true)
+left=$(res_count "comm python3" mr dev virtio_rdma0)
 [ "$left" = 0 ] || fail "$left MRs of the process are still listed"
 modprobe -r virtio_rdma

@@ -18,6 +18,6 @@ step "resizing a CQ"
 python3 tools/testing/e2e/lib/resize_cq.py "$gid" || fail "resize_cq.py"
 
 step "nothing left"
-left=$(rdma res show cq dev virtio_rdma0 | grep -c "comm python3" || true)
+left=$(res_count "comm python3" cq dev virtio_rdma0)
 [ "$left" = 0 ] || fail "$left CQs of the process are still listed"
 modprobe -r virtio_rdma

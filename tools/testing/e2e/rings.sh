@@ -117,4 +117,4 @@ pair "ib_write_bw -q 256 (256 RC QPs carrying traffic at once)" ib_write_bw $opt
 	ib_write_bw $opts -p $port localhost
 
 pair "rping (rdma_cm; its MADs on the kernel's QP 1)" rping -s -a $MY_IP -p $port -C 50 -- \
-	rping -c -a $MY_IP -p $port -C 50 -v
+	rping -c -a $MY_IP -p $port -C 50 -V -v

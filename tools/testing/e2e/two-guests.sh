@@ -47,7 +47,7 @@ done
 for t in ib_send_bw ib_send_lat; do
 	pair_step "$t -R" $t -d $dev -F -R -n 500 -p $port -- $t -d $dev -F -R -n 500 -p $port $PEER
 done
-pair_step "rping" rping -s -a $PEER -p $port -C 100 -- rping -c -a $PEER -p $port -C 100 -v
+pair_step "rping" rping -s -a $PEER -p $port -C 100 -- rping -c -a $PEER -p $port -C 100 -V -v
 if [ "$ROLE" = main ]; then
 	grep -q "ping data: rdma-ping-99" /tmp/client.log || fail "rping: the client did not verify 100 pings"
 fi
@@ -89,6 +89,6 @@ nvme disconnect -n "$NQN" || fail "nvme disconnect failed"
 main_done
 
 step "nothing of the clients is left"
-res=$(rdma res show qp link $dev/1 2>/dev/null | grep -v "comm \[" || true)
+res=$(user_qps "$dev")
 [ -z "$res" ] || fail "QPs of user processes remain: $res"
 echo "PASS: two guests, one backend: verbs clients, rping and NVMe/RDMA between them"

@@ -26,7 +26,7 @@ cc -O1 -Wall -Werror -I include/uapi -o /tmp/uverbs_hostile \
 user_objects() {
 	local where="dev virtio_rdma0"
 	[ "$1" != qp ] || where="link virtio_rdma0/1"
-	rdma res show "$1" $where 2>/dev/null | grep -c "comm ib_" || true
+	res_count "comm ib_" "$1" $where
 }
 
 step "perftest killed mid-traffic"

@@ -6,7 +6,7 @@
 # ibv_ud_pingpong, perftest's send/write/read/atomic bandwidth and send/write
 # latency tests with the out-of-band TCP exchange and with rdma_cm (-R), and
 # rping. Each pair must exit 0 with its data checked by the client where the
-# tool can (ibv_*_pingpong -c, rping -v prints what it verified). The runner
+# tool can (ibv_*_pingpong -c, rping -V compares every ping it reads back). The runner
 # fails the test on any kernel report or leak once the processes are gone.
 # modes: virtqueues (with queues in guest memory rdma-core's clients are
 # rings.sh's, and perftest, rping and the pingpongs between two guests
@@ -42,10 +42,10 @@ for rdma_cm in "${cm_modes[@]}"; do
 	done
 done
 
-pair "rping" rping -s -a $addr -p $port -C 100 -- rping -c -a $addr -p $port -C 100 -v
+pair "rping" rping -s -a $addr -p $port -C 100 -- rping -c -a $addr -p $port -C 100 -V -v
 grep -q "ping data: rdma-ping-99" /tmp/client.log || fail "rping: the client did not verify 100 pings"
 
 step "nothing of the clients is left"
-res=$(rdma res show qp link $dev/1 2>/dev/null | grep -v "comm \[" || true)
+res=$(user_qps "$dev")
 [ -z "$res" ] || fail "QPs of user processes remain: $res"
 echo "PASS"

@@ -31,6 +31,7 @@ for res in qp srq cq mr pd; do
 	[ "$left" = 0 ] || fail "$left ${res}s of the process are still listed"
 done
 # The core keeps target QPs itself (not the process's): none may be left.
-left=$(rdma res show qp | grep "virtio_rdma0" | grep -c "XRC" || true)
+out=$(rdma res show qp) || fail "rdma res show qp"
+left=$(echo "$out" | grep "virtio_rdma0" | grep -c "XRC" || true)
 [ "$left" = 0 ] || fail "$left XRC QPs are still listed"
 modprobe -r virtio_rdma

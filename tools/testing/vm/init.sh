@@ -22,8 +22,8 @@
 #   ("dirty" names it), and the runner gives the rest a fresh guest.
 #
 # After a command or test the kernel log is searched for reports of the
-# debug checkers (WARN, BUG, lockdep, KASAN, sleeping in atomic, and with
-# kmemleak=1 on the command line, kmemleak): any report fails it.
+# debug checkers (WARN, BUG, lockdep, KASAN, sleeping in atomic, a task hung
+# in D state, an RCU stall, and with kmemleak=1 on the command line, kmemleak): any report fails it.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root TERM=${TERM:-linux} LANG=C.UTF-8 VRDMA_SRC=/opt
 
@@ -32,6 +32,9 @@ export HOME=/root TERM=${TERM:-linux} LANG=C.UTF-8 VRDMA_SRC=/opt
 mount -t proc proc /proc # mount -a needs it to see what is mounted
 mount -a -T /opt/tools/testing/vm/fstab
 echo vrdma-guest >/proc/sys/kernel/hostname
+# Every hung task is reported, however many earlier tests of a shared guest
+# had (the kernel stops after 10 by default).
+[ ! -e /proc/sys/kernel/hung_task_warnings ] || echo -1 >/proc/sys/kernel/hung_task_warnings
 
 read -r -a cmdline </proc/cmdline
 # param NAME: the value of vrdma.NAME= on the kernel command line.
@@ -62,9 +65,11 @@ echo "$VRDMA_BOOT" >/mnt/run/boots
 export VRDMA_BOOT
 
 # checker_reports [FILE]: the debug checkers' reports in FILE (a saved
-# kernel log) or in the kernel log.
+# kernel log) or in the kernel log: lockdep, KASAN, UBSAN, WARN/BUG, the
+# hung-task detector (a task in D state for hung_task_timeout_secs) and RCU
+# stalls.
 checker_reports() {
-	local pattern='WARNING:|BUG:|Oops|general protection fault|KASAN|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|sleeping function called from invalid context|UBSAN:|kernel BUG'
+	local pattern='WARNING:|BUG:|Oops|general protection fault|KASAN|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|sleeping function called from invalid context|UBSAN:|kernel BUG|INFO: task [^ ]*:[0-9]+ blocked|rcu: INFO: rcu_'
 	if [ -n "${1:-}" ]; then
 		grep -E -A30 "$pattern" "$1"
 	else

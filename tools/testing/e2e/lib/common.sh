@@ -17,6 +17,26 @@ wait_for() {
 	for _ in $(seq 100); do "$@" && return 0; sleep 0.2; done
 	fail "timed out waiting for: $what"
 }
+# res_count PATTERN OBJECT [ARG...]: how many lines of `rdma res show OBJECT
+# ARG...` match PATTERN. When rdma itself fails this prints its failure
+# instead of a number, so that no count, and no "nothing left", comes from a
+# command that printed nothing: any comparison with it fails.
+res_count() {
+	local pattern=$1 out
+	shift
+	if out=$(rdma res show "$@" 2>&1); then
+		grep -c -- "$pattern" <<<"$out" || true
+	else
+		echo "(rdma res show $* failed: $out)"
+	fi
+}
+# user_qps DEV: the lines of `rdma res show qp` for DEV's port 1 that are user
+# processes' QPs (a kernel ULP's say "comm [ULP]"), or rdma's failure.
+user_qps() {
+	local out
+	out=$(rdma res show qp link "$1/1" 2>&1) || { echo "(rdma res show qp failed: $out)"; return; }
+	grep -v "comm \[" <<<"$out" || true
+}
 link_active() { rdma link show virtio_rdma0/1 2>/dev/null | grep -q "state ACTIVE"; }
 # This guest's IPv4 address: 10.0.2.15, or 10.0.2.16 for a two-guest run's peer.
 MY_IP=$(sed -n 's/.*\bvrdma.ip=\([^ ]*\).*/\1/p' /proc/cmdline)
@@ -150,14 +170,28 @@ on_peer() {
 	fi
 	[ -n "${PAIR_QUIET:-}" ] || sed 's/^/  server: /' /tmp/server.log | tail -4
 }
-# on_main NAME CLIENT...: this guest's half, retried while nobody listens.
+# What a client says when nobody listens yet (the peer's server has not
+# started): a refused TCP connection (the pingpongs' and perftest's
+# exchange), an rdma_cm connect rejected for want of a listener (rping:
+# RDMA_CM_EVENT_REJECTED; perftest -R: "Unexpected CM event ... 8", 8 being
+# RDMA_CM_EVENT_REJECTED). Seen from each client run against a port where
+# nothing listens.
+NOT_LISTENING="Couldn't connect to|RDMA_CM_EVENT_REJECTED|Unexpected CM event .* 8\$"
+# on_main NAME CLIENT...: this guest's half. The client runs again only while
+# its failure says that nobody listens yet; any other failure fails the step
+# at once, so that a real error cannot hide behind a retry that then works.
 on_main() {
 	local name=$1; shift
 	[ -n "${PAIR_QUIET:-}" ] || step "$name (client)"
-	local deadline=$((SECONDS + 240))
-	until timeout 120 "$@" >/tmp/client.log 2>&1; do
-		[ $SECONDS -lt $deadline ] ||
-			{ sed 's/^/  client: /' /tmp/client.log | tail -20; fail "$name: client failed"; }
+	local deadline=$((SECONDS + 240)) rc
+	while :; do
+		rc=0
+		timeout 120 "$@" >/tmp/client.log 2>&1 || rc=$?
+		[ $rc != 0 ] || break
+		if [ $SECONDS -ge $deadline ] || ! grep -E "$NOT_LISTENING" /tmp/client.log >/dev/null; then
+			sed 's/^/  client: /' /tmp/client.log | tail -20
+			fail "$name: client exit $rc"
+		fi
 		sleep 0.5
 	done
 	[ -n "${PAIR_QUIET:-}" ] || sed 's/^/  client: /' /tmp/client.log | tail -6

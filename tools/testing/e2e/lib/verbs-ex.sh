@@ -54,6 +54,6 @@ for t in "ib_write_bw -I 64" "ib_send_bw -I 64" ib_read_bw "ib_write_lat -I 64";
 done
 
 step "nothing of the clients is left"
-res=$(rdma res show qp link $dev/1 2>/dev/null | grep -v "comm \[" || true)
+res=$(user_qps "$dev")
 [ -z "$res" ] || fail "QPs of user processes remain: $res"
 echo "PASS"
