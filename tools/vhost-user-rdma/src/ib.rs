@@ -59,9 +59,20 @@ pub const ACCESS_SUPPORTED: u32 = IB_ACCESS_LOCAL_WRITE
     | IB_ACCESS_REMOTE_READ
     | IB_ACCESS_REMOTE_ATOMIC
     | IB_ACCESS_MW_BIND;
+pub const IB_ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
+pub const IB_ACCESS_FLUSH_PERSISTENT: u32 = 1 << 9;
+/// Access bits a QP may grant its peer: the MRs' and the two FLUSH
+/// placements (IBA 1.5), which this device never receives a FLUSH for, so
+/// they are accepted and grant nothing (as rxe accepts them).
+pub const QP_ACCESS_SUPPORTED: u32 =
+    ACCESS_SUPPORTED | IB_ACCESS_FLUSH_GLOBAL | IB_ACCESS_FLUSH_PERSISTENT;
 /// Access bits a window may be bound with.
 pub const MW_ACCESS_SUPPORTED: u32 =
     IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | IB_ZERO_BASED;
+/// Bits a bind may carry that mean nothing for a window (local access is
+/// the MR's): ignored, as rxe and rdma-core's own tests (which bind with
+/// local write) expect.
+pub const MW_ACCESS_IGNORED: u32 = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_MW_BIND;
 
 // enum ib_mw_type
 pub const IB_MW_TYPE_1: u8 = 1;

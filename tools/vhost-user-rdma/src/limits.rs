@@ -683,13 +683,15 @@ impl Limits {
         }
     }
 
-    /// Receives an SRQ holds, and SGEs of each (0 without SRQs): as a QP's
-    /// RQ.
+    /// Receives an SRQ holds, and SGEs of each (0 without SRQs). An SRQ is
+    /// always a ring in guest memory, never a virtqueue, so its depth is the
+    /// rings' bound, not the virtqueue size (which QEMU caps at 1024; rxe
+    /// offers 2^20, and rdma-core's tests ask for 2000).
     pub fn srq_caps(&self) -> (u32, u32) {
         if self.max_srq() == 0 {
             return (0, 0);
         }
-        (u32::from(self.queue_size), MAX_SGE)
+        (MAX_QUEUE_SIZE, MAX_SGE)
     }
 
     /// Memory windows a device may hold: windows take their handles from

@@ -83,11 +83,12 @@ impl Mw {
         if req.new_rkey >> 8 != req.mw_rkey >> 8 {
             return Err("the new rkey names another window");
         }
-        if req.access & !MW_ACCESS_SUPPORTED != 0 {
+        let access = req.access & !MW_ACCESS_IGNORED;
+        if access & !MW_ACCESS_SUPPORTED != 0 {
             return Err("access flags a window cannot have");
         }
         match self.mw_type {
-            IB_MW_TYPE_1 if req.access & IB_ZERO_BASED != 0 => {
+            IB_MW_TYPE_1 if access & IB_ZERO_BASED != 0 => {
                 return Err("a type 1 window is not zero-based (o10-36.2.2)")
             }
             IB_MW_TYPE_2 if self.bound.is_some() => {
@@ -117,7 +118,7 @@ impl Mw {
             return Err("the MR was not registered with IB_ACCESS_MW_BIND (C10-73)");
         }
         let writes = IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC;
-        if req.access & writes != 0 && mr.access & IB_ACCESS_LOCAL_WRITE == 0 {
+        if access & writes != 0 && mr.access & IB_ACCESS_LOCAL_WRITE == 0 {
             return Err("a writable window needs an MR with local write (C10-74)");
         }
         let end = req.addr.checked_add(req.length);
@@ -130,7 +131,7 @@ impl Mw {
             qpn: (self.mw_type == IB_MW_TYPE_2).then_some(qpn),
             addr: req.addr,
             length: req.length,
-            access: req.access,
+            access,
         }))
     }
 
@@ -219,9 +220,18 @@ mod tests {
             "o10-36.2.2"
         );
         assert!(
-            bad(&w1, 1, req(0x1800, 0x100, IB_ACCESS_LOCAL_WRITE), &m),
-            "local write"
+            bad(&w1, 1, req(0x1800, 0x100, RW | (1 << 12)), &m),
+            "unknown bits"
         );
+        // Local write means nothing for a window: accepted and dropped, as
+        // rxe does and rdma-core's tests (which bind with it) expect.
+        let b = w1.check_bind(
+            7,
+            1,
+            &req(0x1800, 0x100, RW | IB_ACCESS_LOCAL_WRITE),
+            Some((2, &m)),
+        );
+        assert_eq!(b.map(|b| b.map(|b| b.access)), Ok(Some(RW)));
         let mut other = req(0x1800, 0x100, RW);
         other.new_rkey = 0x406;
         assert!(bad(&w1, 1, other, &m), "another window's rkey");

@@ -291,7 +291,7 @@ pub fn modify(
     // Values.
     let bad = (mask & IB_QP_PORT != 0 && u32::from(a.port_num) != limits::PHYS_PORT_CNT)
         || (mask & IB_QP_PKEY_INDEX != 0 && a.pkey_index.get() >= limits::PKEY_TBL_LEN)
-        || (mask & IB_QP_ACCESS_FLAGS != 0 && a.qp_access_flags.get() & !ACCESS_SUPPORTED != 0)
+        || (mask & IB_QP_ACCESS_FLAGS != 0 && a.qp_access_flags.get() & !QP_ACCESS_SUPPORTED != 0)
         || (mask & IB_QP_PATH_MTU != 0 && !(1..=limits::IB_MTU_1024).contains(&a.path_mtu))
         || (mask & IB_QP_DEST_QPN != 0 && a.dest_qp_num.get() >= 1 << 24)
         || (mask & IB_QP_RQ_PSN != 0 && a.rq_psn.get() >= 1 << 24)
