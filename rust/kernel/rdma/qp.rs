@@ -318,6 +318,25 @@ impl RoceAv {
             dmac: unsafe { ah.__bindgen_anon_1.roce.dmac },
         })
     }
+
+    /// Writes this address vector into `ah` as a RoCE one with a global route, as a query of
+    /// a QP returns it; `ah`'s source GID attribute (a reference the core manages) is left
+    /// alone.
+    pub fn write_attr(&self, ah: &mut bindings::rdma_ah_attr) {
+        ah.type_ = bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
+        ah.ah_flags = bindings::ib_ah_flags_IB_AH_GRH as u8;
+        ah.port_num = self.port_num;
+        ah.sl = self.sl;
+        ah.static_rate = self.static_rate;
+        ah.grh.dgid = bindings::ib_gid { raw: self.dgid };
+        ah.grh.flow_label = self.flow_label;
+        ah.grh.sgid_index = self.sgid_index;
+        ah.grh.hop_limit = self.hop_limit;
+        ah.grh.traffic_class = self.traffic_class;
+        ah.__bindgen_anon_1 = bindings::rdma_ah_attr__bindgen_ty_1 {
+            roce: bindings::roce_ah_attr { dmac: self.dmac },
+        };
+    }
 }
 
 /// A scatter/gather entry of a work request (`struct ib_sge`).

@@ -36,6 +36,26 @@ pub(crate) fn wire_av(av: &RoceAv) -> Result<abi::Av> {
     })
 }
 
+/// The address vector the device reports (a QP's primary path), checked: `None` when it has
+/// none (port 0), `EIO` when it names a port the device does not have.
+pub(crate) fn from_wire(av: &abi::Av) -> Result<Option<RoceAv>> {
+    match u32::from(av.port_num) {
+        0 => Ok(None),
+        kernel::rdma::FIRST_PORT => Ok(Some(RoceAv {
+            dgid: av.dgid,
+            flow_label: av.flow_label.get(),
+            sgid_index: av.sgid_index,
+            hop_limit: av.hop_limit,
+            traffic_class: av.traffic_class,
+            sl: av.sl,
+            static_rate: av.static_rate,
+            port_num: kernel::rdma::FIRST_PORT,
+            dmac: av.dmac,
+        })),
+        _ => Err(EIO),
+    }
+}
+
 /// Creates an AH (any context, except with `udata`: a user verb).
 pub(crate) fn create(av: &RoceAv, udata: Option<&mut Udata<'_>>) -> Result<DevAh> {
     let av = wire_av(av)?;

@@ -658,8 +658,10 @@ fn wire_attr(attr: &QpAttr, mask: u32) -> Result<abi::QpAttr> {
         w.dest_qp_num.set(a.dest_qp_num);
     }
     if has(bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS) {
+        // Optional flags (relaxed ordering) are hints the device does not define, as for MRs.
+        let access = u32::try_from(a.qp_access_flags).map_err(|_| EINVAL)?;
         w.qp_access_flags
-            .set(u32::try_from(a.qp_access_flags).map_err(|_| EINVAL)?);
+            .set(access & !bindings::ib_access_flags_IB_ACCESS_OPTIONAL);
     }
     if has(bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX) {
         w.pkey_index.set(a.pkey_index);
@@ -757,6 +759,11 @@ pub(crate) fn query(
     attr.timeout = w.timeout;
     attr.retry_cnt = w.retry_cnt;
     attr.rnr_retry = w.rnr_retry;
+    // The primary path as the device keeps it: a QP restated from its query (rdma-core's
+    // tests do so after a rereg) needs it for RTR.
+    if let Some(av) = ah::from_wire(&w.ah_attr)? {
+        av.write_attr(&mut attr.ah_attr);
+    }
     // The queue sizes are the driver's (the device's echo of them is not needed).
     let cap = bindings::ib_qp_cap {
         max_send_wr: qp.cap.max_send_wr,
