@@ -62,6 +62,25 @@ static void tokens_name_requests_in_order(void)
 	vrdma_wr_table_free(&t);
 }
 
+/* A QP's granted cap below the ring's power-of-two depth is what fills it. */
+static void the_granted_cap_fills_the_table(void)
+{
+	struct vrdma_wr_table t;
+
+	EXPECT(!vrdma_wr_table_init(&t, 4, VRDMA_TAG_RECV));
+	vrdma_wr_table_limit(&t, 3);
+	post(&t, 1, true);
+	post(&t, 2, true);
+	EXPECT(!vrdma_wr_table_full(&t));
+	post(&t, 3, true);
+	EXPECT(vrdma_wr_table_full(&t));
+	/* A limit of 0 or above the depth leaves the depth. */
+	vrdma_wr_table_limit(&t, 0);
+	vrdma_wr_table_limit(&t, 9);
+	EXPECT(t.limit == 3);
+	vrdma_wr_table_free(&t);
+}
+
 static void full_table_and_withdrawn_batch(void)
 {
 	struct vrdma_wr_table t;
@@ -292,6 +311,7 @@ int main(void)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	RUN(tokens_name_requests_in_order);
 	RUN(full_table_and_withdrawn_batch);
+	RUN(the_granted_cap_fills_the_table);
 	RUN(tokens_not_outstanding_are_refused);
 	RUN(sends_retire_unsignaled_and_refuse_skipping_signaled);
 	RUN(receives_complete_oldest_first);

@@ -133,11 +133,29 @@ static_assert(sizeof(struct virtio_rdma_ucqe) ==
 static_assert(offsetof(struct virtio_rdma_ucqe, seq) ==
 	      offsetof(struct virtio_rdma_ring_cqe, seq), "cqe");
 
+/*
+ * Without rings: a QP of the CQ was reset while the ring held completions
+ * of it up to number @until (exclusive).
+ */
+struct vrdma_cq_reset {
+	uint32_t qpn;
+	uint32_t until;
+};
+
+#define VRDMA_CQ_RESETS 16
+
 struct vrdma_cq {
 	struct verbs_cq vcq;		/* ibv_cq, or ibv_cq_ex */
 	struct vrdma_ring ring;		/* its producer is unused */
 	uint32_t consumer;		/* next completion to read */
 	bool broken;			/* ring mode: the device lied to it */
+	/*
+	 * Without rings (the kernel writes the ring): completions a reset QP
+	 * left in it, its past, which polls drop (as libmlx5 cleans its CQs
+	 * of a QP it resets; in ring mode the QP's tables drop them).
+	 */
+	struct vrdma_cq_reset resets[VRDMA_CQ_RESETS];
+	unsigned int nresets;
 	/* ibv_cq_ex, between start_poll and end_poll (under ring.lock): */
 	uint32_t poll_start;		/* consumer at start_poll */
 	struct ibv_wc wc;		/* the completion the accessors read */
@@ -148,6 +166,8 @@ struct vrdma_qp {
 	struct vrdma_ring sq;
 	struct vrdma_ring rq;
 	uint32_t max_inline;
+	uint32_t max_send_wr;	/* the granted caps: at most so many outstanding */
+	uint32_t max_recv_wr;
 	uint32_t max_send_sge;
 	uint32_t max_recv_sge;
 	/* Ring mode: the requests outstanding on the rings (wr_table.h). */
@@ -810,6 +830,49 @@ checked:
  * slots, and nothing read from one is used as an index or a pointer until
  * checked.
  */
+/* Without rings: whether completion @c is the past of a QP since reset. */
+static bool vrdma_cq_past(const struct vrdma_cq *cq,
+			  const struct virtio_rdma_cq_req *c)
+{
+	uint32_t qpn = le32toh(c->qp_num);
+	unsigned int i;
+
+	for (i = 0; i < cq->nresets; i++)
+		if (cq->resets[i].qpn == qpn &&
+		    (int32_t)(cq->resets[i].until - cq->consumer) > 0)
+			return true;
+	return false;
+}
+
+/*
+ * Without rings, QP @qpn just reset: its completions the kernel has put
+ * into @cq's ring are its past. Records older ones have run out of are
+ * forgotten first; with no room left the past is polled as before.
+ * Under the CQ's lock.
+ */
+static void vrdma_cq_forget_qp(struct vrdma_cq *cq, uint32_t qpn)
+{
+	struct vrdma_ring *ring = &cq->ring;
+	uint32_t n = cq->consumer, i;
+	unsigned int k = 0;
+
+	for (i = 0; i < ring->depth; i++, n++) {
+		struct virtio_rdma_ring_cqe *u = vrdma_slot(ring, n);
+
+		if (vrdma_load(ring, &u->seq) != n + 1)
+			break;
+	}
+	if (n == cq->consumer)
+		return;
+	for (i = 0; i < cq->nresets; i++)
+		if ((int32_t)(cq->resets[i].until - cq->consumer) > 0)
+			cq->resets[k++] = cq->resets[i];
+	cq->nresets = k;
+	if (k < VRDMA_CQ_RESETS)
+		cq->resets[cq->nresets++] = (struct vrdma_cq_reset){
+			.qpn = qpn, .until = n };
+}
+
 static int vrdma_cq_take(struct vrdma_cq *cq, struct ibv_wc *wc)
 {
 	struct vrdma_ring *ring = &cq->ring;
@@ -827,6 +890,8 @@ static int vrdma_cq_take(struct vrdma_cq *cq, struct ibv_wc *wc)
 		vrdma_wc(&c, wc);
 		if (!ring->own) {
 			cq->consumer++;
+			if (cq->nresets && vrdma_cq_past(cq, &c))
+				continue;
 			return 1;
 		}
 		switch (vrdma_cq_check(cq, &c, wc)) {
@@ -1324,9 +1389,14 @@ static int vrdma_qp_tables(struct vrdma_qp *qp)
 	int ret;
 
 	ret = vrdma_wr_table_init(&qp->swrs, qp->sq.depth, VRDMA_TAG_SEND);
-	if (!ret && qp->rq.buf)
+	if (!ret)
+		vrdma_wr_table_limit(&qp->swrs, qp->max_send_wr);
+	if (!ret && qp->rq.buf) {
 		ret = vrdma_wr_table_init(&qp->rwrs, qp->rq.depth,
 					  VRDMA_TAG_RECV);
+		if (!ret)
+			vrdma_wr_table_limit(&qp->rwrs, qp->max_recv_wr);
+	}
 	if (!ret)
 		ret = vrdma_set_qp(&qp->vqp.qp, qp);
 	if (ret)
@@ -1355,6 +1425,7 @@ static int vrdma_cmd_create_qp(struct ibv_context *context,
 	struct uvrdma_create_qp_resp resp = {};
 	struct uvrdma_create_qp_ex cmd_ex = {};
 	struct uvrdma_create_qp cmd = {};
+	struct ibv_qp_init_attr_ex basic;
 	int ret;
 
 	if (vrdma_xrc_qp_type(attr->qp_type)) {
@@ -1370,9 +1441,17 @@ static int vrdma_cmd_create_qp(struct ibv_context *context,
 	}
 	if (drv)
 		cmd.drv_payload = *drv;
-	ret = ibv_cmd_create_qp_ex(context, &qp->vqp, attr, &cmd.ibv_cmd,
+	/*
+	 * The basic command takes no create flags, not even none: without any
+	 * (vrdma_qp_attr_ok allows only that) the bit is dropped here. The
+	 * kernel's answer, the granted caps, goes back into @attr.
+	 */
+	basic = *attr;
+	basic.comp_mask &= ~IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	ret = ibv_cmd_create_qp_ex(context, &qp->vqp, &basic, &cmd.ibv_cmd,
 				   drv ? sizeof(cmd) : sizeof(cmd.ibv_cmd),
 				   &resp.ibv_resp, sizeof(resp));
+	attr->cap = basic.cap;
 	*drv_resp = resp.drv_payload;
 	return ret;
 }
@@ -1392,7 +1471,10 @@ static int vrdma_qp_attr_ok(const struct ibv_qp_init_attr_ex *attr,
 	if (!(attr->comp_mask & need))
 		return EINVAL;
 	if (attr->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
-				IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) ||
+				IBV_QP_INIT_ATTR_SEND_OPS_FLAGS |
+				IBV_QP_INIT_ATTR_CREATE_FLAGS) ||
+	    ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) &&
+	     attr->create_flags) ||
 	    !vrdma_send_ops_ok(attr))
 		return EOPNOTSUPP;
 	if ((attr->srq || vrdma_xrc_qp_type(attr->qp_type)) && !rings)
@@ -1446,6 +1528,8 @@ static struct ibv_qp *vrdma_create_qp_ex(struct ibv_context *context,
 	if (ret)
 		goto err_rings;
 	qp->max_inline = attr->cap.max_inline_data;
+	qp->max_send_wr = attr->cap.max_send_wr;
+	qp->max_recv_wr = attr->cap.max_recv_wr;
 	qp->max_send_sge = attr->cap.max_send_sge;
 	qp->max_recv_sge = attr->cap.max_recv_sge;
 	qp->sig_all = attr->sq_sig_all;
@@ -1548,9 +1632,25 @@ static int vrdma_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 	int ret;
 
 	ret = ibv_cmd_modify_qp(ibqp, attr, attr_mask, &cmd, sizeof(cmd));
-	if (ret || !qp->sq.own || !(attr_mask & IBV_QP_STATE) ||
-	    attr->qp_state != IBV_QPS_RESET)
+	if (ret || !(attr_mask & IBV_QP_STATE) ||
+	    attr->qp_state != IBV_QPS_RESET || !ibqp->send_cq)
 		return ret;
+	if (!qp->sq.own) {
+		/*
+		 * The kernel dropped what was outstanding, and drops the
+		 * completions of it still to come; those already in the CQs'
+		 * rings are dropped as they are polled.
+		 */
+		struct vrdma_cq *s, *r;
+
+		vrdma_qp_cqs(ibqp, &s, &r);
+		vrdma_lock_cqs(ibqp);
+		vrdma_cq_forget_qp(s, ibqp->qp_num);
+		if (r != s)
+			vrdma_cq_forget_qp(r, ibqp->qp_num);
+		vrdma_unlock_cqs(ibqp);
+		return 0;
+	}
 	/*
 	 * Ring mode: the device dropped what was outstanding without
 	 * completions; those in the CQs are dropped as they come.
@@ -1972,6 +2072,19 @@ static uint8_t vrdma_wc_opcode(enum ibv_wr_opcode opcode)
 	}
 }
 
+/*
+ * Whether @ibqp's state lets it take send requests (RTS and after: SQD, SQE,
+ * and ERR, which flushes them) or receives (any state but RESET), as IB and
+ * rxe have it: EINVAL otherwise. libibverbs keeps ibqp->state as
+ * ibv_modify_qp last set it.
+ */
+static int vrdma_post_state_ok(const struct ibv_qp *ibqp, bool send)
+{
+	if (send ? ibqp->state < IBV_QPS_RTS : ibqp->state == IBV_QPS_RESET)
+		return EINVAL;
+	return 0;
+}
+
 /* Ring mode: whether the send ring, or its table, has no room. */
 static bool vrdma_sq_full(struct vrdma_qp *qp)
 {
@@ -2007,7 +2120,7 @@ static int vrdma_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	int ret = 0;
 
 	/* An XRC_RECV QP sends nothing but responses: it has no send ring. */
-	if (!ring->buf) {
+	if (!ring->buf || vrdma_post_state_ok(ibqp, true)) {
 		*bad_wr = wr;
 		return EINVAL;
 	}
@@ -2052,7 +2165,7 @@ static int vrdma_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	 * A QP with an SRQ takes its receives from there, an XRC_RECV QP from
 	 * the XRC SRQ each message names; an XRC_SEND QP takes none.
 	 */
-	if (!ring->buf) {
+	if (!ring->buf || vrdma_post_state_ok(ibqp, false)) {
 		*bad_wr = wr;
 		return EINVAL;
 	}
@@ -2614,6 +2727,8 @@ static int vrdma_wr_complete(struct ibv_qp_ex *ibqp)
 
 	if (!ret && qp->wr_need_addr)
 		ret = EINVAL;
+	if (!ret)
+		ret = vrdma_post_state_ok(&qp->vqp.qp, true);
 	if (ret) {
 		ring->producer = qp->wr_start;
 		if (ring->own)

@@ -31,6 +31,7 @@ int vrdma_wr_table_init(struct vrdma_wr_table *t, uint32_t depth,
 	if (!t->e)
 		return ENOMEM;
 	t->depth = depth;
+	t->limit = depth;
 	t->head = start;
 	t->tail = start;
 	t->discard_from = start;
@@ -50,12 +51,23 @@ static struct vrdma_posted *entry(const struct vrdma_wr_table *t, uint32_t pos)
 	return &t->e[pos & (t->depth - 1)];
 }
 
+/*
+ * At most @limit requests outstanding (1..depth): the queue's granted cap,
+ * which IB lets a consumer fill and no more, though the ring is a power of
+ * two and may hold more.
+ */
+void vrdma_wr_table_limit(struct vrdma_wr_table *t, uint32_t limit)
+{
+	if (limit && limit < t->depth)
+		t->limit = limit;
+}
+
 /* Poster's side: whether as many requests are outstanding as may be. */
 bool vrdma_wr_table_full(const struct vrdma_wr_table *t)
 {
 	uint32_t head = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
 
-	return t->tail - head >= t->depth;
+	return t->tail - head >= t->limit;
 }
 
 /* The token the next request posted gets. */

@@ -91,6 +91,7 @@ enum vrdma_wr_result {
 struct vrdma_wr_table {
 	struct vrdma_posted *e;	/* depth entries; position p at p % depth */
 	uint32_t depth;		/* a power of two */
+	uint32_t limit;		/* outstanding at most: the QP's granted cap */
 	uint32_t head;		/* the oldest outstanding position */
 	uint32_t tail;		/* the next position */
 	uint32_t discard_from;	/* positions the last reset discarded */
@@ -130,6 +131,7 @@ struct vrdma_num_table {
 int vrdma_wr_table_init(struct vrdma_wr_table *t, uint32_t depth,
 			enum vrdma_wr_tag tag);
 void vrdma_wr_table_free(struct vrdma_wr_table *t);
+void vrdma_wr_table_limit(struct vrdma_wr_table *t, uint32_t limit);
 bool vrdma_wr_table_full(const struct vrdma_wr_table *t);
 uint64_t vrdma_wr_table_next(const struct vrdma_wr_table *t);
 void vrdma_wr_table_post(struct vrdma_wr_table *t,
