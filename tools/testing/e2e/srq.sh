@@ -20,6 +20,6 @@ step "shared receive queues"
 python3 tools/testing/e2e/lib/srq.py "$gid" || fail "srq.py"
 
 step "nothing left"
-left=$(res_count "comm python3" qp dev virtio_rdma0)
+left=$(res_count "comm python3" qp link virtio_rdma0/1)
 [ "$left" = 0 ] || fail "$left QPs of the process are still listed"
 modprobe -r virtio_rdma
