@@ -25,7 +25,7 @@ fi
 # --- from here on we run inside the sysroot, in a private apt state ---
 st=/tmp/drift-apt
 mkdir -p "$st/lists/partial" "$st/cache/archives/partial"
-sed -n 's/^\(deb \)/\1/p' /etc/apt/sources.list >"$st/sources.list"
+grep '^deb ' /etc/apt/sources.list >"$st/sources.list"
 apt_opts=(-o "Dir::Etc::SourceList=$st/sources.list" -o Dir::Etc::SourceParts=/nonexistent
 	-o "Dir::State::Lists=$st/lists" -o "Dir::Cache=$st/cache" -o Debug::NoLocking=1)
 if ! err=$(apt-get "${apt_opts[@]}" -qq update 2>&1); then

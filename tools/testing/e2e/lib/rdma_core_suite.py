@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import unittest
+from collections import Counter
 from importlib.machinery import SourceFileLoader
 
 RANK = {"pass": 0, "xfail": 0, "skip": 1, "xpass": 2, "fail": 3, "error": 4}
@@ -77,9 +78,7 @@ def run(testdir, out, argv):
     )
     with open(out, "w") as f:
         json.dump(outcomes, f, indent=1, sort_keys=True)
-    counts = {}
-    for outcome, _ in outcomes.values():
-        counts[outcome] = counts.get(outcome, 0) + 1
+    counts = dict(Counter(o for o, _ in outcomes.values()))
     print(f"{len(outcomes)} tests: {counts}", file=sys.stderr)
     return 0 if prog.result.testsRun else 1
 
@@ -157,12 +156,8 @@ def verdict(ours_path, peer_path, expected_path, mode):
     offered = [t for t in peer if expected(rules, t)[0] != "skip"]
     ours_on = sum(1 for t in offered if ours.get(t, ["none"])[0] == "pass")
     peer_on = sum(1 for t in offered if peer[t][0] == "pass")
-    counts = {}
-    for o, _ in ours.values():
-        counts[o] = counts.get(o, 0) + 1
-    peer_counts = {}
-    for o, _ in peer.values():
-        peer_counts[o] = peer_counts.get(o, 0) + 1
+    counts = dict(Counter(o for o, _ in ours.values()))
+    peer_counts = dict(Counter(o for o, _ in peer.values()))
     print(f"virtio_rdma0 ({mode}): {passed} passed {counts}; rxe0: {peer_passed} passed {peer_counts}")
     print(f"of the {len(offered)} tests not listed as skips of this mode: "
           f"virtio_rdma0 passed {ours_on}, rxe0 {peer_on}")
