@@ -41,7 +41,7 @@ pub use cq::{Cq, CqInitAttr, CqNotify, CqRegistry, NewCq, Wc, WcSink};
 pub use device::{Device, DeviceInfo, Driver, LinkLayer, NodeType, Registration, RocePort};
 pub use gid::GidAttr;
 pub use mmap::UserMmap;
-pub use mr::{DmaTable, Mr, NewMr, UserRange};
+pub use mr::{DmaTable, Mr, NewMr, Rereg, UserRange};
 pub use mw::{Mw, MwType, NewMw};
 pub use netdev::{NetDevice, PortNetdev};
 pub use pd::Pd;

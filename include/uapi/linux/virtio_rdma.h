@@ -149,6 +149,7 @@ enum virtio_rdma_ctrl_cmd {
 	VIRTIO_RDMA_CMD_CREATE_XRC_TGT_QP = 35,	/* max_xrcd > 0 */
 	VIRTIO_RDMA_CMD_QUERY_DEVICE = 36,	/* rsp: struct virtio_rdma_config */
 	VIRTIO_RDMA_CMD_RESET = 37,		/* no request or response body */
+	VIRTIO_RDMA_CMD_MODIFY_MR = 38,		/* no response body */
 };
 
 struct virtio_rdma_ctrl_hdr {
@@ -355,6 +356,17 @@ struct virtio_rdma_cmd_reg_user_mr {
 /* VIRTIO_RDMA_CMD_DEREG_MR request (no response body). */
 struct virtio_rdma_cmd_dereg_mr {
 	__le32 mrn;
+	__le32 reserved;
+};
+
+/*
+ * VIRTIO_RDMA_CMD_MODIFY_MR request (no response body): user MR mrn moves
+ * to PD pdn with rights access_flags, in place (its keys stay).
+ */
+struct virtio_rdma_cmd_modify_mr {
+	__le32 mrn;
+	__le32 pdn;
+	__le32 access_flags;
 	__le32 reserved;
 };
 

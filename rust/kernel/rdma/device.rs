@@ -7,7 +7,7 @@ use super::{
     counters::{self, CounterDesc},
     cq::{self, CqInitAttr, CqNotify, CqRegistry, NewCq, WcSink},
     mmap,
-    mr::{self, Mr, NewMr},
+    mr::{self, Mr, NewMr, Rereg},
     mw::{self, MwType, NewMw},
     netdev::PortNetdev,
     pd,
@@ -208,18 +208,19 @@ pub trait Driver: Sized + Send + Sync {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 
-    /// Reregisters user MR `mr` ([`Driver::reg_user_mr`]) by registering its replacement: of
-    /// `pd` (the MR's own PD unless the verb changes it), over `trans` if given (else the
-    /// same pinned pages at the same address), with access rights `access` if given (else the
-    /// same). The core puts the replacement under the MR's handle and then deregisters `mr`
-    /// ([`Driver::dereg_mr`]); on an error `mr` stays as it was. Runs in the process's context
-    /// (a user verb).
+    /// Reregisters user MR `mr` ([`Driver::reg_user_mr`]) as of `pd` (the MR's own PD unless
+    /// the verb changes it), over `trans` if given (else the same pinned pages at the same
+    /// address), with access rights `access` if given (else the same): either in place
+    /// ([`Rereg::InPlace`]: the MR keeps its handle and keys), or by registering a replacement
+    /// ([`Rereg::Replaced`]), which the core puts under the MR's handle before it deregisters
+    /// `mr` ([`Driver::dereg_mr`]). On an error `mr` stays as it was. Runs in the process's
+    /// context (a user verb), which holds the MR for writing: no other verb uses it meanwhile.
     fn rereg_user_mr(
         _mr: &Mr<Self>,
         _pd: &Pd<Self>,
         _trans: Option<super::UserRange>,
         _access: Option<u32>,
-    ) -> Result<NewMr<Self::Mr>> {
+    ) -> Result<Rereg<Self::Mr>> {
         build_error!(VTABLE_DEFAULT_ERROR)
     }
 

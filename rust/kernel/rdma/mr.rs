@@ -17,6 +17,16 @@ pub struct NewMr<D> {
     pub rkey: u32,
 }
 
+/// What a reregistration ([`Driver::rereg_user_mr`]) made of a user MR.
+pub enum Rereg<D> {
+    /// The device changed the MR itself (PD, rights): handle and keys stay; the core moves the
+    /// MR to its new PD.
+    InPlace,
+    /// A replacement with keys of its own, which the core puts under the MR's handle before it
+    /// deregisters the MR.
+    Replaced(NewMr<D>),
+}
+
 /// A memory region: C `struct ib_mr` followed by the driver's [`Driver::Mr`].
 ///
 /// # Invariants
@@ -145,10 +155,11 @@ pub struct UserRange {
     pub virt_addr: u64,
 }
 
-/// `rereg_user_mr` of the device's operations: the driver registers the MR's replacement,
-/// which the core puts under the MR's handle before it deregisters the MR
-/// ([`Driver::dereg_mr`]). A reregistration that changes nothing (the core drops a change of
-/// PD to the MR's own) returns NULL: the MR stays as it is.
+/// `rereg_user_mr` of the device's operations: the driver changes the MR in place (NULL for
+/// the core, which then moves the MR to its new PD) or registers its replacement, which the
+/// core puts under the MR's handle before it deregisters the MR ([`Driver::dereg_mr`]). A
+/// reregistration that changes nothing (the core drops a change of PD to the MR's own) returns
+/// NULL too: the MR stays as it is.
 ///
 /// # Safety
 ///
@@ -202,7 +213,9 @@ pub(crate) unsafe extern "C" fn rereg_user_mr_callback<T: Driver>(
         Err(e) => return Error::from(e).to_ptr(),
     };
     match T::rereg_user_mr(mr, pd, trans, access) {
-        Ok(new) => box_mr::<T>(slot, new, Some(range)),
+        Ok(Rereg::Replaced(new)) => box_mr::<T>(slot, new, Some(range)),
+        // The core changes the MR's PD (and, with a translation, its address and length).
+        Ok(Rereg::InPlace) => core::ptr::null_mut(),
         Err(e) => e.to_ptr(),
     }
 }

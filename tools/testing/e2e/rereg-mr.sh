@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # ibv_rereg_mr on virtio_rdma0 (lib/rereg_mr.py): a user MR's rights,
 # memory and PD change, alone and at once, and RDMA WRITEs between two RC
-# QPs of the device land or fail as the MR's new state says (its old keys
+# QPs of the device land or fail as the MR's new state says (rights and PD
+# change in place under the same keys; new memory gets new keys and the old
 # are dead); what IB forbids (write rights on pages pinned read-only,
 # on-demand paging, remote write without local write, unmapped or
 # oversized memory) fails with its errno and leaves the MR working. Then

@@ -121,6 +121,8 @@ pub const VIRTIO_RDMA_CMD_QUERY_DEVICE: u32 = 36;
 /// Control command: destroy every object and return every buffer the
 /// device holds on its other queues (no request body).
 pub const VIRTIO_RDMA_CMD_RESET: u32 = 37;
+/// Control command: change a user MR's PD and rights in place.
+pub const VIRTIO_RDMA_CMD_MODIFY_MR: u32 = 38;
 /// CREATE_SRQ flag: the ring belongs to a process.
 pub const VIRTIO_RDMA_SRQ_F_USER: u32 = 1;
 
@@ -768,6 +770,17 @@ pub struct VirtioRdmaCmdRegUserMr {
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
 pub struct VirtioRdmaCmdDeregMr {
     pub mrn: U32,
+    pub reserved: U32,
+}
+
+/// `struct virtio_rdma_cmd_modify_mr`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaCmdModifyMr {
+    pub mrn: U32,
+    pub pdn: U32,
+    pub access_flags: U32,
     pub reserved: U32,
 }
 

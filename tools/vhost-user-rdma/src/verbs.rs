@@ -467,6 +467,51 @@ impl Ctrl {
         Ok(Vec::new())
     }
 
+    /// MODIFY_MR: user MR `mrn` moves to PD `pdn` with rights
+    /// `access_flags`, keeping its keys and pages; all checked before
+    /// anything changes, so a failure leaves the MR as it was.
+    pub(crate) fn modify_mr(&self, body: &[u8]) -> CmdResult {
+        let req: VirtioRdmaCmdModifyMr = self.parse("MODIFY_MR", body)?;
+        let (mrn, pdn, access) = (req.mrn.get(), req.pdn.get(), req.access_flags.get());
+        if req.reserved.get() != 0 {
+            return Err(self.bad(
+                "MODIFY_MR",
+                format_args!("reserved is {:#x}", req.reserved.get()),
+                VIRTIO_RDMA_S_INVALID,
+            ));
+        }
+        self.check_pd_access("MODIFY_MR", pdn, access)?;
+        // No step of another lane checks the MR's rights between this and
+        // its copy (`Ctrl::mr_gate`); taken before the state, as steps do.
+        let _gate = self.mr_gate().write();
+        let mut st = self.lock();
+        let refusal = match st.mrs.get(mrn) {
+            None => Some((VIRTIO_RDMA_S_NOT_FOUND, "does not exist")),
+            Some(mr) if mr.kind != MrKind::User => Some((VIRTIO_RDMA_S_INVALID, "is no user MR")),
+            // As DEREG_MR: a window bound to it keeps it as it is.
+            Some(_) if st.mrs.has_windows(mrn) => {
+                Some((VIRTIO_RDMA_S_BUSY, "has windows bound to it"))
+            }
+            // The PD went between the check and the lock.
+            Some(_) if !st.pds.contains(pdn) => Some((VIRTIO_RDMA_S_NOT_FOUND, "lost its PD")),
+            Some(_) => None,
+        };
+        if let Some((status, why)) = refusal {
+            drop(st);
+            return Err(self.bad("MODIFY_MR", format_args!("mrn {mrn} {why}"), status));
+        }
+        if let Some(mr) = st.mrs.get_mut(mrn) {
+            mr.pdn = pdn;
+            mr.access = access;
+        }
+        drop(st);
+        debug!(
+            "{}: MODIFY_MR mrn {mrn} pdn {pdn} access {access:#x}",
+            self.name()
+        );
+        Ok(Vec::new())
+    }
+
     pub(crate) fn alloc_mw(&self, body: &[u8]) -> CmdResult {
         let req: VirtioRdmaCmdAllocMw = self.parse("ALLOC_MW", body)?;
         let (pdn, mw_type) = (req.pdn.get(), req.mw_type);

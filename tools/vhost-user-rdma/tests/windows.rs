@@ -2,13 +2,16 @@
 //! Memory windows over a real vhost-user socket (see `data_path.rs` for the
 //! set-up): allocation, binding by work request, remote access through a
 //! window's rkey within its binding only, invalidation, and what a bound
-//! window keeps alive.
+//! window keeps alive; MODIFY_MR, which changes a user MR's PD and rights
+//! in place unless a window is bound to it.
 
 mod support;
 
 use support::*;
 use vhost_user_rdma::abi::*;
 use vhost_user_rdma::ib::*;
+use zerocopy::little_endian::U32;
+use zerocopy::IntoBytes;
 
 /// The user MR's address, length and the guest page it lies on.
 const IOVA: u64 = 0x1000_0000;
@@ -144,6 +147,128 @@ fn a_bind_that_breaks_a_rule_fails_with_mw_bind_err() {
     assert_eq!(st, VIRTIO_RDMA_S_OK);
     let el = bind_wr(1, w_key, next_key(w_key), mr_key, IOVA, 0x100, RW);
     assert_eq!(run(&mut d, cq, a, &el).0, IB_WC_MW_BIND_ERR);
+    d.quiet(cq);
+    d.finish();
+}
+
+/// MODIFY_MR request bytes.
+fn modify_mr(mrn: u32, pdn: u32, access: u32, reserved: u32) -> Vec<u8> {
+    VirtioRdmaCmdModifyMr {
+        mrn: U32::new(mrn),
+        pdn: U32::new(pdn),
+        access_flags: U32::new(access),
+        reserved: U32::new(reserved),
+    }
+    .as_bytes()
+    .to_vec()
+}
+
+/// Two new RC QPs of `pd`, connected: (requester, responder).
+fn pair_of(d: &mut Dev, pd: u32, cq: u32) -> (u32, u32) {
+    let a = d.create_qp(pd, IB_QPT_RC, cq, false);
+    let b = d.create_qp(pd, IB_QPT_RC, cq, false);
+    let gid = d.gid;
+    d.rc_up(a, gid, b, ALL, 0);
+    d.rc_up(b, gid, a, ALL, 0);
+    (a, b)
+}
+
+#[test]
+fn modify_mr_changes_pd_and_rights_in_place() {
+    let mut d = Dev::start();
+    let (pd, pd2) = (d.create_pd(), d.create_pd());
+    let cq = d.create_cq(12);
+    let (key, key2) = (d.dma_mr(pd, ALL), d.dma_mr(pd2, ALL));
+    let table = DATA + 0x7_0000;
+    d.fill(table, &PAGE.to_le_bytes());
+    let lw = IB_ACCESS_LOCAL_WRITE;
+    let (st, r) = reg_user_mr(&mut d, pd, lw, 0x800, IOVA, table, 1);
+    assert_eq!(st, VIRTIO_RDMA_S_OK);
+    let (mrn, mr_key) = (le32(&r, 0), le32(&r, 4));
+    d.fill(DATA, &pattern(16, 7));
+
+    let (a, _) = pair_of(&mut d, pd, cq);
+    let st = run(&mut d, cq, a, &write(1, IOVA, mr_key, key)).0;
+    assert_eq!(st, IB_WC_REM_ACCESS_ERR, "local write only");
+    d.ok(
+        VIRTIO_RDMA_CMD_MODIFY_MR,
+        &modify_mr(mrn, pd, lw | RW, 0),
+        0,
+    );
+    let (a, _) = pair_of(&mut d, pd, cq);
+    let st = run(&mut d, cq, a, &write(2, IOVA + 0x10, mr_key, key)).0;
+    assert_eq!(st, IB_WC_SUCCESS, "remote write now, under the same key");
+    assert_eq!(d.read(PAGE + 0x10, 16), pattern(16, 7));
+
+    // Each refusal leaves the MR as it was.
+    let dma_mrn = key >> 8;
+    for (mrn, pdn, access, reserved, want, what) in [
+        (999, pd, lw, 0, VIRTIO_RDMA_S_NOT_FOUND, "no such MR"),
+        (mrn, 999, lw, 0, VIRTIO_RDMA_S_NOT_FOUND, "no such PD"),
+        (
+            mrn,
+            pd,
+            RW,
+            0,
+            VIRTIO_RDMA_S_INVALID,
+            "remote write without local",
+        ),
+        (
+            mrn,
+            pd,
+            lw | 1 << 30,
+            0,
+            VIRTIO_RDMA_S_INVALID,
+            "unknown right",
+        ),
+        (mrn, pd, lw, 1, VIRTIO_RDMA_S_INVALID, "reserved"),
+        (dma_mrn, pd, lw, 0, VIRTIO_RDMA_S_INVALID, "the DMA MR"),
+    ] {
+        let st = d.cmd(
+            VIRTIO_RDMA_CMD_MODIFY_MR,
+            &modify_mr(mrn, pdn, access, reserved),
+            0,
+        );
+        assert_eq!(st.0, want, "{what}");
+    }
+    d.fill(DATA, &pattern(16, 8));
+    let st = run(&mut d, cq, a, &write(3, IOVA + 0x20, mr_key, key)).0;
+    assert_eq!(st, IB_WC_SUCCESS, "after the refusals");
+    assert_eq!(d.read(PAGE + 0x20, 16), pattern(16, 8));
+
+    // Another PD: its QPs reach the MR, the old PD's do not.
+    d.ok(
+        VIRTIO_RDMA_CMD_MODIFY_MR,
+        &modify_mr(mrn, pd2, lw | RW, 0),
+        0,
+    );
+    let st = run(&mut d, cq, a, &write(4, IOVA + 0x30, mr_key, key)).0;
+    assert_eq!(st, IB_WC_REM_ACCESS_ERR, "a QP of the old PD");
+    let (c, e) = pair_of(&mut d, pd2, cq);
+    let st = run(&mut d, cq, c, &write(5, IOVA + 0x30, mr_key, key2)).0;
+    assert_eq!(st, IB_WC_SUCCESS, "a QP of the new PD");
+    assert_eq!(d.read(PAGE + 0x30, 16), pattern(16, 8));
+
+    // A window bound to it keeps it as it is.
+    d.ok(
+        VIRTIO_RDMA_CMD_MODIFY_MR,
+        &modify_mr(mrn, pd2, lw | RW | IB_ACCESS_MW_BIND, 0),
+        0,
+    );
+    let (st, _, w_key) = alloc_mw(&mut d, pd2, IB_MW_TYPE_2);
+    assert_eq!(st, VIRTIO_RDMA_S_OK);
+    let bound = next_key(w_key);
+    let el = bind_wr(6, w_key, bound, mr_key, IOVA, 0x100, RW);
+    assert_eq!(run(&mut d, cq, e, &el), (IB_WC_SUCCESS, IB_WC_BIND_MW));
+    let st = d.cmd(VIRTIO_RDMA_CMD_MODIFY_MR, &modify_mr(mrn, pd2, lw, 0), 0);
+    assert_eq!(st.0, VIRTIO_RDMA_S_BUSY, "a window is bound");
+    let st = run(&mut d, cq, c, &write(7, IOVA + 0x40, mr_key, key2)).0;
+    assert_eq!(st, IB_WC_SUCCESS, "rights kept while bound");
+    let el = wqe(8, IB_WR_LOCAL_INV, IB_SEND_SIGNALED, bound, &[], &[]);
+    assert_eq!(run(&mut d, cq, e, &el), (IB_WC_SUCCESS, IB_WC_LOCAL_INV));
+    d.ok(VIRTIO_RDMA_CMD_MODIFY_MR, &modify_mr(mrn, pd2, lw, 0), 0);
+    let st = run(&mut d, cq, c, &write(9, IOVA + 0x50, mr_key, key2)).0;
+    assert_eq!(st, IB_WC_REM_ACCESS_ERR, "rights taken away in place");
     d.quiet(cq);
     d.finish();
 }

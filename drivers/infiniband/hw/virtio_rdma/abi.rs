@@ -197,6 +197,7 @@ pub(crate) mod cmd {
     pub(crate) const QUERY_DEVICE: u32 =
         bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_QUERY_DEVICE;
     pub(crate) const RESET: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_RESET;
+    pub(crate) const MODIFY_MR: u32 = bindings::virtio_rdma_ctrl_cmd_VIRTIO_RDMA_CMD_MODIFY_MR;
 }
 
 /// `enum virtio_rdma_status`.
@@ -595,6 +596,21 @@ same_layout!(
     CmdDeregMr,
     bindings::virtio_rdma_cmd_dereg_mr,
     [mrn, reserved]
+);
+
+/// `struct virtio_rdma_cmd_modify_mr`.
+#[repr(C)]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub(crate) struct CmdModifyMr {
+    pub(crate) mrn: U32,
+    pub(crate) pdn: U32,
+    pub(crate) access_flags: U32,
+    pub(crate) reserved: U32,
+}
+same_layout!(
+    CmdModifyMr,
+    bindings::virtio_rdma_cmd_modify_mr,
+    [mrn, pdn, access_flags, reserved]
 );
 
 /// `struct virtio_rdma_cmd_alloc_mw`.

@@ -5,10 +5,11 @@
 //! MR from a page table of DMA addresses: user MRs hand it one at registration (the pages stay
 //! pinned until deregistration), fast-registration MRs with each REG_MR work request.
 
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
     bindings, new_spinlock_irq,
     prelude::*,
-    rdma::{self, DmaTable, NewMr, ResAttrs, Umem, UserRange},
+    rdma::{self, DmaTable, NewMr, Rereg, ResAttrs, Umem, UserRange},
     sync::{Arc, SpinLockIrq},
 };
 
@@ -45,8 +46,25 @@ pub(crate) struct UserMr {
     /// The address work requests give the first byte.
     iova: u64,
     length: u64,
-    /// Access rights (`enum ib_access_flags`), as the device was given them.
-    access: u32,
+    /// Access rights (`enum ib_access_flags`), as the device was given them; MODIFY_MR
+    /// changes them in place, under the reregistration verb (which holds the MR for writing,
+    /// so no other reregistration reads them meanwhile).
+    access: AtomicU32,
+}
+
+impl UserMr {
+    fn new(umem: Arc<Umem>, iova: u64, length: u64, access: u32) -> Self {
+        Self {
+            umem,
+            iova,
+            length,
+            access: AtomicU32::new(access),
+        }
+    }
+
+    fn access(&self) -> u32 {
+        self.access.load(Ordering::Relaxed)
+    }
 }
 
 /// The driver's part of an MR.
@@ -286,7 +304,7 @@ fn reg_pinned(dev: &Device<'_>, pdn: u32, user: UserMr) -> Result<NewMr<Mr>> {
     let (table, npages) = page_table(dev, &user.umem)?;
     let cmd = abi::CmdRegUserMr {
         pdn: pdn.into(),
-        access_flags: user.access.into(),
+        access_flags: user.access().into(),
         length: user.length.into(),
         iova: user.iova.into(),
         pages: table.dma_addr().into(),
@@ -327,52 +345,64 @@ pub(crate) fn reg_user(
         virt_addr: iova,
     };
     let umem = pin(dev, range, access)?;
-    let user = UserMr {
-        umem,
-        iova,
-        length,
-        access,
-    };
-    reg_pinned(dev, pdn, user)
+    reg_pinned(dev, pdn, UserMr::new(umem, iova, length, access))
 }
 
-/// Reregisters user MR `old` as a new MR of PD `pdn` (the device has no command that changes
-/// an MR: the protocol document's "Reregistration"): over `trans` if given, else over the
-/// same pinned pages; with rights `access` if given, else the same. The replacement has keys
-/// of its own; the core deregisters `old` once it holds the replacement, and on an error
-/// `old` is as it was.
+/// Reregisters user MR `old` as of PD `pdn`, over `trans` if given, else over the same pinned
+/// pages; with rights `access` if given, else the same. A change of PD or rights alone is made
+/// in place with MODIFY_MR (the MR keeps its keys, as IB applications expect); a change of
+/// translation, or any change on a device without MODIFY_MR, registers a replacement with keys
+/// of its own, which the core swaps in before it deregisters `old` (the protocol document's
+/// "Reregistration"). On an error `old` is as it was.
 pub(crate) fn rereg_user(
     dev: &Device<'_>,
     old: &Mr,
     pdn: u32,
     trans: Option<UserRange>,
     access: Option<u32>,
-) -> Result<NewMr<Mr>> {
+) -> Result<Rereg<Mr>> {
     let cur = old.user.as_ref().ok_or(EINVAL)?;
     let access = match access {
         Some(a) => user_access(a, mw::supported(dev))?,
-        None => cur.access,
+        None => cur.access(),
     };
     let user = match trans {
-        Some(range) => UserMr {
-            umem: pin(dev, range, access)?,
-            iova: range.virt_addr,
-            length: range.length,
+        Some(range) => UserMr::new(
+            pin(dev, range, access)?,
+            range.virt_addr,
+            range.length,
             access,
-        },
+        ),
         None => {
             // The same pages, which were pinned for reading only if the rights then did not
             // let the device write: rights that do need them pinned again.
             cur.umem.check_rereg_access(access)?;
-            UserMr {
-                umem: cur.umem.clone(),
-                iova: cur.iova,
-                length: cur.length,
-                access,
+            match modify(dev, old.mrn, pdn, access) {
+                Ok(()) => {
+                    cur.access.store(access, Ordering::Relaxed);
+                    return Ok(Rereg::InPlace);
+                }
+                // A device that predates MODIFY_MR: a replacement over the same pages.
+                Err(EOPNOTSUPP) => UserMr::new(cur.umem.clone(), cur.iova, cur.length, access),
+                Err(e) => return Err(e),
             }
         }
     };
-    reg_pinned(dev, pdn, user)
+    reg_pinned(dev, pdn, user).map(Rereg::Replaced)
+}
+
+/// MODIFY_MR: the device moves MR `mrn` to PD `pdn` with rights `access`, keeping its keys and
+/// pages. [`EOPNOTSUPP`] from a device without the command; [`EBUSY`] while windows are bound
+/// to the MR. A device that does not answer may or may not have made the change (the verb
+/// fails; the MR's keys still name it, under one set of rights or the other).
+fn modify(dev: &Device<'_>, mrn: u32, pdn: u32, access: u32) -> Result {
+    let cmd = abi::CmdModifyMr {
+        mrn: mrn.into(),
+        pdn: pdn.into(),
+        access_flags: access.into(),
+        reserved: 0.into(),
+    };
+    dev.ctrl.exec::<_, ()>(abi::cmd::MODIFY_MR, &cmd)
 }
 
 /// Deregisters an MR on the device. Unless the device confirms that the MR is gone (or says it

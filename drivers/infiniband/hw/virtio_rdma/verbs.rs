@@ -14,8 +14,8 @@ use kernel::{
     rdma::{
         self, CounterDesc, CqInitAttr, CqNotify, CqRegistry, Device, GidAttr, LinkLayer, MwType,
         NewCq, NewMr, NewMw, NewQp, NewSrq, PortNetdev, QpAttr, QpInitAttr, QpRegistry, RecvWrs,
-        ResAttrs, RoceAv, SendWrs, SrqAttr, SrqChange, SrqRegistry, SrqXrc, Udata, UserRange,
-        WcSink, WorkQueue,
+        Rereg, ResAttrs, RoceAv, SendWrs, SrqAttr, SrqChange, SrqRegistry, SrqXrc, Udata,
+        UserRange, WcSink, WorkQueue,
     },
 };
 
@@ -328,7 +328,7 @@ impl rdma::Driver for RdmaDev<'_> {
         pd: &rdma::Pd<Self>,
         trans: Option<UserRange>,
         access: Option<u32>,
-    ) -> Result<NewMr<Mr>> {
+    ) -> Result<Rereg<Mr>> {
         pd.device().health.check()?;
         mr::rereg_user(pd.device(), mr, pd.pdn, trans, access)
     }

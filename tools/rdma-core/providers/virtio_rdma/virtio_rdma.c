@@ -362,8 +362,9 @@ static int vrdma_dereg_mr(struct verbs_mr *vmr)
 }
 
 /*
- * The kernel registers the MR's replacement and then deregisters the MR: the
- * keys change, the handle stays (the protocol document's "Reregistration").
+ * The kernel changes the MR's PD and rights in place (the keys stay), or for
+ * new memory registers the MR's replacement and then deregisters the MR (the
+ * keys change, the handle stays): the protocol document's "Reregistration".
  */
 static int vrdma_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 			  void *addr, size_t length, int access)
