@@ -831,7 +831,10 @@ checked:
  * slots, and nothing read from one is used as an index or a pointer until
  * checked.
  */
-/* Without rings: whether completion @c is the past of a QP since reset. */
+/*
+ * Without rings: whether completion @c, in the consumer's slot, is the past
+ * of a QP since reset (its slot is before the reset's end).
+ */
 static bool vrdma_cq_past(const struct vrdma_cq *cq,
 			  const struct virtio_rdma_cq_req *c)
 {
@@ -890,8 +893,11 @@ static int vrdma_cq_take(struct vrdma_cq *cq, struct ibv_wc *wc)
 		c = u->cqe;
 		vrdma_wc(&c, wc);
 		if (!ring->own) {
+			/* Whether it is past is a question of its own slot. */
+			bool past = cq->nresets && vrdma_cq_past(cq, &c);
+
 			cq->consumer++;
-			if (cq->nresets && vrdma_cq_past(cq, &c))
+			if (past)
 				continue;
 			return 1;
 		}
