@@ -40,6 +40,7 @@ const CHECKED_STRUCTS: &[&str] = &[
     "virtio_rdma_cmd_reg_user_mr",
     "virtio_rdma_cmd_dereg_mr",
     "virtio_rdma_cmd_modify_mr",
+    "virtio_rdma_sq_flush",
     "virtio_rdma_cmd_alloc_mw",
     "virtio_rdma_rsp_alloc_mw",
     "virtio_rdma_cmd_dealloc_mw",

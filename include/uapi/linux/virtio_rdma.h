@@ -598,6 +598,20 @@ struct virtio_rdma_sq_atomic {
 	__le32 reserved;
 };
 
+/*
+ * FLUSH (IBA 1.5): flush_type is enum ib_uverbs_flush_type (placement:
+ * global, persistent), flush_level enum ib_uverbs_flush_level (range, whole
+ * MR).
+ */
+struct virtio_rdma_sq_flush {
+	__le64 remote_addr;
+	__le64 length;
+	__le32 rkey;
+	__u8 flush_type;
+	__u8 flush_level;
+	__le16 reserved;
+};
+
 struct virtio_rdma_sq_ud {
 	__le32 remote_qpn;
 	__le32 remote_qkey;
@@ -649,7 +663,8 @@ struct virtio_rdma_sq_xrc {
 
 union virtio_rdma_sq_wr {
 	struct virtio_rdma_sq_rdma rdma;	/* RDMA_WRITE*, RDMA_READ */
-	struct virtio_rdma_sq_atomic atomic;	/* ATOMIC_* */
+	struct virtio_rdma_sq_atomic atomic;	/* ATOMIC_*, ATOMIC_WRITE */
+	struct virtio_rdma_sq_flush flush;	/* FLUSH */
 	struct virtio_rdma_sq_ud ud;		/* any send on a UD/GSI QP */
 	struct virtio_rdma_sq_reg reg;		/* REG_MR */
 	struct virtio_rdma_sq_bind bind;	/* BIND_MW */

@@ -938,6 +938,19 @@ pub struct VirtioRdmaSqAtomic {
     pub reserved: U32,
 }
 
+/// `struct virtio_rdma_sq_flush`.
+#[allow(missing_docs)]
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+pub struct VirtioRdmaSqFlush {
+    pub remote_addr: U64,
+    pub length: U64,
+    pub rkey: U32,
+    pub flush_type: u8,
+    pub flush_level: u8,
+    pub reserved: U16,
+}
+
 /// `struct virtio_rdma_sq_ud`.
 #[allow(missing_docs)]
 #[repr(C)]

@@ -960,6 +960,8 @@ fn execute_remote(
         IB_WR_ATOMIC_CMP_AND_SWP | IB_WR_ATOMIC_FETCH_AND_ADD => {
             Exec::Done(atomic(fabric, ctrl, s, peer, w), 8)
         }
+        IB_WR_ATOMIC_WRITE => Exec::Done(atomic_write(fabric, peer, w), 0),
+        IB_WR_FLUSH => Exec::Done(flush_remote(fabric, peer, w), 0),
         _ => Exec::Done(IB_WC_LOC_QP_OP_ERR, 0),
     }
 }
@@ -1715,6 +1717,85 @@ fn atomic(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) ->
     };
     let old = u64::from_le(raw).to_le_bytes();
     write_bytes(&old, &dst);
+    IB_WC_SUCCESS
+}
+
+/// ATOMIC WRITE (IBA 1.5): the 8 bytes the request carries (in its
+/// `compare_add`, in memory order) land at an aligned remote address in
+/// one store, under the rights of an RDMA WRITE.
+fn atomic_write(fabric: &Fabric, peer: &Peer, w: &SendWqe) -> u8 {
+    let a = w.atomic();
+    let pc = peer.ctrl();
+    let addr = a.remote_addr.get();
+    if addr % 8 != 0 || !w.sges.is_empty() || !w.inline.is_empty() {
+        to_error_event(fabric, pc, peer.qpn, Event::QpReqErr(peer.qpn));
+        return IB_WC_REM_INV_REQ_ERR;
+    }
+    let pguard = pc.mem().memory();
+    let target = resolve_remote(peer, a.rkey.get(), addr, 8, IB_ACCESS_REMOTE_WRITE)
+        .ok()
+        .and_then(|ranges| slices(&pguard, &ranges));
+    // Aligned 8 bytes are one slice, aligned in the mapping too (`atomic`).
+    let cell = match target.as_deref() {
+        Some([t]) => t.get_atomic_ref::<AtomicU64>(0).ok(),
+        _ => None,
+    };
+    let Some(cell) = cell else {
+        to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
+        return IB_WC_REM_ACCESS_ERR;
+    };
+    // The carried bytes, as they were in the element.
+    let bytes = a.compare_add.get().to_le_bytes();
+    cell.store(u64::from_ne_bytes(bytes), Ordering::SeqCst);
+    IB_WC_SUCCESS
+}
+
+/// FLUSH (IBA 1.5) of a range or of the whole MR its rkey names, to global
+/// visibility: the responder checks the QP's and the MR's FLUSH rights of
+/// each placement asked for (a persistent one no MR here can grant) and
+/// the range's bounds. Every earlier request of the QP finished its copy
+/// before this one started, so a fence is all the placement needs.
+fn flush_remote(fabric: &Fabric, peer: &Peer, w: &SendWqe) -> u8 {
+    let f = w.flush();
+    let pc = peer.ctrl();
+    let placements = IB_FLUSH_GLOBAL | IB_FLUSH_PERSISTENT;
+    if f.flush_type == 0 || f.flush_type & !placements != 0 || f.flush_level > IB_FLUSH_MR {
+        to_error_event(fabric, pc, peer.qpn, Event::QpReqErr(peer.qpn));
+        return IB_WC_REM_INV_REQ_ERR;
+    }
+    let mut access = 0;
+    if f.flush_type & IB_FLUSH_GLOBAL != 0 {
+        access |= IB_ACCESS_FLUSH_GLOBAL;
+    }
+    if f.flush_type & IB_FLUSH_PERSISTENT != 0 {
+        access |= IB_ACCESS_FLUSH_PERSISTENT;
+    }
+    let rkey = f.rkey.get();
+    let granted = {
+        let st = pc.lock();
+        st.qp(peer.qpn).is_some_and(|qp| {
+            let pdn = peer.xrc.map_or(qp.pdn, |t| t.pdn);
+            qp.attr.qp_access_flags.get() & access == access
+                && match f.flush_level {
+                    // The whole MR: its key and rights, whatever the range.
+                    IB_FLUSH_MR => st
+                        .mrs
+                        .by_key(rkey)
+                        .is_some_and(|mr| mr.pdn == pdn && mr.access & access == access),
+                    _ => {
+                        let (addr, len) = (f.remote_addr.get(), f.length.get());
+                        st.mrs
+                            .remote(rkey, peer.qpn, pdn, addr, len, access)
+                            .is_some()
+                    }
+                }
+        })
+    };
+    if !granted {
+        to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
+        return IB_WC_REM_ACCESS_ERR;
+    }
+    std::sync::atomic::fence(Ordering::SeqCst);
     IB_WC_SUCCESS
 }
 

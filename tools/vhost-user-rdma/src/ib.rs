@@ -53,17 +53,19 @@ pub const IB_ACCESS_REMOTE_READ: u32 = 1 << 2;
 pub const IB_ACCESS_REMOTE_ATOMIC: u32 = 1 << 3;
 pub const IB_ACCESS_MW_BIND: u32 = 1 << 4;
 pub const IB_ZERO_BASED: u32 = 1 << 5;
-/// Access bits the device implements for MRs.
+pub const IB_ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
+pub const IB_ACCESS_FLUSH_PERSISTENT: u32 = 1 << 9;
+/// Access bits the device implements for MRs: FLUSH to global visibility,
+/// not to persistence (guest memory is no persistent memory).
 pub const ACCESS_SUPPORTED: u32 = IB_ACCESS_LOCAL_WRITE
     | IB_ACCESS_REMOTE_WRITE
     | IB_ACCESS_REMOTE_READ
     | IB_ACCESS_REMOTE_ATOMIC
-    | IB_ACCESS_MW_BIND;
-pub const IB_ACCESS_FLUSH_GLOBAL: u32 = 1 << 8;
-pub const IB_ACCESS_FLUSH_PERSISTENT: u32 = 1 << 9;
-/// Access bits a QP may grant its peer: the MRs' and the two FLUSH
-/// placements (IBA 1.5), which this device never receives a FLUSH for, so
-/// they are accepted and grant nothing (as rxe accepts them).
+    | IB_ACCESS_MW_BIND
+    | IB_ACCESS_FLUSH_GLOBAL;
+/// Access bits a QP may grant its peer: the MRs' and both FLUSH placements
+/// (IBA 1.5; as rxe accepts them): a persistent FLUSH then fails at the
+/// MR, which cannot grant it.
 pub const QP_ACCESS_SUPPORTED: u32 =
     ACCESS_SUPPORTED | IB_ACCESS_FLUSH_GLOBAL | IB_ACCESS_FLUSH_PERSISTENT;
 /// Access bits a window may be bound with.
@@ -73,6 +75,12 @@ pub const MW_ACCESS_SUPPORTED: u32 =
 /// the MR's): ignored, as rxe and rdma-core's own tests (which bind with
 /// local write) expect.
 pub const MW_ACCESS_IGNORED: u32 = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_MW_BIND;
+
+// enum ib_uverbs_flush_type, enum ib_uverbs_flush_level
+pub const IB_FLUSH_GLOBAL: u8 = 1;
+pub const IB_FLUSH_PERSISTENT: u8 = 1 << 1;
+pub const IB_FLUSH_RANGE: u8 = 0;
+pub const IB_FLUSH_MR: u8 = 1;
 
 // enum ib_mw_type
 pub const IB_MW_TYPE_1: u8 = 1;
@@ -89,6 +97,8 @@ pub const IB_WR_ATOMIC_FETCH_AND_ADD: u8 = 6;
 pub const IB_WR_LOCAL_INV: u8 = 7;
 pub const IB_WR_BIND_MW: u8 = 8;
 pub const IB_WR_SEND_WITH_INV: u8 = 9;
+pub const IB_WR_FLUSH: u8 = 14;
+pub const IB_WR_ATOMIC_WRITE: u8 = 15;
 pub const IB_WR_REG_MR: u8 = 0x20;
 
 // enum ib_send_flags
@@ -119,6 +129,8 @@ pub const IB_WC_COMP_SWAP: u8 = 3;
 pub const IB_WC_FETCH_ADD: u8 = 4;
 pub const IB_WC_BIND_MW: u8 = 5;
 pub const IB_WC_LOCAL_INV: u8 = 6;
+pub const IB_WC_FLUSH: u8 = 8;
+pub const IB_WC_ATOMIC_WRITE: u8 = 9;
 pub const IB_WC_REG_MR: u8 = 10;
 pub const IB_WC_RECV: u8 = 1 << 7;
 pub const IB_WC_RECV_RDMA_WITH_IMM: u8 = (1 << 7) + 1;

@@ -40,12 +40,18 @@ pub const IB_DEVICE_MEM_MGT_EXTENSIONS: u64 = 1 << 21;
 pub const IB_DEVICE_MEM_WINDOW: u64 = 1 << 17;
 /// `IB_DEVICE_MEM_WINDOW_TYPE_2B`.
 pub const IB_DEVICE_MEM_WINDOW_TYPE_2B: u64 = 1 << 24;
+/// `IB_DEVICE_FLUSH_GLOBAL`.
+pub const IB_DEVICE_FLUSH_GLOBAL: u64 = 1 << 38;
+/// `IB_DEVICE_ATOMIC_WRITE`.
+pub const IB_DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
 /// Capabilities reported in `device_cap_flags`.
 pub const DEVICE_CAP_FLAGS: u64 = IB_DEVICE_SYS_IMAGE_GUID
     | IB_DEVICE_RC_RNR_NAK_GEN
     | IB_DEVICE_MEM_MGT_EXTENSIONS
     | IB_DEVICE_MEM_WINDOW
-    | IB_DEVICE_MEM_WINDOW_TYPE_2B;
+    | IB_DEVICE_MEM_WINDOW_TYPE_2B
+    | IB_DEVICE_FLUSH_GLOBAL
+    | IB_DEVICE_ATOMIC_WRITE;
 /// PCI vendor ID of virtio devices (Red Hat).
 pub const VENDOR_ID: u32 = 0x1af4;
 /// Vendor part ID: the virtio device ID.

@@ -380,11 +380,12 @@ fn mtu_bytes(mtu: u8) -> u64 {
 
 /// PSNs a request of `opcode` moving `len` bytes takes, as on the wire:
 /// one per packet of the path MTU (at least one) for SENDs, RDMA writes and
-/// the response of an RDMA read, one for an atomic.
+/// the response of an RDMA read, one for an atomic, an ATOMIC WRITE or a
+/// FLUSH.
 pub fn packets(opcode: u8, len: u64, mtu: u8) -> u32 {
     if matches!(
         opcode,
-        IB_WR_ATOMIC_CMP_AND_SWP | IB_WR_ATOMIC_FETCH_AND_ADD
+        IB_WR_ATOMIC_CMP_AND_SWP | IB_WR_ATOMIC_FETCH_AND_ADD | IB_WR_ATOMIC_WRITE | IB_WR_FLUSH
     ) {
         return 1;
     }

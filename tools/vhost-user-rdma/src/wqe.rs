@@ -6,8 +6,8 @@ use smallvec::SmallVec;
 use zerocopy::{FromBytes, FromZeros};
 
 use crate::abi::{
-    VirtioRdmaRqReq, VirtioRdmaSge, VirtioRdmaSqAtomic, VirtioRdmaSqBind, VirtioRdmaSqRdma,
-    VirtioRdmaSqReg, VirtioRdmaSqReq, VirtioRdmaSqUd, VirtioRdmaSqXrc,
+    VirtioRdmaRqReq, VirtioRdmaSge, VirtioRdmaSqAtomic, VirtioRdmaSqBind, VirtioRdmaSqFlush,
+    VirtioRdmaSqRdma, VirtioRdmaSqReg, VirtioRdmaSqReq, VirtioRdmaSqUd, VirtioRdmaSqXrc,
 };
 use crate::ib::*;
 use crate::mw::BindReq;
@@ -110,6 +110,8 @@ pub fn known_opcode(opcode: u8) -> bool {
             | IB_WR_BIND_MW
             | IB_WR_SEND_WITH_INV
             | IB_WR_REG_MR
+            | IB_WR_FLUSH
+            | IB_WR_ATOMIC_WRITE
     )
 }
 
@@ -181,6 +183,8 @@ pub fn check_user(w: &SendWqe, ud: bool) -> Result<(), String> {
             | IB_WR_BIND_MW
             | IB_WR_LOCAL_INV
             | IB_WR_SEND_WITH_INV
+            | IB_WR_FLUSH
+            | IB_WR_ATOMIC_WRITE
     );
     if !(send || (!ud && other)) {
         return Err(format!(
@@ -235,6 +239,13 @@ impl SendWqe {
     /// The atomic part.
     pub fn atomic(&self) -> VirtioRdmaSqAtomic {
         VirtioRdmaSqAtomic::read_from_prefix(&self.wr)
+            .map(|(v, _)| v)
+            .unwrap_or_default()
+    }
+
+    /// The FLUSH part.
+    pub fn flush(&self) -> VirtioRdmaSqFlush {
+        VirtioRdmaSqFlush::read_from_prefix(&self.wr)
             .map(|(v, _)| v)
             .unwrap_or_default()
     }
@@ -300,6 +311,8 @@ pub fn wc_opcode(opcode: u8) -> u8 {
         IB_WR_LOCAL_INV => IB_WC_LOCAL_INV,
         IB_WR_BIND_MW => IB_WC_BIND_MW,
         IB_WR_REG_MR => IB_WC_REG_MR,
+        IB_WR_FLUSH => IB_WC_FLUSH,
+        IB_WR_ATOMIC_WRITE => IB_WC_ATOMIC_WRITE,
         _ => IB_WC_SEND,
     }
 }

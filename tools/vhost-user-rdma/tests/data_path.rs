@@ -16,7 +16,7 @@ use vhost_user_rdma::abi::*;
 use vhost_user_rdma::ib::*;
 use virtio_bindings::bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
 use vm_memory::{Bytes, GuestAddress};
-use zerocopy::little_endian::{U32, U64};
+use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 use support::*;
@@ -2655,4 +2655,127 @@ fn port_counters_count_what_moved() {
     assert_eq!(status, VIRTIO_RDMA_S_INVALID);
     x.finish();
     y.finish();
+}
+
+fn flush_wr(addr: u64, length: u64, rkey: u32, flush_type: u8, flush_level: u8) -> Vec<u8> {
+    VirtioRdmaSqFlush {
+        remote_addr: U64::new(addr),
+        length: U64::new(length),
+        rkey: U32::new(rkey),
+        flush_type,
+        flush_level,
+        reserved: U16::new(0),
+    }
+    .as_bytes()
+    .to_vec()
+}
+
+/// Posts `op` with `wr` on `p`'s QP a and returns its completion's
+/// (status, opcode).
+fn one(p: &mut RcPair, op: u8, wr: &[u8]) -> (u8, u8) {
+    p.d.send(p.a, &wqe(1, op, IB_SEND_SIGNALED, 0, wr, &[]));
+    let wc = p.d.wait(p.cq, 1)[0];
+    (wc.status(), wc.opcode())
+}
+
+#[test]
+fn atomic_write_and_flush() {
+    const FG: u32 = IB_ACCESS_FLUSH_GLOBAL;
+    const FP: u32 = IB_ACCESS_FLUSH_PERSISTENT;
+    let t = DATA + 0x32_0008;
+    let bytes = u64::from_le_bytes(*b"8 bytes!");
+    let mut p = rc_pair(ALL | FG, ALL | FG | FP, 0);
+    let key = p.key;
+    p.d.fill(t, &[0; 16]);
+    let aw = atomic_wr(t, bytes, 0, key);
+    assert_eq!(
+        one(&mut p, IB_WR_ATOMIC_WRITE, &aw),
+        (IB_WC_SUCCESS, IB_WC_ATOMIC_WRITE)
+    );
+    assert_eq!(p.d.read(t, 16), [&b"8 bytes!"[..], &[0; 8]].concat());
+    let fl = flush_wr(t, 8, key, IB_FLUSH_GLOBAL, IB_FLUSH_RANGE);
+    assert_eq!(one(&mut p, IB_WR_FLUSH, &fl), (IB_WC_SUCCESS, IB_WC_FLUSH));
+    // The whole MR: its range does not matter.
+    let fl = flush_wr(0, 12_345_678, key, IB_FLUSH_GLOBAL, IB_FLUSH_MR);
+    assert_eq!(one(&mut p, IB_WR_FLUSH, &fl), (IB_WC_SUCCESS, IB_WC_FLUSH));
+    // Persistence no MR grants.
+    let fl = flush_wr(t, 8, key, IB_FLUSH_PERSISTENT, IB_FLUSH_RANGE);
+    assert_eq!(one(&mut p, IB_WR_FLUSH, &fl).0, IB_WC_REM_ACCESS_ERR);
+    p.d.finish();
+
+    // FLUSH rights: the MR's, the QP's; a known placement and level.
+    for (mr, qp, ty, level, want) in [
+        (
+            ALL,
+            ALL | FG,
+            IB_FLUSH_GLOBAL,
+            IB_FLUSH_RANGE,
+            IB_WC_REM_ACCESS_ERR,
+        ),
+        (
+            ALL | FG,
+            ALL,
+            IB_FLUSH_GLOBAL,
+            IB_FLUSH_MR,
+            IB_WC_REM_ACCESS_ERR,
+        ),
+        (ALL | FG, ALL | FG, 4, IB_FLUSH_RANGE, IB_WC_REM_INV_REQ_ERR),
+        (ALL | FG, ALL | FG, 0, IB_FLUSH_RANGE, IB_WC_REM_INV_REQ_ERR),
+        (
+            ALL | FG,
+            ALL | FG,
+            IB_FLUSH_GLOBAL,
+            2,
+            IB_WC_REM_INV_REQ_ERR,
+        ),
+    ] {
+        let mut p = rc_pair(mr, qp, 0);
+        let fl = flush_wr(t, 8, p.key, ty, level);
+        assert_eq!(
+            one(&mut p, IB_WR_FLUSH, &fl).0,
+            want,
+            "{mr:#x} {qp:#x} {ty} {level}"
+        );
+        assert_eq!(p.d.qp_state(p.a), IB_QPS_ERR);
+        p.d.finish();
+    }
+    // ATOMIC WRITE: aligned, with REMOTE_WRITE rights, carried bytes only.
+    let mut p = rc_pair(ALL, ALL, 0);
+    p.d.fill(t, &[0; 16]);
+    let aw = atomic_wr(t + 4, bytes, 0, p.key);
+    assert_eq!(
+        one(&mut p, IB_WR_ATOMIC_WRITE, &aw).0,
+        IB_WC_REM_INV_REQ_ERR
+    );
+    p.d.finish();
+    let mut p = rc_pair(ALL & !IB_ACCESS_REMOTE_WRITE, ALL, 0);
+    p.d.fill(t, &[0; 16]);
+    let aw = atomic_wr(t, bytes, 0, p.key);
+    assert_eq!(one(&mut p, IB_WR_ATOMIC_WRITE, &aw).0, IB_WC_REM_ACCESS_ERR);
+    assert_eq!(p.d.read(t, 16), [0; 16], "nothing written");
+    p.d.finish();
+    let mut p = rc_pair(ALL, ALL, 0);
+    let key = p.key;
+    p.d.send(
+        p.a,
+        &wqe(
+            1,
+            IB_WR_ATOMIC_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &aw,
+            &[(DATA, 8, key)],
+        ),
+    );
+    assert_eq!(
+        p.d.wait(p.cq, 1)[0].status(),
+        IB_WC_REM_INV_REQ_ERR,
+        "an SGE"
+    );
+    p.d.finish();
+    // No UC packet carries either.
+    let mut p = uc_pair(ALL | FG, ALL | FG);
+    let aw = atomic_wr(t, bytes, 0, p.key);
+    assert_eq!(one(&mut p, IB_WR_ATOMIC_WRITE, &aw).0, IB_WC_LOC_QP_OP_ERR);
+    p.d.finish();
 }

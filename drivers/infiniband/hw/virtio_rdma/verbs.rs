@@ -35,13 +35,16 @@ use crate::{
 };
 
 /// The `ib_device_cap_flags` the driver implements (and so passes on when the device offers
-/// them): fast registration, RNR NAKs, the system image GUID.
+/// them): fast registration, RNR NAKs, the system image GUID, windows, and ATOMIC WRITE and
+/// FLUSH, which travel as work requests the device executes.
 const DEVICE_CAP_FLAGS: u64 = (bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS
     | bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
     | bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
     | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
-    | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B)
-    as u64;
+    | bindings::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B
+    | bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL
+    | bindings::ib_device_cap_flags_IB_DEVICE_FLUSH_PERSISTENT
+    | bindings::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE) as u64;
 
 /// The driver's part of a protection domain: the device's handle for it.
 pub(crate) struct Pd {

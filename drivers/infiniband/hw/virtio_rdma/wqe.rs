@@ -262,7 +262,7 @@ const CONTROLLED_QKEY: u32 = 1 << 31;
 
 /// Checks a send element a process wrote for a QP with limits `cap` (UD if `ud`); returns its
 /// length. Only what a process may post passes: sends (the only operation of UD), RDMA
-/// WRITE/READ, atomics, and binding and invalidating windows, with at most `cap`'s SGEs or
+/// WRITE/READ, atomics (ATOMIC WRITE too), FLUSH, and binding and invalidating windows, with at most `cap`'s SGEs or
 /// inline data. Memory registration is the kernel's (a REG_MR element carries guest-physical
 /// addresses), and so are controlled Q_Keys. An invalidation reaches only keys of the QP's own
 /// PD, which holds no fast-registration MR (only the kernel has those). Keys, addresses and
@@ -286,6 +286,8 @@ pub(crate) fn check_user_send(buf: &SqBuf, cap: &QpCap, ud: bool) -> Result<usiz
             | bindings::ib_wr_opcode_IB_WR_BIND_MW
             | bindings::ib_wr_opcode_IB_WR_LOCAL_INV
             | bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV
+            | bindings::ib_wr_opcode_IB_WR_ATOMIC_WRITE
+            | bindings::ib_wr_opcode_IB_WR_FLUSH
     );
     if !(send || (!ud && (write || other))) {
         return Err(EINVAL);
@@ -567,11 +569,14 @@ mod tests {
             check(&user_send(send, signaled, 1, 0), true),
             Ok(SQ_REQ_LEN + SGE_LEN)
         );
-        // Windows: bound and invalidated by the process, not on UD.
+        // Windows (bound and invalidated by the process), ATOMIC WRITE and FLUSH (their
+        // operands in the element): not on UD.
         for op in [
             bindings::ib_wr_opcode_IB_WR_BIND_MW,
             bindings::ib_wr_opcode_IB_WR_LOCAL_INV,
             bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV,
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_WRITE,
+            bindings::ib_wr_opcode_IB_WR_FLUSH,
         ] {
             assert_eq!(check(&user_send(op, 0, 0, 0), false), Ok(SQ_REQ_LEN));
             assert_eq!(check(&user_send(op, 0, 0, 0), true), Err(EINVAL));

@@ -79,6 +79,8 @@ pub(crate) fn wc_opcode(wr: u32) -> u8 {
         bindings::ib_wr_opcode_IB_WR_LOCAL_INV => bindings::ib_wc_opcode_IB_WC_LOCAL_INV,
         bindings::ib_wr_opcode_IB_WR_BIND_MW => bindings::ib_wc_opcode_IB_WC_BIND_MW,
         bindings::ib_wr_opcode_IB_WR_REG_MR => bindings::ib_wc_opcode_IB_WC_REG_MR,
+        bindings::ib_wr_opcode_IB_WR_ATOMIC_WRITE => bindings::ib_wc_opcode_IB_WC_ATOMIC_WRITE,
+        bindings::ib_wr_opcode_IB_WR_FLUSH => bindings::ib_wc_opcode_IB_WC_FLUSH,
         _ => bindings::ib_wc_opcode_IB_WC_SEND,
     };
     // Every `ib_wc_opcode` of a send fits a byte (the device's field).

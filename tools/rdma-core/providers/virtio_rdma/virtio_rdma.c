@@ -1243,7 +1243,8 @@ static bool vrdma_caps_fit(const struct vrdma_qp *qp,
 			   IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
 			   IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | \
 			   IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | \
-			   IBV_QP_EX_WITH_SEND_WITH_INV)
+			   IBV_QP_EX_WITH_SEND_WITH_INV | \
+			   IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_FLUSH)
 
 static void vrdma_qp_ex_ops(struct vrdma_qp *qp);
 
@@ -1832,6 +1833,26 @@ static void vrdma_sq_atomic(struct virtio_rdma_sq_req *req, uint32_t rkey,
 	req->wr.atomic.rkey = htole32(rkey);
 }
 
+/* ATOMIC WRITE: its 8 bytes travel in compare_add, in memory order. */
+static void vrdma_sq_atomic_write(struct virtio_rdma_sq_req *req, uint32_t rkey,
+				  uint64_t remote_addr, const void *bytes)
+{
+	req->wr.atomic.remote_addr = htole64(remote_addr);
+	memcpy(&req->wr.atomic.compare_add, bytes, 8);
+	req->wr.atomic.rkey = htole32(rkey);
+}
+
+static void vrdma_sq_flush(struct virtio_rdma_sq_req *req, uint32_t rkey,
+			   uint64_t remote_addr, size_t len, uint8_t type,
+			   uint8_t level)
+{
+	req->wr.flush.remote_addr = htole64(remote_addr);
+	req->wr.flush.length = htole64(len);
+	req->wr.flush.rkey = htole32(rkey);
+	req->wr.flush.flush_type = type;
+	req->wr.flush.flush_level = level;
+}
+
 static int vrdma_sq_ud(struct virtio_rdma_sq_req *req, struct ibv_ah *ibah,
 		       uint32_t remote_qpn, uint32_t remote_qkey)
 {
@@ -2074,6 +2095,10 @@ static uint8_t vrdma_wc_opcode(enum ibv_wr_opcode opcode)
 		return IBV_WC_BIND_MW;
 	case IBV_WR_LOCAL_INV:
 		return IBV_WC_LOCAL_INV;
+	case IBV_WR_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
+	case IBV_WR_FLUSH:
+		return IBV_WC_FLUSH;
 	default:
 		return IBV_WC_SEND;
 	}
@@ -2584,6 +2609,26 @@ static void vrdma_wr_atomic_fetch_add(struct ibv_qp_ex *ibqp, uint32_t rkey,
 		vrdma_sq_atomic(req, rkey, remote_addr, add, 0);
 }
 
+static void vrdma_wr_atomic_write(struct ibv_qp_ex *ibqp, uint32_t rkey,
+				  uint64_t remote_addr, const void *atomic_wr)
+{
+	struct virtio_rdma_sq_req *req;
+
+	req = vrdma_wr_new(ibqp, IBV_WR_ATOMIC_WRITE, 0);
+	if (req)
+		vrdma_sq_atomic_write(req, rkey, remote_addr, atomic_wr);
+}
+
+static void vrdma_wr_flush(struct ibv_qp_ex *ibqp, uint32_t rkey,
+			   uint64_t remote_addr, size_t len, uint8_t type,
+			   uint8_t level)
+{
+	struct virtio_rdma_sq_req *req = vrdma_wr_new(ibqp, IBV_WR_FLUSH, 0);
+
+	if (req)
+		vrdma_sq_flush(req, rkey, remote_addr, len, type, level);
+}
+
 /* The request being built, for a setter; a setter before any is an error. */
 static void vrdma_wr_bind_mw(struct ibv_qp_ex *ibqp, struct ibv_mw *mw,
 			     uint32_t rkey,
@@ -2769,6 +2814,8 @@ static void vrdma_qp_ex_ops(struct vrdma_qp *qp)
 		q->wr_bind_mw = vrdma_wr_bind_mw;
 		q->wr_local_inv = vrdma_wr_local_inv;
 		q->wr_send_inv = vrdma_wr_send_inv;
+		q->wr_atomic_write = vrdma_wr_atomic_write;
+		q->wr_flush = vrdma_wr_flush;
 	}
 	if (type == IBV_QPT_UD)
 		q->wr_set_ud_addr = vrdma_wr_set_ud_addr;
