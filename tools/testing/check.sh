@@ -263,9 +263,10 @@ if want_layer cargo; then
 		[ "$verdict" = ok ] && result "provider wr_table: $name" 0 || result "provider wr_table: $name" 1
 	done < <(sed -n 's/^test \(.*\) \.\.\. \(ok\|FAILED\)$/\1 \2/p' "$log")
 	if [ $rc != 0 ] || [ $n = 0 ]; then result "provider wr_table: build and run (see $log)" 1 "" "$log"; fi
-	# Fuzzing of the backend's guest-facing parsers: a short run of each
-	# cargo-fuzz target (tools/vhost-user-rdma/fuzz/run.sh; corpora kept).
-	for target in ctrl_command work_request data_path; do
+	# Fuzzing of the backend's parsers of what guests (and networks) send: a
+	# short run of each cargo-fuzz target (tools/vhost-user-rdma/fuzz/run.sh;
+	# corpora kept).
+	for target in ctrl_command work_request data_path packet; do
 		timed --log "$logs/fuzz-$target.log" "fuzz vhost-user-rdma: $target (20 s)" in_sysroot bash -c \
 			"'$TOP/tools/vhost-user-rdma/fuzz/run.sh' 20 '$target' >'$logs/fuzz-$target.log' 2>&1"
 	done

@@ -27,7 +27,7 @@ CARGO_FUZZ_VERSION=0.13.1
 SECONDS_EACH=${1:-30}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(ctrl_command work_request data_path)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(ctrl_command work_request data_path packet)
 
 export RUSTC_BOOTSTRAP=1 CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1}
 export PATH="$CACHE/cargo-fuzz/bin:$PATH"

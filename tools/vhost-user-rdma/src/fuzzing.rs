@@ -3,8 +3,9 @@
 //! not part of the backend's API otherwise).
 //!
 //! Each entry point takes the fuzzer's bytes, feeds them to the parsers a
-//! guest reaches, and checks what the device promises about any input: no
-//! panic, a response that fits the room the guest gave, a status it knows.
+//! guest reaches (or, [`packet`], a network), and checks what the device
+//! promises about any input: no panic, a response that fits the room the
+//! guest gave, a status it knows.
 //! [`ctrl_seeds`] and [`work_request_seeds`] are valid encodings the fuzz
 //! targets start from (written out by the targets themselves, see
 //! `fuzz/run.sh`).
@@ -18,6 +19,7 @@ use crate::ctrl::{Ctrl, RSP_HDR_LEN};
 use crate::ib::*;
 use crate::limits::{Limits, Mac, Rings, MAX_INLINE_DATA, MAX_SGE};
 use crate::mr;
+use crate::packet::{Aeth, AtomicEth, Deth, Opcode, Packet, Reth};
 use crate::ring::CqRing;
 use crate::wqe;
 
@@ -610,6 +612,47 @@ pub fn work_request_seeds() -> Vec<Vec<u8>> {
     seeds
 }
 
+/// `packet`: any bytes as a packet from the network ([`crate::packet`]).
+/// Parsing never panics, and a packet it accepts is emitted and parsed
+/// back unchanged.
+pub fn packet(data: &[u8]) {
+    let Ok(p) = Packet::parse(data) else {
+        return;
+    };
+    let mut out = Vec::new();
+    p.emit(&mut out).expect("a parsed packet is well formed");
+    assert_eq!(Packet::parse(&out), Ok(p), "emitted and parsed back");
+}
+
+/// Seeds of `packet`: a packet of every operation RC defines, and UD's
+/// SEND with immediate data, each with every header its opcode calls for.
+pub fn packet_seeds() -> Vec<Vec<u8>> {
+    let mut seeds = Vec::new();
+    for byte in (0x00..0x20).chain([0x65]) {
+        let Some(opcode) = Opcode::from_byte(byte) else {
+            continue;
+        };
+        let s = opcode.shape();
+        let mut p = Packet::new(opcode, 17, 0xff_ffff);
+        p.reth = s.reth.then(Reth::default);
+        p.aeth = s.aeth.then(Aeth::default);
+        p.atomic_eth = s.atomic_eth.then(AtomicEth::default);
+        p.atomic_ack = s.atomic_ack_eth.then_some(1);
+        p.imm = s.imm.then_some(2);
+        p.ieth = s.ieth.then_some(3);
+        p.deth = s.deth.then(Deth::default);
+        p.feth = s.feth.then_some(0x11);
+        if s.payload {
+            p.payload = b"payload".to_vec();
+        }
+        let mut bytes = Vec::new();
+        if p.emit(&mut bytes).is_ok() {
+            seeds.push(bytes);
+        }
+    }
+    seeds
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -624,7 +667,17 @@ mod tests {
         for s in work_request_seeds() {
             assert!(work_request(&s), "{s:?}");
         }
+        for s in packet_seeds() {
+            assert!(Packet::parse(&s).is_ok(), "{s:?}");
+            packet(&s);
+        }
+        assert_eq!(
+            packet_seeds().len(),
+            25 + 1,
+            "RC's operations and UD's SEND"
+        );
         ctrl_command(&[]);
         work_request(&[]);
+        packet(&[]);
     }
 }

@@ -13,6 +13,8 @@
 //! a device's QPs are split among its threads by [`lane`], which run on
 //! the CPUs [`cpus`] gives them.
 //! [`stats`] and [`counter_sets`] count what the device did.
+//! [`packet`] is the data path's packet as RoCEv2 carries it (the
+//! requester, responder and completer of the packets issue build on it).
 //! [`hostile`] is a test mode in which the device lies to its guest.
 //! [`net`] is the second personality (`--net`): a virtio-net device (ID 1)
 //! that carries the RoCE queues after its own
@@ -38,6 +40,7 @@ pub mod limits;
 pub mod mr;
 pub mod mw;
 pub mod net;
+pub mod packet;
 pub mod qp;
 pub mod ratelimit;
 pub mod resources;

@@ -216,7 +216,7 @@ fn modify_mr_changes_pd_and_rights_in_place() {
         (
             mrn,
             pd,
-            lw | 1 << 30,
+            lw | (1 << 30),
             0,
             VIRTIO_RDMA_S_INVALID,
             "unknown right",
