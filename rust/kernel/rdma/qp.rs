@@ -651,9 +651,11 @@ pub(crate) unsafe extern "C" fn create_qp_callback<T: Driver>(
             },
             sq_sig_all: init.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
             create_flags: init.create_flags,
-            // SAFETY: A non-null `srq` is a live SRQ of a device of driver `T` (function
-            // safety requirement), whose index was set when it was created.
-            srq: (!init.srq.is_null()).then(|| unsafe { (*init.srq.cast::<Srq<T>>()).index() }),
+            srq: (!init.srq.is_null()).then(|| {
+                // SAFETY: A non-null `srq` is a live SRQ of a device of driver `T` (function
+                // safety requirement), whose index was set when it was created.
+                unsafe { (*init.srq.cast::<Srq<T>>()).index() }
+            }),
             port_num: init.port_num,
         };
         let new = if init.qp_type == bindings::ib_qp_type_IB_QPT_XRC_TGT {

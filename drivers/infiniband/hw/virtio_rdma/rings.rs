@@ -717,8 +717,6 @@ pub(crate) enum NewRings<'a, 'u> {
 }
 
 /// The rings of a QP being created, as [`create_qp`] holds them.
-// Only on the stack while a QP is created; boxing the rings would cost an allocation.
-#[expect(clippy::large_enum_variant)]
 enum Held<'a> {
     User(QpRings),
     Kernel(
