@@ -13,8 +13,9 @@
 //! a device's QPs are split among its threads by [`lane`], which run on
 //! the CPUs [`cpus`] gives them.
 //! [`stats`] and [`counter_sets`] count what the device did.
-//! [`packet`] is the data path's packet as RoCEv2 carries it (the
-//! requester, responder and completer of the packets issue build on it).
+//! [`packet`] is the data path's packet as RoCEv2 carries it, and
+//! [`transport`] RC's reliability on it (requester and completer,
+//! responder), which the engine is to run on next.
 //! [`hostile`] is a test mode in which the device lies to its guest.
 //! [`net`] is the second personality (`--net`): a virtio-net device (ID 1)
 //! that carries the RoCE queues after its own
@@ -47,6 +48,7 @@ pub mod resources;
 pub mod ring;
 pub mod srq;
 pub mod stats;
+pub mod transport;
 pub mod verbs;
 pub mod vring;
 pub mod worker;

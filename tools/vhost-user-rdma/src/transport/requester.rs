@@ -1,0 +1,608 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The RC requester and completer: a work request becomes packets with a
+//! PSN each (cut at the path MTU), stays pending until the responder
+//! acknowledges it (an ACK covering its last PSN, a READ's last response, an
+//! atomic's ACK), and completes in order. A PSN sequence NAK or the
+//! transport timer sends again from the oldest unacknowledged PSN (a READ
+//! from its first missing response, asking only for the rest); an RNR NAK
+//! waits its timer first. Retries count as IB says: `retry_cnt` for the
+//! timer and sequence NAKs (7 is seven, not infinite: rxe differs there),
+//! `rnr_retry` for RNR NAKs (7 is infinite); any progress restores both.
+
+use std::collections::VecDeque;
+
+use super::{ack_timeout_us, psn_add, psn_diff, Status};
+use crate::packet::{
+    segments, syndrome, Aeth, AtomicEth, Message, Op, Opcode, Packet, Reth, Transport,
+};
+use crate::qp::rnr_delay_us;
+use zerocopy::big_endian::{U32, U64};
+
+/// The QP attributes the requester works with.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// The responder's QP number.
+    pub dest_qp: u32,
+    /// Path MTU in bytes.
+    pub mtu: u32,
+    /// IB's local ACK timeout exponent (0: no timer).
+    pub timeout: u8,
+    /// Retransmissions after timeouts and sequence NAKs (0-7).
+    pub retry_cnt: u8,
+    /// Retransmissions after RNR NAKs (0-6; 7 is infinite).
+    pub rnr_retry: u8,
+}
+
+/// A work request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// SEND.
+    Send {
+        /// The message.
+        payload: Vec<u8>,
+        /// Immediate data.
+        imm: Option<u32>,
+    },
+    /// RDMA WRITE.
+    Write {
+        /// Remote address.
+        va: u64,
+        /// Remote key.
+        rkey: u32,
+        /// The message.
+        payload: Vec<u8>,
+    },
+    /// RDMA READ.
+    Read {
+        /// Remote address.
+        va: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Bytes.
+        len: u32,
+    },
+    /// ATOMIC FETCH AND ADD.
+    FetchAdd {
+        /// Remote address.
+        va: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Addend.
+        add: u64,
+    },
+}
+
+/// A completed work request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The request's ID.
+    pub wr_id: u64,
+    /// How it ended.
+    pub status: Status,
+    /// A READ's data, an atomic's original value (8 bytes, little endian).
+    pub data: Vec<u8>,
+}
+
+/// A request sent and not yet completed.
+#[derive(Debug)]
+struct Pending {
+    wr_id: u64,
+    req: Request,
+    /// Its first PSN; a READ's responses take its PSNs from there.
+    psn: u32,
+    /// PSNs it takes (a READ: one per response packet).
+    npsn: u32,
+    /// A READ's data so far; an atomic's original value once answered.
+    got: Vec<u8>,
+    /// Answered (a READ's last response, an atomic's ACK), to complete in
+    /// order once the requests before it have.
+    answered: bool,
+}
+
+impl Pending {
+    fn last_psn(&self) -> u32 {
+        psn_add(self.psn, self.npsn - 1)
+    }
+
+    /// Whether an ACK alone completes it (READs and atomics wait for their
+    /// responses).
+    fn acked_by_ack(&self) -> bool {
+        matches!(self.req, Request::Send { .. } | Request::Write { .. })
+    }
+}
+
+/// Packets between AckReqs within a long message (the last packet of
+/// every message asks too).
+const ACK_REQ_EVERY: u32 = 64;
+
+/// PSNs in flight at most: what one loss costs to send again.
+const WINDOW: u32 = 128;
+
+/// The requester's side of one RC QP.
+#[derive(Debug)]
+pub struct Requester {
+    cfg: Config,
+    next_psn: u32,
+    /// The oldest PSN not acknowledged yet.
+    una: u32,
+    /// PSNs before this were sent at least once.
+    sent_to: u32,
+    pending: VecDeque<Pending>,
+    retries_left: u8,
+    rnr_left: u8,
+    /// When the transport timer runs out (µs), if it runs.
+    deadline: Option<u64>,
+    /// When an RNR wait ends and sending resumes from `rnr_psn`.
+    rnr_until: Option<(u64, u32)>,
+    /// The QP is in error: nothing more is sent.
+    error: bool,
+    /// The PSN of the sequence NAK last answered, until progress: the same
+    /// NAK again (duplicated on the way) is not answered twice.
+    nak_psn: Option<u32>,
+}
+
+fn rc(op: Op) -> Opcode {
+    Opcode {
+        transport: Transport::Rc,
+        op,
+    }
+}
+
+impl Requester {
+    /// A requester whose first PSN is `psn`.
+    pub fn new(cfg: Config, psn: u32) -> Self {
+        Requester {
+            cfg,
+            next_psn: psn_add(psn, 0),
+            una: psn_add(psn, 0),
+            sent_to: psn_add(psn, 0),
+            pending: VecDeque::new(),
+            retries_left: cfg.retry_cnt.min(7),
+            rnr_left: cfg.rnr_retry.min(7),
+            deadline: None,
+            rnr_until: None,
+            error: false,
+            nak_psn: None,
+        }
+    }
+
+    /// Whether the QP went to error.
+    pub fn in_error(&self) -> bool {
+        self.error
+    }
+
+    /// Requests sent and not completed.
+    pub fn outstanding(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// When [`Requester::on_timer`] has something to do, if ever.
+    pub fn next_deadline(&self) -> Option<u64> {
+        match self.rnr_until {
+            Some((t, _)) => Some(t),
+            None => self.deadline,
+        }
+    }
+
+    /// Sends work request `req` (`wr_id`) at time `now` (as far as the
+    /// window lets it: the rest goes as acknowledgements come). On a QP in
+    /// error it completes flushed at once.
+    pub fn post(
+        &mut self,
+        wr_id: u64,
+        req: Request,
+        now: u64,
+        out: &mut Vec<Packet>,
+        done: &mut Vec<Completion>,
+    ) {
+        if self.error {
+            done.push(Completion {
+                wr_id,
+                status: Status::Flushed,
+                data: Vec::new(),
+            });
+            return;
+        }
+        let psn = self.next_psn;
+        let npsn = match &req {
+            Request::Send { payload, .. } | Request::Write { payload, .. } => {
+                segments_of(&req, payload.len() as u64, self.cfg.mtu).count() as u32
+            }
+            Request::Read { len, .. } => {
+                u64::from(*len).div_ceil(u64::from(self.cfg.mtu)).max(1) as u32
+            }
+            Request::FetchAdd { .. } => 1,
+        };
+        self.next_psn = psn_add(psn, npsn);
+        self.pending.push_back(Pending {
+            wr_id,
+            req,
+            psn,
+            npsn,
+            got: Vec::new(),
+            answered: false,
+        });
+        // An RNR wait holds back what comes after; the wait sends it.
+        if self.rnr_until.is_none() {
+            self.pump(self.sent_to, out);
+            self.deadline.get_or_insert(now + self.timeout());
+        }
+    }
+
+    /// Sends the pending packets from PSN `from` up to the window's end.
+    fn pump(&mut self, from: u32, out: &mut Vec<Packet>) {
+        let mut end = psn_add(self.una, WINDOW);
+        if psn_diff(end, self.next_psn) > 0 {
+            end = self.next_psn;
+        }
+        for i in 0..self.pending.len() {
+            self.emit(i, from, end, out);
+        }
+        if psn_diff(end, self.sent_to) > 0 {
+            self.sent_to = end;
+        }
+    }
+
+    fn timeout(&self) -> u64 {
+        ack_timeout_us(self.cfg.timeout).unwrap_or(u64::MAX / 2)
+    }
+
+    /// The packets of pending request `i` with PSNs in `[from, end)`; a
+    /// READ's request if its first missing response is in there.
+    fn emit(&self, i: usize, from: u32, end: u32, out: &mut Vec<Packet>) {
+        let p = &self.pending[i];
+        let in_range = |psn: u32| psn_diff(psn, from) >= 0 && psn_diff(psn, end) < 0;
+        let dest = self.cfg.dest_qp;
+        match &p.req {
+            Request::Send { payload, .. } | Request::Write { payload, .. } => {
+                let segs = segments_of(&p.req, payload.len() as u64, self.cfg.mtu);
+                for (n, s) in segs.enumerate() {
+                    let psn = psn_add(p.psn, n as u32);
+                    if !in_range(psn) {
+                        continue;
+                    }
+                    let mut pkt = Packet::new(rc(s.op), dest, psn);
+                    let shape = pkt.opcode.shape();
+                    pkt.ack_req = shape.last || (n as u32 + 1) % ACK_REQ_EVERY == 0;
+                    let at = s.offset as usize;
+                    pkt.payload = payload[at..at + s.len as usize].to_vec();
+                    if let Request::Write { va, rkey, .. } = &p.req {
+                        if shape.reth {
+                            pkt.reth = Some(reth(*va, *rkey, payload.len() as u32));
+                        }
+                    }
+                    if shape.imm {
+                        if let Request::Send { imm: Some(i), .. } = &p.req {
+                            pkt.imm = Some(*i);
+                        }
+                    }
+                    out.push(pkt);
+                }
+            }
+            Request::Read { va, rkey, len } => {
+                // The rest of the data, from the first missing response on.
+                let have = (p.got.len() / self.cfg.mtu as usize) as u32;
+                let at = psn_add(p.psn, have);
+                if !in_range(at) {
+                    return;
+                }
+                let done = u64::from(have) * u64::from(self.cfg.mtu);
+                let mut pkt = Packet::new(rc(Op::ReadRequest), dest, at);
+                pkt.ack_req = true;
+                let rest = u64::from(*len).saturating_sub(done) as u32;
+                pkt.reth = Some(reth(va + done, *rkey, rest));
+                out.push(pkt);
+            }
+            Request::FetchAdd { va, rkey, add } => {
+                if !in_range(p.psn) {
+                    return;
+                }
+                let mut pkt = Packet::new(rc(Op::FetchAdd), dest, p.psn);
+                pkt.ack_req = true;
+                pkt.atomic_eth = Some(AtomicEth {
+                    va: U64::new(*va),
+                    rkey: U32::new(*rkey),
+                    swap_add: U64::new(*add),
+                    compare: U64::new(0),
+                });
+                out.push(pkt);
+            }
+        }
+    }
+
+    /// Sends again from PSN `from` (the oldest unacknowledged one, or a
+    /// NAK's), as far as the window goes.
+    fn resend_from(&mut self, from: u32, now: u64, out: &mut Vec<Packet>) {
+        // Nothing before the oldest unacknowledged PSN needs sending again,
+        // and nothing after it may be skipped: a READ's missing responses
+        // stay missing whatever a later NAK says.
+        let from = if psn_diff(from, self.una) > 0 {
+            self.una
+        } else {
+            from
+        };
+        self.pump(from, out);
+        self.deadline = Some(now + self.timeout());
+    }
+
+    /// Completes the requests an acknowledgement of `psn` covers (SENDs
+    /// and WRITEs up to `psn`, or before it if `before`): true if any did.
+    fn retire(&mut self, psn: u32, before: bool, done: &mut Vec<Completion>) -> bool {
+        let mut any = false;
+        while let Some(p) = self.pending.front() {
+            let d = psn_diff(psn, p.last_psn());
+            if !p.acked_by_ack() || d < 0 || (before && d == 0) {
+                break;
+            }
+            let p = self.pending.pop_front().expect("front exists");
+            self.una = psn_add(p.last_psn(), 1);
+            done.push(Completion {
+                wr_id: p.wr_id,
+                status: Status::Success,
+                data: Vec::new(),
+            });
+            any = true;
+        }
+        any
+    }
+
+    /// An acknowledgement of PSN `psn` (and all before it): the oldest
+    /// unacknowledged PSN moves past it, within the head request too.
+    fn acked(&mut self, psn: u32) -> bool {
+        let Some(p) = self.pending.front() else {
+            return false;
+        };
+        // Only a SEND's or WRITE's packets are acknowledged one by one.
+        if !p.acked_by_ack() || psn_diff(psn, self.una) < 0 {
+            return false;
+        }
+        self.una = psn_add(psn, 1);
+        true
+    }
+
+    fn progress(&mut self, now: u64) {
+        self.nak_psn = None;
+        self.retries_left = self.cfg.retry_cnt.min(7);
+        self.rnr_left = self.cfg.rnr_retry.min(7);
+        self.deadline = (!self.pending.is_empty()).then(|| now + self.timeout());
+    }
+
+    /// The head request fails with `status`; the rest are flushed and the
+    /// QP is in error.
+    fn fail(&mut self, status: Status, done: &mut Vec<Completion>) {
+        for (n, p) in self.pending.drain(..).enumerate() {
+            done.push(Completion {
+                wr_id: p.wr_id,
+                status: if n == 0 { status } else { Status::Flushed },
+                data: Vec::new(),
+            });
+        }
+        self.error = true;
+        self.deadline = None;
+        self.rnr_until = None;
+    }
+
+    /// Takes a response from the responder at time `now`.
+    pub fn on_packet(
+        &mut self,
+        pkt: &Packet,
+        now: u64,
+        out: &mut Vec<Packet>,
+        done: &mut Vec<Completion>,
+    ) {
+        if self.error || pkt.opcode.transport != Transport::Rc || pkt.opcode.op.shape().request {
+            return;
+        }
+        let psn = pkt.psn;
+        // A response to something not pending (late, duplicated) says nothing.
+        let Some(head) = self.pending.front() else {
+            return;
+        };
+        if psn_diff(psn, head.psn) < -1 || psn_diff(psn, self.next_psn) >= 0 {
+            return;
+        }
+        match pkt.opcode.op {
+            Op::Acknowledge => {
+                let Some(aeth) = pkt.aeth else { return };
+                match aeth.syndrome & syndrome::KIND {
+                    syndrome::ACK => {
+                        let retired = self.retire(psn, false, done);
+                        if retired | self.acked(psn) {
+                            self.progress(now);
+                            // The window moved: what it now lets go.
+                            if self.rnr_until.is_none() {
+                                self.pump(self.sent_to, out);
+                            }
+                        }
+                        // An ACK of a request after a READ or atomic still
+                        // unanswered means its responses were lost: ask
+                        // again (a duplicate's ACK of the READ's own last
+                        // PSN says nothing new).
+                        if let Some(p) = self.pending.front() {
+                            if !p.acked_by_ack() && psn_diff(psn, p.last_psn()) > 0 {
+                                self.resend_from(p.psn, now, out);
+                            }
+                        }
+                    }
+                    syndrome::RNR_NAK => {
+                        // The same RNR NAK again (duplicated on the way).
+                        if self.rnr_until.is_some_and(|(_, p)| p == psn) {
+                            return;
+                        }
+                        self.retire(psn, true, done);
+                        if self.rnr_left == 0 {
+                            return self.fail(Status::RnrRetryExceeded, done);
+                        }
+                        if self.cfg.rnr_retry < 7 {
+                            self.rnr_left -= 1;
+                        }
+                        let wait = rnr_delay_us(aeth.syndrome & 0x1f);
+                        self.rnr_until = Some((now + wait, psn));
+                        self.deadline = None;
+                    }
+                    _ => {
+                        // A NAK acknowledges what came before its PSN:
+                        // progress, if that is more than was known.
+                        let before = psn_add(psn, super::PSN_MASK);
+                        if self.retire(psn, true, done) | self.acked(before) {
+                            self.progress(now);
+                        }
+                        let status = match aeth.syndrome {
+                            syndrome::NAK_PSN_SEQ_ERR => {
+                                if self.nak_psn == Some(psn) {
+                                    return;
+                                }
+                                self.nak_psn = Some(psn);
+                                if self.retries_left == 0 {
+                                    return self.fail(Status::RetryExceeded, done);
+                                }
+                                self.retries_left -= 1;
+                                return self.resend_from(psn, now, out);
+                            }
+                            syndrome::NAK_REMOTE_ACCESS => Status::RemoteAccess,
+                            syndrome::NAK_REMOTE_OP => Status::RemoteOperation,
+                            _ => Status::RemoteInvalidRequest,
+                        };
+                        self.fail(status, done);
+                    }
+                }
+            }
+            Op::ReadResponseFirst
+            | Op::ReadResponseMiddle
+            | Op::ReadResponseLast
+            | Op::ReadResponseOnly => self.read_response(pkt, now, out, done),
+            Op::AtomicAcknowledge => {
+                // Implicitly acknowledges what came before it.
+                self.retire(psn, true, done);
+                let orig = pkt.atomic_ack.unwrap_or(0);
+                let Some(p) = self.pending.iter_mut().find(|p| p.psn == psn) else {
+                    return;
+                };
+                if !matches!(p.req, Request::FetchAdd { .. }) || p.answered {
+                    return;
+                }
+                p.got = orig.to_le_bytes().to_vec();
+                p.answered = true;
+                self.complete_answered(done);
+                self.progress(now);
+                self.pump(self.sent_to, out);
+            }
+            _ => {}
+        }
+    }
+
+    /// Completes the answered requests at the head, in order.
+    fn complete_answered(&mut self, done: &mut Vec<Completion>) {
+        while self.pending.front().is_some_and(|p| p.answered) {
+            let p = self.pending.pop_front().expect("front exists");
+            self.una = psn_add(p.last_psn(), 1);
+            done.push(Completion {
+                wr_id: p.wr_id,
+                status: Status::Success,
+                data: p.got,
+            });
+        }
+    }
+
+    fn read_response(
+        &mut self,
+        pkt: &Packet,
+        now: u64,
+        out: &mut Vec<Packet>,
+        done: &mut Vec<Completion>,
+    ) {
+        self.retire(pkt.psn, true, done);
+        let mtu = self.cfg.mtu as usize;
+        let Some(p) = self.pending.front_mut() else {
+            return;
+        };
+        let Request::Read { len, .. } = p.req else {
+            return;
+        };
+        // Only the next response in order is taken; one after a gap asks
+        // again for the rest at once (once per gap; a retry, as rxe counts
+        // it), one before is a duplicate.
+        let have = p.got.len() / mtu;
+        let expected = psn_add(p.psn, have as u32);
+        let d = psn_diff(pkt.psn, expected);
+        if d > 0 && self.nak_psn != Some(expected) {
+            self.nak_psn = Some(expected);
+            if self.retries_left == 0 {
+                return self.fail(Status::RetryExceeded, done);
+            }
+            self.retries_left -= 1;
+            return self.resend_from(expected, now, out);
+        }
+        if d != 0 {
+            return;
+        }
+        let last = pkt.opcode.op.shape().last;
+        let expect = (len as usize - p.got.len()).min(mtu);
+        if pkt.payload.len() != expect || last != (p.got.len() + expect == len as usize) {
+            return;
+        }
+        p.got.extend_from_slice(&pkt.payload);
+        p.answered = last;
+        self.una = psn_add(pkt.psn, 1);
+        self.complete_answered(done);
+        self.progress(now);
+        self.pump(self.sent_to, out);
+    }
+
+    /// Runs the timers at time `now`: an RNR wait that ended sends again;
+    /// the transport timer, run out, sends again from the oldest
+    /// unacknowledged PSN or, with no retry left, fails the request.
+    pub fn on_timer(&mut self, now: u64, out: &mut Vec<Packet>, done: &mut Vec<Completion>) {
+        if self.error {
+            return;
+        }
+        if let Some((until, psn)) = self.rnr_until {
+            if now >= until {
+                self.rnr_until = None;
+                self.resend_from(psn, now, out);
+            }
+            return;
+        }
+        if self.pending.is_empty() {
+            self.deadline = None;
+            return;
+        }
+        if self.deadline.is_some_and(|t| now >= t) {
+            if self.retries_left == 0 {
+                return self.fail(Status::RetryExceeded, done);
+            }
+            self.retries_left -= 1;
+            self.resend_from(self.una, now, out);
+        }
+    }
+}
+
+fn reth(va: u64, rkey: u32, len: u32) -> Reth {
+    Reth {
+        va: U64::new(va),
+        rkey: U32::new(rkey),
+        dma_len: U32::new(len),
+    }
+}
+
+fn segments_of(req: &Request, len: u64, mtu: u32) -> impl Iterator<Item = crate::packet::Segment> {
+    let msg = match req {
+        Request::Send { imm, .. } => Message::Send {
+            imm: imm.is_some(),
+            inv: false,
+        },
+        _ => Message::Write { imm: false },
+    };
+    segments(msg, len, mtu)
+}
+
+/// An ACK packet, for the responder's use: `syndrome` at `psn`.
+pub(crate) fn ack(dest_qp: u32, psn: u32, syn: u8, msn: u32) -> Packet {
+    let mut p = Packet::new(rc(Op::Acknowledge), dest_qp, psn);
+    let m = msn.to_be_bytes();
+    p.aeth = Some(Aeth {
+        syndrome: syn,
+        msn: [m[1], m[2], m[3]],
+    });
+    p
+}

@@ -1,0 +1,311 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The RC responder: it executes a request packet only at the PSN it
+//! expects and in its message's order; a packet from its past is a
+//! duplicate, answered without touching memory again (an ACK for a SEND or
+//! WRITE, the READ's responses read anew from the request, an atomic's
+//! saved result: an atomic never runs twice); a packet from its future
+//! means something was lost, NAK'd once with a PSN sequence error until the
+//! expected one comes. Memory, keys and receives are the caller's
+//! ([`Target`]); this module decides what may reach them.
+
+use std::collections::VecDeque;
+
+use super::requester::ack;
+use super::{psn_add, psn_diff};
+use crate::packet::{segments, syndrome, Message, Op, Opcode, Packet, Transport};
+
+/// Why the target refused a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No receive is posted (SEND): RNR NAK.
+    NoReceive,
+    /// Key, bounds or rights: remote access NAK.
+    Access,
+    /// The receive is too small or the request malformed: invalid
+    /// request NAK.
+    Invalid,
+}
+
+/// What a responder's requests reach: the QP's memory and receives.
+pub trait Target {
+    /// A SEND's bytes at `offset` of its message; `first` takes a receive.
+    fn receive(&mut self, first: bool, offset: u64, data: &[u8], last: bool)
+        -> Result<(), Refusal>;
+    /// An RDMA WRITE's bytes at `va` under `rkey`.
+    fn write(&mut self, va: u64, rkey: u32, data: &[u8]) -> Result<(), Refusal>;
+    /// `len` bytes at `va` under `rkey`, for a READ.
+    fn read(&mut self, va: u64, rkey: u32, len: u32) -> Result<Vec<u8>, Refusal>;
+    /// FETCH AND ADD of `add` at `va` under `rkey`: the original value.
+    fn fetch_add(&mut self, va: u64, rkey: u32, add: u64) -> Result<u64, Refusal>;
+}
+
+/// A READ or atomic the responder executed, kept to answer its duplicate.
+#[derive(Clone, Copy, Debug)]
+enum Resource {
+    /// A READ: its PSNs.
+    Read { psn: u32, npsn: u32 },
+    /// An atomic: its PSN and original value.
+    Atomic { psn: u32, orig: u64 },
+}
+
+/// READs and atomics remembered (IB's responder resources, the QP's
+/// `max_dest_rd_atomic`).
+const RESOURCES: usize = 16;
+
+/// A message that spans packets, between its first and last.
+#[derive(Clone, Copy, Debug)]
+enum Ongoing {
+    /// A SEND: the next byte's offset.
+    Send { offset: u64 },
+    /// An RDMA WRITE: where the next byte goes.
+    Write { va: u64, rkey: u32 },
+}
+
+/// The responder's side of one RC QP.
+#[derive(Debug)]
+pub struct Responder {
+    /// The requester's QP number, answers' destination.
+    dest_qp: u32,
+    mtu: u32,
+    /// The PSN it expects.
+    epsn: u32,
+    /// Messages completed, modulo 2^24.
+    msn: u32,
+    ongoing: Option<Ongoing>,
+    resources: VecDeque<Resource>,
+    /// A sequence NAK went for the gap before `epsn`: no second one.
+    nak_sent: bool,
+    /// The QP's `min_rnr_timer`, sent in RNR NAKs.
+    min_rnr_timer: u8,
+    /// An access or invalid-request NAK moved the QP to error.
+    error: bool,
+}
+
+fn rc(op: Op) -> Opcode {
+    Opcode {
+        transport: Transport::Rc,
+        op,
+    }
+}
+
+impl Responder {
+    /// A responder expecting PSN `epsn` from QP `dest_qp`.
+    pub fn new(dest_qp: u32, mtu: u32, epsn: u32, min_rnr_timer: u8) -> Self {
+        Responder {
+            dest_qp,
+            mtu,
+            epsn: psn_add(epsn, 0),
+            msn: 0,
+            ongoing: None,
+            resources: VecDeque::new(),
+            nak_sent: false,
+            min_rnr_timer: min_rnr_timer & 0x1f,
+            error: false,
+        }
+    }
+
+    /// The PSN it expects next.
+    pub fn expected_psn(&self) -> u32 {
+        self.epsn
+    }
+
+    /// Whether a NAK moved the QP to error.
+    pub fn in_error(&self) -> bool {
+        self.error
+    }
+
+    fn ack(&self, psn: u32, syn: u8) -> Packet {
+        ack(self.dest_qp, psn, syn, self.msn)
+    }
+
+    /// Takes request packet `pkt` (already found to be for this QP, from
+    /// its connected peer); answers go to `out`.
+    pub fn on_packet(&mut self, pkt: &Packet, target: &mut impl Target, out: &mut Vec<Packet>) {
+        let s = pkt.opcode.shape();
+        if self.error || pkt.opcode.transport != Transport::Rc || !s.request {
+            return;
+        }
+        let d = psn_diff(pkt.psn, self.epsn);
+        if d > 0 {
+            if !self.nak_sent {
+                self.nak_sent = true;
+                out.push(self.ack(self.epsn, syndrome::NAK_PSN_SEQ_ERR));
+            }
+            return;
+        }
+        if d < 0 {
+            return self.duplicate(pkt, target, out);
+        }
+        self.nak_sent = false;
+        let result = match (pkt.opcode.op, self.ongoing) {
+            // A message's packets in order: FIRST or ONLY only outside one,
+            // MIDDLE and LAST only inside one of the same kind.
+            (Op::SendFirst | Op::SendOnly | Op::SendOnlyImm | Op::SendOnlyInv, None) => {
+                self.send(pkt, 0, target)
+            }
+            (
+                Op::SendMiddle | Op::SendLast | Op::SendLastImm | Op::SendLastInv,
+                Some(Ongoing::Send { offset }),
+            ) => self.send(pkt, offset, target),
+            (Op::WriteFirst | Op::WriteOnly | Op::WriteOnlyImm, None) => match pkt.reth {
+                Some(r) => self.write(pkt, r.va.get(), r.rkey.get(), target),
+                None => Err(Refusal::Invalid),
+            },
+            (
+                Op::WriteMiddle | Op::WriteLast | Op::WriteLastImm,
+                Some(Ongoing::Write { va, rkey }),
+            ) => self.write(pkt, va, rkey, target),
+            (Op::ReadRequest, None) => return self.read(pkt, target, out, true),
+            (Op::FetchAdd, None) => return self.fetch_add(pkt, target, out),
+            _ => Err(Refusal::Invalid),
+        };
+        match result {
+            Ok(()) => {
+                self.epsn = psn_add(self.epsn, 1);
+                if s.last {
+                    self.msn = psn_add(self.msn, 1);
+                }
+                if pkt.ack_req {
+                    out.push(self.ack(pkt.psn, syndrome::ACK));
+                }
+            }
+            Err(why) => self.refuse(pkt.psn, why, out),
+        }
+    }
+
+    fn refuse(&mut self, psn: u32, why: Refusal, out: &mut Vec<Packet>) {
+        let syn = match why {
+            // The requester sends the message again after the timer.
+            Refusal::NoReceive => syndrome::RNR_NAK | self.min_rnr_timer,
+            Refusal::Access => syndrome::NAK_REMOTE_ACCESS,
+            Refusal::Invalid => syndrome::NAK_INVALID_REQUEST,
+        };
+        if why != Refusal::NoReceive {
+            self.error = true;
+        }
+        out.push(self.ack(psn, syn));
+    }
+
+    fn send(&mut self, pkt: &Packet, offset: u64, target: &mut impl Target) -> Result<(), Refusal> {
+        let s = pkt.opcode.shape();
+        if !s.last && pkt.payload.len() != self.mtu as usize {
+            return Err(Refusal::Invalid);
+        }
+        target.receive(s.first, offset, &pkt.payload, s.last)?;
+        let offset = offset + pkt.payload.len() as u64;
+        self.ongoing = (!s.last).then_some(Ongoing::Send { offset });
+        Ok(())
+    }
+
+    fn write(
+        &mut self,
+        pkt: &Packet,
+        va: u64,
+        rkey: u32,
+        target: &mut impl Target,
+    ) -> Result<(), Refusal> {
+        let s = pkt.opcode.shape();
+        if !s.last && pkt.payload.len() != self.mtu as usize {
+            return Err(Refusal::Invalid);
+        }
+        target.write(va, rkey, &pkt.payload)?;
+        let va = va + pkt.payload.len() as u64;
+        self.ongoing = (!s.last).then_some(Ongoing::Write { va, rkey });
+        Ok(())
+    }
+
+    /// A READ request at the expected PSN (`new`) or a duplicate one: its
+    /// responses, read now.
+    fn read(&mut self, pkt: &Packet, target: &mut impl Target, out: &mut Vec<Packet>, new: bool) {
+        let Some(r) = pkt.reth else {
+            return self.refuse(pkt.psn, Refusal::Invalid, out);
+        };
+        let len = r.dma_len.get();
+        let data = match target.read(r.va.get(), r.rkey.get(), len) {
+            Ok(d) => d,
+            Err(why) => return self.refuse(pkt.psn, why, out),
+        };
+        let segs: Vec<_> = segments(Message::ReadResponse, u64::from(len), self.mtu).collect();
+        let npsn = segs.len() as u32;
+        if new {
+            self.epsn = psn_add(self.epsn, npsn);
+            self.msn = psn_add(self.msn, 1);
+            self.remember(Resource::Read { psn: pkt.psn, npsn });
+        }
+        for (n, seg) in segs.into_iter().enumerate() {
+            let mut p = Packet::new(rc(seg.op), self.dest_qp, psn_add(pkt.psn, n as u32));
+            if p.opcode.shape().aeth {
+                p = Packet {
+                    aeth: self.ack(0, syndrome::ACK).aeth,
+                    ..p
+                };
+            }
+            let at = seg.offset as usize;
+            p.payload = data[at..at + seg.len as usize].to_vec();
+            out.push(p);
+        }
+    }
+
+    fn fetch_add(&mut self, pkt: &Packet, target: &mut impl Target, out: &mut Vec<Packet>) {
+        let Some(a) = pkt.atomic_eth else {
+            return self.refuse(pkt.psn, Refusal::Invalid, out);
+        };
+        match target.fetch_add(a.va.get(), a.rkey.get(), a.swap_add.get()) {
+            Ok(orig) => {
+                self.epsn = psn_add(self.epsn, 1);
+                self.msn = psn_add(self.msn, 1);
+                self.remember(Resource::Atomic { psn: pkt.psn, orig });
+                out.push(self.atomic_ack(pkt.psn, orig));
+            }
+            Err(why) => self.refuse(pkt.psn, why, out),
+        }
+    }
+
+    fn atomic_ack(&self, psn: u32, orig: u64) -> Packet {
+        let mut p = self.ack(psn, syndrome::ACK);
+        p.opcode = rc(Op::AtomicAcknowledge);
+        p.atomic_ack = Some(orig);
+        p
+    }
+
+    fn remember(&mut self, r: Resource) {
+        if self.resources.len() == RESOURCES {
+            self.resources.pop_front();
+        }
+        self.resources.push_back(r);
+    }
+
+    /// A packet from the past: nothing reaches memory twice.
+    fn duplicate(&mut self, pkt: &Packet, target: &mut impl Target, out: &mut Vec<Packet>) {
+        match pkt.opcode.op {
+            Op::ReadRequest => {
+                // The request (or its rest) within a READ still remembered.
+                let known = self.resources.iter().any(|r| match *r {
+                    Resource::Read { psn, npsn } => {
+                        let d = psn_diff(pkt.psn, psn);
+                        d >= 0 && (d as u32) < npsn
+                    }
+                    Resource::Atomic { .. } => false,
+                });
+                if known {
+                    self.read(pkt, target, out, false);
+                }
+            }
+            Op::FetchAdd => {
+                let orig = self.resources.iter().find_map(|r| match *r {
+                    Resource::Atomic { psn, orig } if psn == pkt.psn => Some(orig),
+                    _ => None,
+                });
+                if let Some(orig) = orig {
+                    out.push(self.atomic_ack(pkt.psn, orig));
+                }
+            }
+            // A SEND's or WRITE's: acknowledged again, as far as it got, if
+            // it asks.
+            _ if pkt.ack_req => {
+                out.push(self.ack(psn_add(self.epsn, super::PSN_MASK), syndrome::ACK))
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,469 @@
+// SPDX-License-Identifier: GPL-2.0
+//! A requester and a responder over a link that loses, duplicates and
+//! reorders packets, with a simulated clock: what IB promises must hold.
+
+use super::requester::{Completion, Config, Request, Requester};
+use super::responder::{Refusal, Responder, Target};
+use super::*;
+use crate::packet::Packet;
+
+/// xorshift64*: a reproducible coin for the link's faults.
+struct Coin(u64);
+
+impl Coin {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// True `percent` times in a hundred.
+    fn percent(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// A link: each packet is lost, doubled or held back (delivered after the
+/// next ones) as the percentages say; every packet passes through its
+/// bytes (emitted and parsed).
+struct Link {
+    coin: Coin,
+    drop: u64,
+    dup: u64,
+    hold: u64,
+    held: Vec<Packet>,
+}
+
+impl Link {
+    fn new(seed: u64, drop: u64, dup: u64, hold: u64) -> Self {
+        Link {
+            coin: Coin(seed | 1),
+            drop,
+            dup,
+            hold,
+            held: Vec::new(),
+        }
+    }
+
+    fn carry(&mut self, sent: Vec<Packet>) -> Vec<Packet> {
+        let mut out = Vec::new();
+        for p in sent {
+            let mut bytes = Vec::new();
+            p.emit(&mut bytes).expect("well formed");
+            let p = Packet::parse(&bytes).expect("parses back");
+            if self.coin.percent(self.drop) {
+                continue;
+            }
+            if self.coin.percent(self.dup) {
+                out.push(p.clone());
+            }
+            if self.coin.percent(self.hold) {
+                self.held.push(p);
+                continue;
+            }
+            out.push(p);
+        }
+        // What was held back comes after the packets sent since.
+        if !self.held.is_empty() && self.coin.percent(50) {
+            out.append(&mut self.held);
+        }
+        out
+    }
+}
+
+/// The responder's memory (addresses 0 to `MEM`) and receives, counting
+/// every byte written.
+struct Mem {
+    bytes: Vec<u8>,
+    writes: Vec<u8>,
+    received: Vec<Vec<u8>>,
+    receives: u32,
+    rnr_first: u32,
+    atomics: u32,
+}
+
+const RKEY: u32 = 0x1234;
+const MEM: usize = 0x50_0000;
+
+impl Default for Mem {
+    fn default() -> Self {
+        Mem {
+            bytes: (0..MEM).map(|i| (i % 251) as u8).collect(),
+            writes: vec![0; MEM],
+            received: Vec::new(),
+            receives: 0,
+            rnr_first: 0,
+            atomics: 0,
+        }
+    }
+}
+
+/// The range of `len` bytes at `va` in the memory.
+fn span(va: u64, len: usize) -> Result<std::ops::Range<usize>, Refusal> {
+    let start = usize::try_from(va).map_err(|_| Refusal::Access)?;
+    let end = start
+        .checked_add(len)
+        .filter(|&e| e <= MEM)
+        .ok_or(Refusal::Access)?;
+    Ok(start..end)
+}
+
+impl Target for Mem {
+    fn receive(
+        &mut self,
+        first: bool,
+        offset: u64,
+        data: &[u8],
+        _last: bool,
+    ) -> Result<(), Refusal> {
+        if first {
+            if self.rnr_first > 0 {
+                self.rnr_first -= 1;
+                return Err(Refusal::NoReceive);
+            }
+            if self.receives == 0 {
+                return Err(Refusal::NoReceive);
+            }
+            self.receives -= 1;
+            self.received.push(Vec::new());
+        }
+        let m = self.received.last_mut().ok_or(Refusal::Invalid)?;
+        assert_eq!(m.len() as u64, offset, "in order, once");
+        m.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn write(&mut self, va: u64, rkey: u32, data: &[u8]) -> Result<(), Refusal> {
+        if rkey != RKEY {
+            return Err(Refusal::Access);
+        }
+        let r = span(va, data.len())?;
+        self.bytes[r.clone()].copy_from_slice(data);
+        for n in &mut self.writes[r] {
+            *n = n.saturating_add(1);
+        }
+        Ok(())
+    }
+
+    fn read(&mut self, va: u64, rkey: u32, len: u32) -> Result<Vec<u8>, Refusal> {
+        if rkey != RKEY {
+            return Err(Refusal::Access);
+        }
+        Ok(self.bytes[span(va, len as usize)?].to_vec())
+    }
+
+    fn fetch_add(&mut self, va: u64, rkey: u32, add: u64) -> Result<u64, Refusal> {
+        if rkey != RKEY {
+            return Err(Refusal::Access);
+        }
+        self.atomics += 1;
+        let old = u64::from_le_bytes(self.read(va, rkey, 8)?.try_into().expect("8 bytes"));
+        self.write(va, rkey, &old.wrapping_add(add).to_le_bytes())?;
+        Ok(old)
+    }
+}
+
+struct Run {
+    req: Requester,
+    resp: Responder,
+    mem: Mem,
+    there: Link,
+    back: Link,
+    now: u64,
+    done: Vec<Completion>,
+    /// Packets sent by the requester.
+    sent: usize,
+}
+
+impl Run {
+    fn new(cfg: Config, psn: u32, there: Link, back: Link) -> Self {
+        Run {
+            req: Requester::new(cfg, psn),
+            resp: Responder::new(1, cfg.mtu, psn, 1),
+            mem: Mem::default(),
+            there,
+            back,
+            now: 0,
+            done: Vec::new(),
+            sent: 0,
+        }
+    }
+
+    fn post(&mut self, wr_id: u64, r: Request) {
+        let mut out = Vec::new();
+        self.req.post(wr_id, r, self.now, &mut out, &mut self.done);
+        self.deliver(out);
+    }
+
+    fn deliver(&mut self, mut out: Vec<Packet>) {
+        // Back and forth until nothing moves; then time passes.
+        while !out.is_empty() {
+            self.sent += out.len();
+            let mut answers = Vec::new();
+            for p in self.there.carry(std::mem::take(&mut out)) {
+                self.resp.on_packet(&p, &mut self.mem, &mut answers);
+            }
+            for p in self.back.carry(answers) {
+                self.req.on_packet(&p, self.now, &mut out, &mut self.done);
+            }
+        }
+    }
+
+    /// Runs until `n` completions or `limit` µs of simulated time.
+    fn until(&mut self, n: usize, limit: u64) {
+        while self.done.len() < n && self.now < limit {
+            let Some(t) = self.req.next_deadline() else {
+                // Held-back packets still in the links.
+                let (a, b) = (
+                    std::mem::take(&mut self.there.held),
+                    std::mem::take(&mut self.back.held),
+                );
+                if a.is_empty() && b.is_empty() {
+                    break;
+                }
+                let mut answers = Vec::new();
+                for p in a {
+                    self.resp.on_packet(&p, &mut self.mem, &mut answers);
+                }
+                let mut out = Vec::new();
+                for p in b.into_iter().chain(self.back.carry(answers)) {
+                    self.req.on_packet(&p, self.now, &mut out, &mut self.done);
+                }
+                self.deliver(out);
+                continue;
+            };
+            self.now = self.now.max(t);
+            let mut out = Vec::new();
+            self.req.on_timer(self.now, &mut out, &mut self.done);
+            self.deliver(out);
+        }
+    }
+}
+
+fn cfg(retry_cnt: u8, rnr_retry: u8) -> Config {
+    Config {
+        dest_qp: 2,
+        mtu: 1024,
+        timeout: 10,
+        retry_cnt,
+        rnr_retry,
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed))
+        .collect()
+}
+
+#[test]
+fn psns_compare_within_half_the_space() {
+    assert_eq!(psn_add(PSN_MASK, 1), 0);
+    assert_eq!(psn_diff(0, PSN_MASK), 1);
+    assert_eq!(psn_diff(PSN_MASK, 0), -1);
+    assert_eq!(psn_diff(5, 5), 0);
+    assert_eq!(psn_diff(1 << 23, 0), -(1 << 23));
+    assert_eq!(psn_diff((1 << 23) - 1, 0), (1 << 23) - 1);
+    assert_eq!(ack_timeout_us(0), None);
+    assert_eq!(ack_timeout_us(14), Some(67_108));
+}
+
+#[test]
+fn a_lossy_link_delivers_every_message_once_and_intact() {
+    for seed in 1..=3 {
+        // 10 % lost, some doubled and reordered, each way; PSNs wrap.
+        let mut r = Run::new(
+            cfg(7, 7),
+            PSN_MASK - 300,
+            Link::new(seed, 10, 5, 5),
+            Link::new(seed * 31, 10, 5, 5),
+        );
+        r.mem.receives = 4;
+        let mib = pattern(1 << 20, seed as u8);
+        r.post(
+            1,
+            Request::Write {
+                va: 0x10_0000,
+                rkey: RKEY,
+                payload: mib.clone(),
+            },
+        );
+        r.post(
+            2,
+            Request::Send {
+                payload: pattern(300_000, 9),
+                imm: Some(7),
+            },
+        );
+        r.post(
+            3,
+            Request::Read {
+                va: 0x10_0000,
+                rkey: RKEY,
+                len: 1 << 20,
+            },
+        );
+        r.post(
+            4,
+            Request::FetchAdd {
+                va: 0x40_0000,
+                rkey: RKEY,
+                add: 5,
+            },
+        );
+        r.post(
+            5,
+            Request::FetchAdd {
+                va: 0x40_0000,
+                rkey: RKEY,
+                add: 5,
+            },
+        );
+        r.until(5, 600_000_000);
+        let ids: Vec<_> = r.done.iter().map(|c| (c.wr_id, c.status)).collect();
+        assert_eq!(
+            ids,
+            (1..=5).map(|i| (i, Status::Success)).collect::<Vec<_>>(),
+            "seed {seed}: in order, all done"
+        );
+        let w = 0x10_0000..0x10_0000 + mib.len();
+        assert!(
+            r.mem.bytes[w.clone()] == mib[..],
+            "seed {seed}: the WRITE is intact"
+        );
+        assert!(
+            r.mem.writes[w].iter().all(|&n| n == 1),
+            "seed {seed}: no byte twice"
+        );
+        // The atomic cell once per atomic.
+        assert!(
+            r.mem.writes[0x40_0000..0x40_0008].iter().all(|&n| n == 2),
+            "seed {seed}"
+        );
+        assert_eq!(
+            r.mem.received,
+            [pattern(300_000, 9)],
+            "seed {seed}: the SEND once"
+        );
+        assert!(r.done[2].data == mib, "seed {seed}: the READ intact");
+        assert_eq!(r.mem.atomics, 2, "seed {seed}: each atomic ran once");
+        // The first saw the cell's old contents, the second the first's sum.
+        let first = u64::from_le_bytes(r.done[3].data.clone().try_into().expect("8"));
+        let second = u64::from_le_bytes(r.done[4].data.clone().try_into().expect("8"));
+        assert_eq!(second, first.wrapping_add(5), "seed {seed}");
+        assert!(
+            r.sent > 1024 + 293 + 3,
+            "seed {seed}: packets were sent again"
+        );
+    }
+}
+
+#[test]
+fn an_rnr_nak_waits_its_timer_then_succeeds() {
+    let mut r = Run::new(cfg(7, 3), 0, Link::new(1, 0, 0, 0), Link::new(2, 0, 0, 0));
+    r.mem.receives = 1;
+    r.mem.rnr_first = 2;
+    r.post(
+        1,
+        Request::Send {
+            payload: b"hello".to_vec(),
+            imm: None,
+        },
+    );
+    assert!(r.done.is_empty(), "RNR NAK'd");
+    r.until(1, 10_000_000);
+    assert_eq!(r.done[0].status, Status::Success);
+    // Two waits of min_rnr_timer 1 (10 µs each).
+    assert_eq!(r.now, 20);
+    assert_eq!(r.mem.received, [b"hello".to_vec()]);
+
+    // rnr_retry 3: the fourth RNR NAK ends it.
+    let mut r = Run::new(cfg(7, 3), 0, Link::new(1, 0, 0, 0), Link::new(2, 0, 0, 0));
+    r.mem.rnr_first = 100;
+    r.post(
+        1,
+        Request::Send {
+            payload: b"x".to_vec(),
+            imm: None,
+        },
+    );
+    r.until(1, 10_000_000);
+    assert_eq!(r.done[0].status, Status::RnrRetryExceeded);
+    assert_eq!(r.now, 30);
+}
+
+#[test]
+fn a_peer_that_never_answers_ends_in_retry_exceeded() {
+    for retry_cnt in [0u8, 3, 7] {
+        let mut r = Run::new(
+            cfg(retry_cnt, 7),
+            0,
+            Link::new(1, 100, 0, 0),
+            Link::new(2, 0, 0, 0),
+        );
+        r.post(
+            1,
+            Request::Write {
+                va: 0,
+                rkey: RKEY,
+                payload: vec![1; 10],
+            },
+        );
+        r.post(
+            2,
+            Request::Send {
+                payload: vec![2; 10],
+                imm: None,
+            },
+        );
+        r.until(2, u64::MAX / 4);
+        assert_eq!(
+            r.done.iter().map(|c| c.status).collect::<Vec<_>>(),
+            [Status::RetryExceeded, Status::Flushed],
+            "retry_cnt {retry_cnt}"
+        );
+        // Sent once and then retry_cnt times (7 is seven, not forever),
+        // each after the transport timer (4.096 µs * 2^10).
+        assert_eq!(r.sent, 2 * (1 + retry_cnt as usize));
+        assert_eq!(
+            r.now,
+            (retry_cnt as u64 + 1) * ack_timeout_us(10).expect("timer")
+        );
+        assert!(r.req.in_error());
+    }
+}
+
+#[test]
+fn a_nak_fails_the_request_and_flushes_the_rest() {
+    let mut r = Run::new(cfg(7, 7), 0, Link::new(1, 0, 0, 0), Link::new(2, 0, 0, 0));
+    r.post(
+        1,
+        Request::Write {
+            va: 0,
+            rkey: RKEY,
+            payload: vec![1; 10],
+        },
+    );
+    r.post(
+        2,
+        Request::Write {
+            va: 0,
+            rkey: 0xbad,
+            payload: vec![1; 10],
+        },
+    );
+    r.post(
+        3,
+        Request::Send {
+            payload: vec![1],
+            imm: None,
+        },
+    );
+    r.until(3, 1_000_000);
+    assert_eq!(
+        r.done.iter().map(|c| c.status).collect::<Vec<_>>(),
+        [Status::Success, Status::RemoteAccess, Status::Flushed]
+    );
+    assert!(r.resp.in_error());
+}
