@@ -240,14 +240,14 @@ static void nothing_posted(struct ibv_qp_ex *qx, struct ibv_cq_ex *cq,
 int main(void)
 {
 	static const uint64_t bad_ops[] = {
-		IBV_QP_EX_WITH_TSO, IBV_QP_EX_WITH_FLUSH,
-		IBV_QP_EX_WITH_ATOMIC_WRITE,
+		IBV_QP_EX_WITH_TSO,
 	};
 	const uint64_t rc_ops = IBV_QP_EX_WITH_SEND |
 		IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE |
 		IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
 		IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-		IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+		IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+		IBV_QP_EX_WITH_ATOMIC_WRITE | IBV_QP_EX_WITH_FLUSH;
 	struct ibv_device **list;
 	struct ibv_cq_ex *cqa, *cqb;
 	struct ibv_qp *qa, *qb;
