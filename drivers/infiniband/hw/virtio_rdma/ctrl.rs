@@ -18,7 +18,7 @@ use kernel::{
     device, new_condvar, new_mutex,
     prelude::*,
     sync::{new_spinlock_irq, CondVar, CondVarTimeoutResult, Mutex, SpinLockIrq},
-    time::{delay::fsleep, msecs_to_jiffies, Delta},
+    time::{delay::fsleep, msecs_to_jiffies, Delta, Instant, Monotonic},
     virtio::{Virtqueue, Virtqueues, VqHandler},
 };
 use zerocopy::{FromBytes, FromZeros, Immutable, IntoBytes};
@@ -332,8 +332,12 @@ impl<'a> Ctrl<'a> {
         rsp
     }
 
-    /// Sleeps until the device gives the command buffer back; `None` if the device stopped.
+    /// Sleeps until the device gives the command buffer back, [`CMD_TIMEOUT_MS`] at most in
+    /// all (wake-ups without the buffer do not start the wait again); `None` if the device
+    /// stopped.
     fn wait_done(&self, ctrl: &CtrlDone, cmd: u32) -> Result<Option<(KBox<CtrlBuf>, u32)>> {
+        let start = Instant::<Monotonic>::now();
+        let mut left = msecs_to_jiffies(CMD_TIMEOUT_MS);
         let mut done = ctrl.done.lock();
         loop {
             if let Some(d) = done.buf.take() {
@@ -342,12 +346,11 @@ impl<'a> Ctrl<'a> {
             if ctrl.stopped() {
                 return Ok(None);
             }
-            match ctrl
-                .wait
-                .wait_interruptible_timeout(&mut done, msecs_to_jiffies(CMD_TIMEOUT_MS))
-            {
-                CondVarTimeoutResult::Woken { .. } => continue,
-                CondVarTimeoutResult::Timeout => {
+            match ctrl.wait.wait_interruptible_timeout(&mut done, left) {
+                // The rest of the wait: a device that keeps waking the queue without giving
+                // this buffer back must not hold the caller longer.
+                CondVarTimeoutResult::Woken { jiffies } if jiffies > 0 => left = jiffies,
+                CondVarTimeoutResult::Woken { .. } | CondVarTimeoutResult::Timeout => {
                     if let Some(d) = done.buf.take() {
                         return Ok(Some(d));
                     }
@@ -364,7 +367,8 @@ impl<'a> Ctrl<'a> {
             }
         }
         drop(done);
-        for _ in 0..CMD_TIMEOUT_MS {
+        let limit = Delta::from_millis(i64::from(CMD_TIMEOUT_MS));
+        while start.elapsed() < limit {
             fsleep(Delta::from_millis(1));
             if let Some(d) = ctrl.take_done() {
                 return Ok(Some(d));
