@@ -63,6 +63,7 @@ use crate::mr::{MrKind, Ranges};
 use crate::qp::{self, rnr_delay_us, RnrWait};
 use crate::ring::{Element, WorkRing};
 use crate::stats::{Counter, Tally};
+use crate::transport;
 use crate::vring::RdmaVring;
 use crate::wqe::{self, wr_id_of, RecvWqe, SendWqe, Sge, SGE_LEN, SQ_HDR_LEN};
 use crate::xrcd::{self, Target};
@@ -933,10 +934,10 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         s.tally(ctrl).sent(n, bytes);
         peer.tally().rcvd(n, bytes);
         if let Some(q) = ctrl.lock().qp_mut(qpn) {
-            q.attr.sq_psn = U32::new(qp::psn_add(s.psn, n));
+            q.attr.sq_psn = U32::new(transport::psn_add(s.psn, n));
         }
         if let Some(q) = peer.ctrl().lock().qp_mut(peer.qpn) {
-            q.attr.rq_psn = U32::new(qp::psn_add(q.attr.rq_psn.get(), n));
+            q.attr.rq_psn = U32::new(transport::psn_add(q.attr.rq_psn.get(), n));
         }
     }
     done

@@ -260,6 +260,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 #[test]
 fn psns_compare_within_half_the_space() {
     assert_eq!(psn_add(PSN_MASK, 1), 0);
+    assert_eq!(psn_add(PSN_MASK - 1, 3), 1);
     assert_eq!(psn_diff(0, PSN_MASK), 1);
     assert_eq!(psn_diff(PSN_MASK, 0), -1);
     assert_eq!(psn_diff(5, 5), 0);
