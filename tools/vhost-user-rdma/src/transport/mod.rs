@@ -15,6 +15,8 @@
 //!
 //! [`Packet`]: crate::packet::Packet
 
+use crate::packet::{Aeth, Op, Opcode, Packet, Transport};
+
 pub mod requester;
 pub mod responder;
 #[cfg(test)]
@@ -64,4 +66,22 @@ pub enum Status {
 /// infinite.
 pub fn ack_timeout_us(timeout: u8) -> Option<u64> {
     (timeout != 0).then(|| (4096u64 << timeout.min(31)) / 1000)
+}
+
+/// An RC ACK (or NAK: `syn`) of `psn` to QP `dest_qp`, with MSN `msn`.
+pub(crate) fn ack(dest_qp: u32, psn: u32, syn: u8, msn: u32) -> Packet {
+    let mut p = Packet::new(
+        Opcode {
+            transport: Transport::Rc,
+            op: Op::Acknowledge,
+        },
+        dest_qp,
+        psn,
+    );
+    let m = msn.to_be_bytes();
+    p.aeth = Some(Aeth {
+        syndrome: syn,
+        msn: [m[1], m[2], m[3]],
+    });
+    p
 }

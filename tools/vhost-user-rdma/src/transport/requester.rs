@@ -12,9 +12,7 @@
 use std::collections::VecDeque;
 
 use super::{ack_timeout_us, psn_add, psn_diff, Status};
-use crate::packet::{
-    segments, syndrome, Aeth, AtomicEth, Message, Op, Opcode, Packet, Reth, Transport,
-};
+use crate::packet::{segments, syndrome, AtomicEth, Message, Op, Opcode, Packet, Reth, Transport};
 use crate::qp::rnr_delay_us;
 use zerocopy::big_endian::{U32, U64};
 
@@ -594,15 +592,4 @@ fn segments_of(req: &Request, len: u64, mtu: u32) -> impl Iterator<Item = crate:
         _ => Message::Write { imm: false },
     };
     segments(msg, len, mtu)
-}
-
-/// An ACK packet, for the responder's use: `syndrome` at `psn`.
-pub(crate) fn ack(dest_qp: u32, psn: u32, syn: u8, msn: u32) -> Packet {
-    let mut p = Packet::new(rc(Op::Acknowledge), dest_qp, psn);
-    let m = msn.to_be_bytes();
-    p.aeth = Some(Aeth {
-        syndrome: syn,
-        msn: [m[1], m[2], m[3]],
-    });
-    p
 }

@@ -10,8 +10,7 @@
 
 use std::collections::VecDeque;
 
-use super::requester::ack;
-use super::{psn_add, psn_diff};
+use super::{ack, psn_add, psn_diff};
 use crate::packet::{segments, syndrome, Message, Op, Opcode, Packet, Transport};
 
 /// Why the target refused a request.
