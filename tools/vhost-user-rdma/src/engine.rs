@@ -3,6 +3,12 @@
 //! QPs on this or another device of the process, completing, and moving
 //! QPs to the error state with flush completions.
 //!
+//! This file is the requester: it reads and checks an SQ element and its
+//! own memory, forms the request ([`message`]), hands it to the responder
+//! ([`responder`], which works from the request and its own device only)
+//! and turns the answer into a completion, placing a READ's data and an
+//! atomic's original value itself.
+//!
 //! Everything here runs holding what the step may touch (see `fabric.rs`:
 //! the lanes of the QP and of its peer, or the whole fabric); steps of
 //! other QPs of the same devices may run at the same time on other
@@ -36,7 +42,6 @@
 //! its own local checks pass.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,6 +65,7 @@ use crate::fabric::{self, Fabric};
 use crate::ib::*;
 use crate::limits;
 use crate::mr::{MrKind, Ranges};
+use crate::packet::Op;
 use crate::qp::{self, rnr_delay_us, RnrWait};
 use crate::ring::{Element, WorkRing};
 use crate::stats::{Counter, Tally};
@@ -68,7 +74,12 @@ use crate::vring::RdmaVring;
 use crate::wqe::{self, wr_id_of, RecvWqe, SendWqe, Sge, SGE_LEN, SQ_HDR_LEN};
 use crate::xrcd::{self, Target};
 
+mod message;
+mod responder;
 mod transfer;
+
+use message::{Payload, Remote, Request, Response};
+use responder::{complete_recv, recv_error, take_recv, Peer, Recv, Take};
 
 pub use transfer::CHUNK;
 
@@ -892,213 +903,221 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         ));
         return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
     }
-    // RC and UC: the connected peer, found by its GID; it must be a QP of
-    // the same type able to receive, connected to this very QP, expecting
-    // this PSN.
+    // RC, UC and XRC: a message to the connected peer, which takes it only
+    // from this very QP and at the PSN it expects.
     let bytes = w.payload_len();
     let n = qp::packets(w.opcode, bytes, s.path_mtu);
-    let mut peer = match admit(fabric, qpn, s, true) {
-        Ok(peer) => peer,
+    let lguard = ctrl.mem().memory();
+    let accepted = request(qpn, s, w).and_then(|m| {
+        responder::accept(fabric, &m, true)
+            .map(|peer| (m, peer))
+            .map_err(|why| why.to_string())
+    });
+    let (mut m, mut peer) = match accepted {
+        Ok(x) => x,
         Err(why) => {
             // Sent, and nobody took it.
             s.tally(ctrl).sent(n, bytes);
             if s.unreliable() {
-                return uc_no_peer(ctrl, qpn, s, w, format_args!("{why}"));
+                // The requester still reads its payload before anything
+                // leaves it; then the message is lost.
+                return match gather(ctrl, &lguard, s.pdn, w) {
+                    Ok(p) => lost(ctrl, qpn, w, p.len(), format_args!("{why}")),
+                    Err(status) => Exec::Done(status, 0),
+                };
             }
             // Nobody answers: the transport's retries run out.
             return Exec::Done(IB_WC_RETRY_EXC_ERR, 0);
         }
     };
-    let done = match resolve_xrc(&mut peer, s, w) {
-        // IB's invalid XRC extended header: NAK'd, nothing moves.
-        Err(why) => {
-            debug!(
-                "{}: QP {qpn}: wr_id {} names SRQ {}: {why}",
-                ctrl.name(),
-                w.wr_id,
-                w.xrc().remote_srqn.get()
-            );
-            Exec::Done(IB_WC_REM_INV_REQ_ERR, 0)
+    // From the checks of the MRs on both sides to the end of the copy.
+    let pdev = Arc::clone(&peer.dev);
+    let _gates = gates(ctrl, pdev.ctrl(), m.ieth.is_some());
+    // The requester's side first: what it sends, or where a READ's data
+    // and an atomic's original value go.
+    let into = match local_side(ctrl, &lguard, s, w) {
+        Ok(Local::Sends(p)) => {
+            m.payload = p;
+            None
         }
-        Ok(()) => {
-            let _gates = gates(ctrl, peer.ctrl(), w.opcode == IB_WR_SEND_WITH_INV);
-            execute_remote(fabric, ctrl, qpn, s, &peer, w)
-        }
+        Ok(Local::Receives(dst)) => Some(dst),
+        Ok(Local::Nothing) => None,
+        Err(status) => return Exec::Done(status, failed_len(w)),
     };
-    // The request went out (an RNR NAK'd one is sent again later with the
-    // same PSN): both ends move past its packets.
-    if matches!(done, Exec::Rnr(_)) {
-        s.tally(ctrl).inc(Counter::RnrNaksRcvd);
-        peer.tally().inc(Counter::RnrNaksSent);
-    } else {
-        s.tally(ctrl).sent(n, bytes);
-        peer.tally().rcvd(n, bytes);
-        if let Some(q) = ctrl.lock().qp_mut(qpn) {
-            q.attr.sq_psn = U32::new(transport::psn_add(s.psn, n));
+    let pguard = pdev.ctrl().mem().memory();
+    let answer = responder::respond(fabric, &mut peer, &pguard, &m);
+    let done = match answer {
+        Response::Ack => Exec::Done(IB_WC_SUCCESS, m.payload.len() as u32),
+        Response::Nak(nak) => Exec::Done(nak.status(), failed_len(w)),
+        Response::Rnr(delay) => {
+            // Sent again later with the same PSNs.
+            s.tally(ctrl).inc(Counter::RnrNaksRcvd);
+            return Exec::Rnr(delay);
         }
-        if let Some(q) = peer.ctrl().lock().qp_mut(peer.qpn) {
-            q.attr.rq_psn = U32::new(transport::psn_add(q.attr.rq_psn.get(), n));
+        Response::Read(src) => {
+            if let Some(dst) = &into {
+                copy(&src, dst);
+            }
+            Exec::Done(IB_WC_SUCCESS, failed_len(w))
         }
+        Response::Atomic(orig) => {
+            if let Some(dst) = &into {
+                write_bytes(&orig.to_le_bytes(), dst);
+            }
+            Exec::Done(IB_WC_SUCCESS, 8)
+        }
+        Response::Moving(started) => Exec::Partial(started),
+        Response::Dropped(why) if s.unreliable() => {
+            lost(ctrl, qpn, w, m.payload.len(), format_args!("{why}"))
+        }
+        Response::Dropped(_) => Exec::Done(IB_WC_RETRY_EXC_ERR, 0),
+    };
+    // The request went out: the requester moves past its packets.
+    s.tally(ctrl).sent(n, bytes);
+    if let Some(q) = ctrl.lock().qp_mut(qpn) {
+        q.attr.sq_psn = U32::new(transport::psn_add(s.psn, n));
     }
     done
 }
 
-/// Executes RC/UC request `w` of QP `qpn` at its admitted responder.
-fn execute_remote(
-    fabric: &Fabric,
-    ctrl: &Ctrl,
-    qpn: u32,
-    s: &Sender,
-    peer: &Peer,
-    w: &SendWqe,
-) -> Exec {
+/// The byte count a failed RC request reports, as IB reports it whatever
+/// the status: a READ's what its SGEs asked for, an atomic's 8.
+fn failed_len(w: &SendWqe) -> u32 {
     match w.opcode {
-        IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_SEND_WITH_INV => {
-            connected_send(fabric, ctrl, qpn, s, peer, w)
+        IB_WR_RDMA_READ => u32::try_from(w.payload_len()).unwrap_or(u32::MAX),
+        IB_WR_ATOMIC_CMP_AND_SWP | IB_WR_ATOMIC_FETCH_AND_ADD => 8,
+        _ => 0,
+    }
+}
+
+/// The message of RC/UC/XRC work request `w` of QP `qpn` (sender `s`),
+/// without its payload; why there is none.
+fn request<'m>(qpn: u32, s: &Sender, w: &SendWqe) -> Result<Request<'m>, String> {
+    let src_gid = s.sgid.ok_or("the source GID index holds no GID")?;
+    let op = match w.opcode {
+        IB_WR_SEND => Op::SendOnly,
+        IB_WR_SEND_WITH_IMM => Op::SendOnlyImm,
+        IB_WR_SEND_WITH_INV => Op::SendOnlyInv,
+        IB_WR_RDMA_WRITE => Op::WriteOnly,
+        IB_WR_RDMA_WRITE_WITH_IMM => Op::WriteOnlyImm,
+        IB_WR_RDMA_READ => Op::ReadRequest,
+        IB_WR_ATOMIC_CMP_AND_SWP => Op::CompareSwap,
+        IB_WR_ATOMIC_FETCH_AND_ADD => Op::FetchAdd,
+        IB_WR_ATOMIC_WRITE => Op::AtomicWrite,
+        IB_WR_FLUSH => Op::Flush,
+        other => return Err(format!("opcode {other} is no request")),
+    };
+    let len = w.payload_len();
+    let (remote, compare_add, swap, flush) = match op {
+        Op::WriteOnly | Op::WriteOnlyImm | Op::ReadRequest => {
+            let r = w.rdma();
+            let remote = Remote {
+                va: r.remote_addr.get(),
+                rkey: r.rkey.get(),
+                len: len.min(GATHER_LIMIT),
+            };
+            (remote, 0, 0, (0, 0))
         }
-        IB_WR_RDMA_WRITE | IB_WR_RDMA_WRITE_WITH_IMM => rdma_write(fabric, ctrl, qpn, s, peer, w),
-        IB_WR_RDMA_READ => rdma_read(fabric, ctrl, s, peer, w),
+        Op::CompareSwap | Op::FetchAdd | Op::AtomicWrite => {
+            let a = w.atomic();
+            let remote = Remote {
+                va: a.remote_addr.get(),
+                rkey: a.rkey.get(),
+                len: 8,
+            };
+            (remote, a.compare_add.get(), a.swap.get(), (0, 0))
+        }
+        Op::Flush => {
+            let f = w.flush();
+            let remote = Remote {
+                va: f.remote_addr.get(),
+                rkey: f.rkey.get(),
+                len: f.length.get(),
+            };
+            (remote, 0, 0, (f.flush_type, f.flush_level))
+        }
+        _ => (Remote::default(), 0, 0, (0, 0)),
+    };
+    Ok(Request {
+        src_gid,
+        src_qp: qpn,
+        qp_type: s.qp_type,
+        dest_gid: s.dgid,
+        dest_qp: s.dest_qpn,
+        op,
+        psn: s.psn,
+        npsn: qp::packets(w.opcode, len, s.path_mtu),
+        len,
+        se: w.send_flags & IB_SEND_SOLICITED != 0,
+        remote,
+        imm: matches!(op, Op::SendOnlyImm | Op::WriteOnlyImm).then_some(w.ex),
+        ieth: (op == Op::SendOnlyInv).then_some(w.ex),
+        compare_add,
+        swap,
+        flush,
+        xrc_srqn: (s.qp_type == IB_QPT_XRC_INI).then(|| w.xrc().remote_srqn.get()),
+        payload: Payload::Inline(&[]),
+    })
+}
+
+/// The requester's own memory a request uses.
+enum Local<'m> {
+    /// A SEND's or WRITE's payload.
+    Sends(Payload<'m>),
+    /// Where a READ's data or an atomic's original value goes.
+    Receives(Slices<'m>),
+    /// None (ATOMIC WRITE carries its data, FLUSH has none).
+    Nothing,
+}
+
+/// Resolves the local side of RC/UC request `w` in `mem`; `Err(status)`
+/// if the requester's own checks fail (nothing is sent).
+fn local_side<'m>(
+    ctrl: &Ctrl,
+    mem: &'m GuestMemoryMmap,
+    s: &Sender,
+    w: &'m SendWqe,
+) -> Result<Local<'m>, u8> {
+    match w.opcode {
+        IB_WR_RDMA_READ => {
+            if w.send_flags & IB_SEND_INLINE != 0 {
+                return Err(IB_WC_LOC_QP_OP_ERR);
+            }
+            let dst = resolve(
+                &ctrl.lock(),
+                s.pdn,
+                &w.sges,
+                IB_ACCESS_LOCAL_WRITE,
+                GATHER_LIMIT,
+            )
+            .ok()
+            .and_then(|ranges| slices(mem, &ranges))
+            .ok_or(IB_WC_LOC_PROT_ERR)?;
+            if total(&dst) as u64 > u64::from(limits::MAX_MSG_SZ) {
+                return Err(IB_WC_LOC_LEN_ERR);
+            }
+            Ok(Local::Receives(dst))
+        }
         IB_WR_ATOMIC_CMP_AND_SWP | IB_WR_ATOMIC_FETCH_AND_ADD => {
-            Exec::Done(atomic(fabric, ctrl, s, peer, w), 8)
-        }
-        IB_WR_ATOMIC_WRITE => Exec::Done(atomic_write(fabric, peer, w), 0),
-        IB_WR_FLUSH => Exec::Done(flush_remote(fabric, peer, w), 0),
-        _ => Exec::Done(IB_WC_LOC_QP_OP_ERR, 0),
-    }
-}
-
-/// For a request of an XRC_INI QP: the XRC SRQ it names at its target
-/// `peer` (of the target's domain, else refused), which the responder then
-/// uses in place of the target's PD, receive queue and recv CQ. Other
-/// QPs' requests name none.
-fn resolve_xrc(peer: &mut Peer, s: &Sender, w: &SendWqe) -> Result<(), crate::srq::Refusal> {
-    if s.qp_type != IB_QPT_XRC_INI {
-        return Ok(());
-    }
-    let st = peer.ctrl().lock();
-    // Admission let only an XRC_TGT QP, which has a domain, answer.
-    let xrcdn = st
-        .qp(peer.qpn)
-        .and_then(|q| q.xrcdn)
-        .ok_or("no target QP")?;
-    let target = xrcd::target(&st.srqs, xrcdn, w.xrc().remote_srqn.get())?;
-    drop(st);
-    peer.xrc = Some(target);
-    Ok(())
-}
-
-/// Why an RC/UC request reaches no responder.
-enum Refused {
-    /// The sender has no source GID at its path's index.
-    NoSource,
-    /// No device holds the destination GID.
-    NoDevice,
-    /// The destination QP is not a QP of the sender's type in RTR/RTS.
-    NotReady(u32),
-    /// The destination QP is connected to another QP (dropped, counted).
-    NotPeer(u32),
-    /// The PSN is not the one the responder expects (dropped, counted).
-    BadPsn(u32, u32, u32),
-}
-
-impl fmt::Display for Refused {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Refused::NoSource => write!(f, "the source GID index holds no GID"),
-            Refused::NoDevice => write!(f, "no device holds the destination GID"),
-            Refused::NotReady(n) => {
-                write!(f, "destination QP {n} is not a QP of this type in RTR/RTS")
+            let [sge] = w.sges.as_slice() else {
+                return Err(IB_WC_LOC_QP_OP_ERR);
+            };
+            if sge.length < 8 {
+                return Err(IB_WC_LOC_LEN_ERR);
             }
-            Refused::NotPeer(n) => write!(f, "destination QP {n} is connected to another QP"),
-            Refused::BadPsn(n, psn, expected) => {
-                write!(f, "QP {n} expects PSN {expected}, not {psn}")
-            }
+            let one = Sge { length: 8, ..*sge };
+            let dst = resolve(&ctrl.lock(), s.pdn, &[one], IB_ACCESS_LOCAL_WRITE, 8)
+                .ok()
+                .and_then(|ranges| slices(mem, &ranges))
+                .ok_or(IB_WC_LOC_PROT_ERR)?;
+            Ok(Local::Receives(dst))
         }
-    }
-}
-
-/// The responder of an RC/UC request from QP `qpn` of `ctrl`, if it takes
-/// requests from that QP: the QP the sender's path names, on the device
-/// holding its destination GID, of the same type, in RTR or RTS, whose own
-/// path names the sender (its destination QPN is `qpn` and its destination
-/// GID the sender's source GID, which only the sender's device can hold),
-/// and (`check_psn`) whose expected PSN is the sender's. A request from
-/// anyone else is dropped as a responder drops packets that are not for
-/// it, and counted on the responder's device.
-fn admit(fabric: &Fabric, qpn: u32, s: &Sender, check_psn: bool) -> Result<Peer, Refused> {
-    let sgid = s.sgid.ok_or(Refused::NoSource)?;
-    let dev = fabric::by_gid(fabric, &s.dgid).ok_or(Refused::NoDevice)?;
-    let mut peer = Peer {
-        dev,
-        qpn: s.dest_qpn,
-        counters: None,
-        xrc: None,
-    };
-    let pc = peer.dev.ctrl();
-    let st = pc.lock();
-    let q = st
-        .qp(peer.qpn)
-        .filter(|q| q.qp_type == xrcd::responder_type(s.qp_type) && q.can_receive())
-        .ok_or(Refused::NotReady(peer.qpn))?;
-    // Dropped as not for it: counted on the QP addressed.
-    let tally = pc.stats().of(q.counters.as_deref());
-    if q.attr.dest_qp_num.get() != qpn || q.attr.ah_attr.dgid != sgid {
-        tally.inc(Counter::NotPeer);
-        debug!(
-            "{}: QP {}: request from a QP that is not its peer dropped",
-            pc.name(),
-            peer.qpn
-        );
-        return Err(Refused::NotPeer(peer.qpn));
-    }
-    let expected = q.attr.rq_psn.get();
-    if check_psn && expected != s.psn {
-        tally.inc(Counter::BadPsn);
-        debug!(
-            "{}: QP {}: PSN {} (expected {expected}) dropped",
-            pc.name(),
-            peer.qpn,
-            s.psn
-        );
-        return Err(Refused::BadPsn(peer.qpn, s.psn, expected));
-    }
-    let counters = q.counters.clone();
-    drop(st);
-    peer.counters = counters;
-    Ok(peer)
-}
-
-/// A UC message with nobody to take it. The requester's local checks still
-/// apply (it reads its payload before anything leaves it); then the
-/// message is lost.
-fn uc_no_peer(ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe, why: fmt::Arguments<'_>) -> Exec {
-    let lguard = ctrl.mem().memory();
-    let exec = match gather(ctrl, &lguard, s.pdn, w) {
-        Ok(src) => lost(ctrl, qpn, w, src.len(), why),
-        Err(status) => Exec::Done(status, 0),
-    };
-    exec
-}
-
-/// The responder: a device of the fabric and a QP on it.
-struct Peer {
-    dev: Arc<RdmaDevice>,
-    qpn: u32,
-    /// The QP's counter set when it was found, if it is bound to one.
-    counters: Option<Arc<CounterSet>>,
-    /// For an XRC_TGT QP: the XRC SRQ the request names, its PD and
-    /// receive queue for this request.
-    xrc: Option<Target>,
-}
-
-impl Peer {
-    fn ctrl(&self) -> &Ctrl {
-        self.dev.ctrl()
-    }
-
-    /// Where what the responder QP takes or refuses counts.
-    fn tally(&self) -> Tally<'_> {
-        self.ctrl().stats().of(self.counters.as_deref())
+        // The 8 bytes it writes are in the request, nowhere else.
+        IB_WR_ATOMIC_WRITE if !w.sges.is_empty() || !w.inline.is_empty() => {
+            Err(IB_WC_LOC_QP_OP_ERR)
+        }
+        IB_WR_ATOMIC_WRITE | IB_WR_FLUSH => Ok(Local::Nothing),
+        _ => gather(ctrl, mem, s.pdn, w).map(Local::Sends),
     }
 }
 
@@ -1165,25 +1184,6 @@ fn resolve(st: &State, pdn: u32, sges: &[Sge], access: u32, limit: u64) -> Resul
         left -= len;
     }
     Ok(out)
-}
-
-/// Remote access: rkey (an MR's or a window's), PD of the responder QP (of
-/// the XRC SRQ a request to a target QP names), MR or window and QP access
-/// rights, bounds.
-fn resolve_remote(peer: &Peer, rkey: u32, addr: u64, len: u64, access: u32) -> Result<Ranges, ()> {
-    if len == 0 {
-        return Ok(Ranges::new());
-    }
-    let st = peer.ctrl().lock();
-    let qp = st.qp(peer.qpn).ok_or(())?;
-    if qp.attr.qp_access_flags.get() & access != access {
-        return Err(());
-    }
-    // A target QP has no PD: the rkeys are those of the XRC SRQ's.
-    let pdn = peer.xrc.map_or(qp.pdn, |t| t.pdn);
-    st.mrs
-        .remote(rkey, peer.qpn, pdn, addr, len, access)
-        .ok_or(())
 }
 
 /// Slices of guest memory for `ranges`, one per range unless a range
@@ -1255,28 +1255,6 @@ fn skip<'m>(s: &Slices<'m>, mut n: usize) -> Slices<'m> {
     out
 }
 
-/// The sender's payload: its gathered guest memory, or inline bytes.
-enum Payload<'m> {
-    Guest(Slices<'m>),
-    Inline(&'m [u8]),
-}
-
-impl Payload<'_> {
-    fn len(&self) -> usize {
-        match self {
-            Payload::Guest(s) => total(s),
-            Payload::Inline(b) => b.len(),
-        }
-    }
-
-    fn copy_to(&self, dst: &Slices<'_>) {
-        match self {
-            Payload::Guest(s) => copy(s, dst),
-            Payload::Inline(b) => write_bytes(b, dst),
-        }
-    }
-}
-
 /// Gathers the sender's payload; `Err(status)` on a bad local SGE.
 fn gather<'m>(
     ctrl: &Ctrl,
@@ -1294,510 +1272,6 @@ fn gather<'m>(
         return Err(IB_WC_LOC_LEN_ERR);
     }
     Ok(Payload::Guest(src))
-}
-
-/// A receive taken from the responder's RQ or SRQ.
-struct Recv {
-    head: u16,
-    wqe: RecvWqe,
-    recv_cqn: u32,
-    /// The PD its lkeys are checked against (its SRQ's, if it has one).
-    pdn: u32,
-    /// The responder QP's own PD (what SEND_WITH_INV's rkey must be of;
-    /// a target QP's is its XRC SRQ's).
-    qp_pdn: u32,
-    /// The XRC SRQ it came from, for a target QP.
-    xrc_srqn: Option<u32>,
-}
-
-enum Take {
-    Got(Recv),
-    Empty(Duration),
-    /// A malformed element was completed in error; the responder QP is in
-    /// error now.
-    Bad,
-}
-
-/// Takes the next receive of `peer`: from its SRQ if it has one (a target
-/// QP: the XRC SRQ the request names), else from its RQ.
-fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
-    let pc = peer.ctrl();
-    let Some((mut max_sge, recv_cqn, qp_pdn, srq, timer)) = pc.lock().qp(peer.qpn).map(|q| {
-        (
-            q.caps.max_recv_sge,
-            peer.xrc.map_or(q.recv_cqn, |t| t.cqn),
-            peer.xrc.map_or(q.pdn, |t| t.pdn),
-            peer.xrc.map(|t| t.link()).or(q.srq),
-            q.attr.min_rnr_timer,
-        )
-    }) else {
-        return Take::Empty(Duration::ZERO);
-    };
-    let xrc_srqn = peer.xrc.map(|t| t.srqn);
-    let recv = |head, wqe| Recv {
-        head,
-        wqe,
-        recv_cqn,
-        pdn: srq.map_or(qp_pdn, |s| s.pdn),
-        qp_pdn,
-        xrc_srqn,
-    };
-    // A receive held for a message that never ended is the next one, for
-    // a message to the same queue (a target QP's came from the XRC SRQ
-    // one request named; one for another SRQ ends it).
-    let held = pc.lock().qp_mut(peer.qpn).and_then(|q| q.held_recv.take());
-    if let Some(h) = held {
-        if h.xrc_srqn == xrc_srqn {
-            return Take::Got(recv(h.head, h.wqe));
-        }
-        transfer::flush_held(pc, peer.qpn, h, IB_WC_WR_FLUSH_ERR);
-    }
-    let delay = Duration::from_micros(rnr_delay_us(timer));
-    let rq = match srq {
-        Some(link) => pc.lock().srqs.get(link.srqn).map(|s| {
-            max_sge = s.max_sge;
-            Wq::Ring(s.ring.clone())
-        }),
-        None => rq_of(pc, peer.qpn),
-    };
-    let Some(rq) = rq else {
-        return Take::Empty(delay);
-    };
-    let max = wqe::RQ_HDR_LEN + SGE_LEN * max_sge as usize;
-    let mut bytes = Element::new();
-    let Some(head) = rq.pop(pc, max + 1, &mut bytes) else {
-        return Take::Empty(delay);
-    };
-    if let Some(link) = srq {
-        srq_took(pc, link.srqn, &rq);
-    }
-    match wqe::parse_recv(&bytes, max_sge) {
-        Ok(wqe) => Take::Got(recv(head, wqe)),
-        Err(m) => {
-            let what = if srq.is_some() { "SRQ" } else { "RQ" };
-            pc.guest_warn(format_args!(
-                "QP {}: bad {what} element: {}",
-                peer.qpn, m.why
-            ));
-            rq.give_back(pc, head);
-            let c = cqe(m.wr_id, IB_WC_LOC_QP_OP_ERR, IB_WC_RECV, peer.qpn);
-            complete(fabric, pc, peer.qpn, recv_cqn, &c, false);
-            to_error(fabric, pc, peer.qpn);
-            Take::Bad
-        }
-    }
-}
-
-/// After a receive was taken from SRQ `srqn` (ring `rq`): reports the
-/// limit event if the receives left fell below its armed limit.
-fn srq_took(ctrl: &Ctrl, srqn: u32, rq: &Wq<'_>) {
-    let Wq::Ring(ring) = rq else {
-        return;
-    };
-    let Some(left) = ring.pending(&ctrl.mem().memory()) else {
-        return;
-    };
-    let fired = ctrl.lock().srqs.get_mut(srqn).is_some_and(|s| s.took(left));
-    if fired {
-        event::post(ctrl, Event::SrqLimitReached(srqn));
-    }
-}
-
-/// Completes receive `r` on `peer` with `c` (status etc. filled in).
-fn complete_recv(fabric: &Fabric, peer: &Peer, r: &Recv, mut c: VirtioRdmaCqReq, solicited: bool) {
-    let pc = peer.ctrl();
-    if let Some(rq) = recv_vring(pc, peer.qpn) {
-        give_back(pc, rq, r.head);
-    }
-    c.wr_id = U64::new(r.wqe.wr_id);
-    c.qp_num = U32::new(peer.qpn);
-    c.port_num = 1;
-    let failed = c.status != IB_WC_SUCCESS;
-    complete(fabric, pc, peer.qpn, r.recv_cqn, &c, solicited);
-    if failed {
-        to_error(fabric, pc, peer.qpn);
-    }
-}
-
-fn recv_error(fabric: &Fabric, peer: &Peer, r: &Recv, status: u8) {
-    complete_recv(fabric, peer, r, cqe(0, status, IB_WC_RECV, peer.qpn), false);
-}
-
-/// SEND on an RC or UC QP.
-fn connected_send(
-    fabric: &Fabric,
-    ctrl: &Ctrl,
-    qpn: u32,
-    s: &Sender,
-    peer: &Peer,
-    w: &SendWqe,
-) -> Exec {
-    let lguard = ctrl.mem().memory();
-    let src = match gather(ctrl, &lguard, s.pdn, w) {
-        Ok(p) => p,
-        Err(status) => return Exec::Done(status, 0),
-    };
-    if src.len() as u64 > u64::from(limits::MAX_MSG_SZ) {
-        return Exec::Done(IB_WC_LOC_LEN_ERR, 0);
-    }
-    let uc = s.unreliable();
-    let len = src.len();
-    let r = match take_recv(fabric, peer) {
-        Take::Got(r) => r,
-        // UC has no RNR NAK to wait on: the message is lost.
-        Take::Empty(_) if uc => {
-            return lost(
-                ctrl,
-                qpn,
-                w,
-                len,
-                format_args!("QP {} has no receive posted", peer.qpn),
-            );
-        }
-        Take::Empty(d) => return Exec::Rnr(d),
-        Take::Bad if uc => {
-            return lost(
-                ctrl,
-                qpn,
-                w,
-                len,
-                format_args!("QP {} failed a malformed receive", peer.qpn),
-            );
-        }
-        Take::Bad => return Exec::Done(IB_WC_REM_OP_ERR, 0),
-    };
-    let pc = peer.ctrl();
-    let pguard = pc.mem().memory();
-    let need = src.len() as u64;
-    let dst = resolve(&pc.lock(), r.pdn, &r.wqe.sges, IB_ACCESS_LOCAL_WRITE, need)
-        .ok()
-        .and_then(|ranges| slices(&pguard, &ranges));
-    // A receive the responder cannot scatter into is the responder's local
-    // error (its receive fails, it moves to error); an RC requester also
-    // learns of it from the NAK, a UC one does not.
-    let Some(dst) = dst else {
-        recv_error(fabric, peer, &r, IB_WC_LOC_PROT_ERR);
-        if uc {
-            return lost(
-                ctrl,
-                qpn,
-                w,
-                len,
-                format_args!("QP {}: receive SGEs refused", peer.qpn),
-            );
-        }
-        return Exec::Done(IB_WC_REM_OP_ERR, 0);
-    };
-    if total(&dst) < src.len() {
-        recv_error(fabric, peer, &r, IB_WC_LOC_LEN_ERR);
-        if uc {
-            return lost(
-                ctrl,
-                qpn,
-                w,
-                len,
-                format_args!("QP {}: receive shorter than {len} bytes", peer.qpn),
-            );
-        }
-        return Exec::Done(IB_WC_REM_INV_REQ_ERR, 0);
-    }
-    let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV, peer.qpn);
-    if w.opcode == IB_WR_SEND_WITH_INV {
-        if !invalidate(pc, r.qp_pdn, w.ex) {
-            recv_error(fabric, peer, &r, IB_WC_LOC_PROT_ERR);
-            return Exec::Done(IB_WC_REM_OP_ERR, 0);
-        }
-        c.wc_flags = U32::new(IB_WC_WITH_INVALIDATE);
-        c.ex = U32::new(w.ex);
-    }
-    if w.opcode == IB_WR_SEND_WITH_IMM {
-        c.wc_flags = U32::new(IB_WC_WITH_IMM);
-        c.ex = U32::new(w.ex);
-    }
-    let len = src.len() as u32;
-    c.byte_len = U32::new(len);
-    c.src_qp = U32::new(qpn);
-    let solicited = w.send_flags & IB_SEND_SOLICITED != 0;
-    if src.len() as u64 > CHUNK {
-        return transfer::start(peer, Some((r, c, solicited)), u64::from(len));
-    }
-    src.copy_to(&dst);
-    complete_recv(fabric, peer, &r, c, solicited);
-    Exec::Done(IB_WC_SUCCESS, len)
-}
-
-fn rdma_write(
-    fabric: &Fabric,
-    ctrl: &Ctrl,
-    qpn: u32,
-    s: &Sender,
-    peer: &Peer,
-    w: &SendWqe,
-) -> Exec {
-    let lguard = ctrl.mem().memory();
-    let src = match gather(ctrl, &lguard, s.pdn, w) {
-        Ok(p) => p,
-        Err(status) => return Exec::Done(status, 0),
-    };
-    let len = src.len();
-    let rdma = w.rdma();
-    let pc = peer.ctrl();
-    let pguard = pc.mem().memory();
-    let dst = resolve_remote(
-        peer,
-        rdma.rkey.get(),
-        rdma.remote_addr.get(),
-        len as u64,
-        IB_ACCESS_REMOTE_WRITE,
-    )
-    .ok()
-    .and_then(|ranges| slices(&pguard, &ranges));
-    let uc = s.unreliable();
-    let Some(dst) = dst else {
-        // A UC responder drops a write that fails its access checks and
-        // carries on: there is no NAK to send, and IB does not move it to
-        // error for that.
-        if uc {
-            return lost(
-                ctrl,
-                qpn,
-                w,
-                len,
-                format_args!(
-                    "QP {}: rkey {:#x} refused remote write of {len} bytes at {:#x}",
-                    peer.qpn,
-                    rdma.rkey.get(),
-                    rdma.remote_addr.get()
-                ),
-            );
-        }
-        to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
-        return Exec::Done(IB_WC_REM_ACCESS_ERR, 0);
-    };
-    let imm = w.opcode == IB_WR_RDMA_WRITE_WITH_IMM;
-    // WRITE_WITH_IMM consumes a receive: without one, nothing is written.
-    let r = if imm {
-        match take_recv(fabric, peer) {
-            Take::Got(r) => Some(r),
-            Take::Empty(_) if uc => {
-                return lost(
-                    ctrl,
-                    qpn,
-                    w,
-                    len,
-                    format_args!("QP {} has no receive posted", peer.qpn),
-                );
-            }
-            Take::Empty(d) => return Exec::Rnr(d),
-            Take::Bad if uc => {
-                return lost(
-                    ctrl,
-                    qpn,
-                    w,
-                    len,
-                    format_args!("QP {} failed a malformed receive", peer.qpn),
-                );
-            }
-            Take::Bad => return Exec::Done(IB_WC_REM_OP_ERR, 0),
-        }
-    } else {
-        None
-    };
-    let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV_RDMA_WITH_IMM, peer.qpn);
-    c.byte_len = U32::new(len as u32);
-    c.wc_flags = U32::new(IB_WC_WITH_IMM);
-    c.ex = U32::new(w.ex);
-    c.src_qp = U32::new(qpn);
-    let solicited = w.send_flags & IB_SEND_SOLICITED != 0;
-    if len as u64 > CHUNK {
-        return transfer::start(peer, r.map(|r| (r, c, solicited)), len as u64);
-    }
-    src.copy_to(&dst);
-    if let Some(r) = r {
-        complete_recv(fabric, peer, &r, c, solicited);
-    }
-    Exec::Done(IB_WC_SUCCESS, len as u32)
-}
-
-/// RDMA READ; the byte count is what the local SGEs asked for, as IB
-/// reports it whatever the status.
-fn rdma_read(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) -> Exec {
-    let done = |status| Exec::Done(status, u32::try_from(w.payload_len()).unwrap_or(u32::MAX));
-    if w.send_flags & IB_SEND_INLINE != 0 {
-        return done(IB_WC_LOC_QP_OP_ERR);
-    }
-    let lguard = ctrl.mem().memory();
-    let dst = resolve(
-        &ctrl.lock(),
-        s.pdn,
-        &w.sges,
-        IB_ACCESS_LOCAL_WRITE,
-        GATHER_LIMIT,
-    )
-    .ok()
-    .and_then(|ranges| slices(&lguard, &ranges));
-    let Some(dst) = dst else {
-        return done(IB_WC_LOC_PROT_ERR);
-    };
-    if total(&dst) as u64 > u64::from(limits::MAX_MSG_SZ) {
-        return done(IB_WC_LOC_LEN_ERR);
-    }
-    let rdma = w.rdma();
-    let pc = peer.ctrl();
-    let pguard = pc.mem().memory();
-    let src = resolve_remote(
-        peer,
-        rdma.rkey.get(),
-        rdma.remote_addr.get(),
-        total(&dst) as u64,
-        IB_ACCESS_REMOTE_READ,
-    )
-    .ok()
-    .and_then(|ranges| slices(&pguard, &ranges));
-    let Some(src) = src else {
-        to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
-        return done(IB_WC_REM_ACCESS_ERR);
-    };
-    if total(&dst) as u64 > CHUNK {
-        return transfer::start(peer, None, total(&dst) as u64);
-    }
-    copy(&src, &dst);
-    done(IB_WC_SUCCESS)
-}
-
-fn atomic(fabric: &Fabric, ctrl: &Ctrl, s: &Sender, peer: &Peer, w: &SendWqe) -> u8 {
-    let [sge] = w.sges.as_slice() else {
-        return IB_WC_LOC_QP_OP_ERR;
-    };
-    if sge.length < 8 {
-        return IB_WC_LOC_LEN_ERR;
-    }
-    let lguard = ctrl.mem().memory();
-    let one = Sge { length: 8, ..*sge };
-    let dst = resolve(&ctrl.lock(), s.pdn, &[one], IB_ACCESS_LOCAL_WRITE, 8)
-        .ok()
-        .and_then(|ranges| slices(&lguard, &ranges));
-    let Some(dst) = dst else {
-        return IB_WC_LOC_PROT_ERR;
-    };
-    let a = w.atomic();
-    let pc = peer.ctrl();
-    let addr = a.remote_addr.get();
-    if addr % 8 != 0 {
-        to_error_event(fabric, pc, peer.qpn, Event::QpReqErr(peer.qpn));
-        return IB_WC_REM_INV_REQ_ERR;
-    }
-    let pguard = pc.mem().memory();
-    let target = resolve_remote(peer, a.rkey.get(), addr, 8, IB_ACCESS_REMOTE_ATOMIC)
-        .ok()
-        .and_then(|ranges| slices(&pguard, &ranges));
-    let Some([t]) = target.as_deref() else {
-        to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
-        return IB_WC_REM_ACCESS_ERR;
-    };
-    // Aligned 8 bytes never cross a page, so `t` is one slice of 8 bytes,
-    // aligned in the mapping too. A host atomic makes the read-modify-write
-    // atomic against every other atomic, whichever thread (lane) or device
-    // runs it (IB_ATOMIC_HCA asks for no more). The value is little endian.
-    let Ok(cell) = t.get_atomic_ref::<AtomicU64>(0) else {
-        to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
-        return IB_WC_REM_ACCESS_ERR;
-    };
-    let update = |raw: u64| {
-        let v = u64::from_le(raw);
-        let new = if w.opcode == IB_WR_ATOMIC_CMP_AND_SWP {
-            // A failed compare writes nothing.
-            (v == a.compare_add.get()).then(|| a.swap.get())?
-        } else {
-            v.wrapping_add(a.compare_add.get())
-        };
-        Some(new.to_le())
-    };
-    let raw = match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, update) {
-        Ok(raw) | Err(raw) => raw,
-    };
-    let old = u64::from_le(raw).to_le_bytes();
-    write_bytes(&old, &dst);
-    IB_WC_SUCCESS
-}
-
-/// ATOMIC WRITE (IBA 1.5): the 8 bytes the request carries (in its
-/// `compare_add`, in memory order) land at an aligned remote address in
-/// one store, under the rights of an RDMA WRITE.
-fn atomic_write(fabric: &Fabric, peer: &Peer, w: &SendWqe) -> u8 {
-    let a = w.atomic();
-    let pc = peer.ctrl();
-    let addr = a.remote_addr.get();
-    if addr % 8 != 0 || !w.sges.is_empty() || !w.inline.is_empty() {
-        to_error_event(fabric, pc, peer.qpn, Event::QpReqErr(peer.qpn));
-        return IB_WC_REM_INV_REQ_ERR;
-    }
-    let pguard = pc.mem().memory();
-    let target = resolve_remote(peer, a.rkey.get(), addr, 8, IB_ACCESS_REMOTE_WRITE)
-        .ok()
-        .and_then(|ranges| slices(&pguard, &ranges));
-    // Aligned 8 bytes are one slice, aligned in the mapping too (`atomic`).
-    let cell = match target.as_deref() {
-        Some([t]) => t.get_atomic_ref::<AtomicU64>(0).ok(),
-        _ => None,
-    };
-    let Some(cell) = cell else {
-        to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
-        return IB_WC_REM_ACCESS_ERR;
-    };
-    // The carried bytes, as they were in the element.
-    let bytes = a.compare_add.get().to_le_bytes();
-    cell.store(u64::from_ne_bytes(bytes), Ordering::SeqCst);
-    IB_WC_SUCCESS
-}
-
-/// FLUSH (IBA 1.5) of a range or of the whole MR its rkey names, to global
-/// visibility: the responder checks the QP's and the MR's FLUSH rights of
-/// each placement asked for (a persistent one no MR here can grant) and
-/// the range's bounds. Every earlier request of the QP finished its copy
-/// before this one started, so a fence is all the placement needs.
-fn flush_remote(fabric: &Fabric, peer: &Peer, w: &SendWqe) -> u8 {
-    let f = w.flush();
-    let pc = peer.ctrl();
-    let placements = IB_FLUSH_GLOBAL | IB_FLUSH_PERSISTENT;
-    if f.flush_type == 0 || f.flush_type & !placements != 0 || f.flush_level > IB_FLUSH_MR {
-        to_error_event(fabric, pc, peer.qpn, Event::QpReqErr(peer.qpn));
-        return IB_WC_REM_INV_REQ_ERR;
-    }
-    let mut access = 0;
-    if f.flush_type & IB_FLUSH_GLOBAL != 0 {
-        access |= IB_ACCESS_FLUSH_GLOBAL;
-    }
-    if f.flush_type & IB_FLUSH_PERSISTENT != 0 {
-        access |= IB_ACCESS_FLUSH_PERSISTENT;
-    }
-    let rkey = f.rkey.get();
-    let granted = {
-        let st = pc.lock();
-        st.qp(peer.qpn).is_some_and(|qp| {
-            let pdn = peer.xrc.map_or(qp.pdn, |t| t.pdn);
-            qp.attr.qp_access_flags.get() & access == access
-                && match f.flush_level {
-                    // The whole MR: its key and rights, whatever the range.
-                    IB_FLUSH_MR => st
-                        .mrs
-                        .by_key(rkey)
-                        .is_some_and(|mr| mr.pdn == pdn && mr.access & access == access),
-                    _ => {
-                        let (addr, len) = (f.remote_addr.get(), f.length.get());
-                        st.mrs
-                            .remote(rkey, peer.qpn, pdn, addr, len, access)
-                            .is_some()
-                    }
-                }
-        })
-    };
-    if !granted {
-        to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
-        return IB_WC_REM_ACCESS_ERR;
-    }
-    std::sync::atomic::fence(Ordering::SeqCst);
-    IB_WC_SUCCESS
 }
 
 /// Invalidates the fast-reg MR or frees the bound type 2 window of `pdn`

@@ -49,7 +49,11 @@ pub(super) struct Started {
 
 /// Starts a message of `total` bytes; `recv`: the responder's receive it
 /// fills, with that receive's completion and whether it is solicited.
-pub(super) fn start(peer: &Peer, recv: Option<(Recv, VirtioRdmaCqReq, bool)>, total: u64) -> Exec {
+pub(super) fn start(
+    peer: &Peer,
+    recv: Option<(Recv, VirtioRdmaCqReq, bool)>,
+    total: u64,
+) -> Started {
     let recv = recv.map(|(r, c, solicited)| {
         let token = TOKENS.fetch_add(1, Ordering::Relaxed);
         if let Some(q) = peer.ctrl().lock().qp_mut(peer.qpn) {
@@ -64,7 +68,7 @@ pub(super) fn start(peer: &Peer, recv: Option<(Recv, VirtioRdmaCqReq, bool)>, to
         }
         (token, c, solicited)
     });
-    Exec::Partial(Started { total, recv })
+    Started { total, recv }
 }
 
 /// The transfer of element (`head`, `w`) of QP `qpn` that `started`.
@@ -154,7 +158,10 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
     let lost = Outcome::End(IB_WC_SUCCESS, total_len);
     // The responder, still there and still connected to this QP (the PSNs
     // were checked when the message was admitted).
-    let Ok(mut peer) = admit(fabric, qpn, s, false) else {
+    let accepted = request(qpn, s, &w)
+        .ok()
+        .and_then(|m| responder::accept(fabric, &m, false).ok().map(|p| (m, p)));
+    let Some((m, mut peer)) = accepted else {
         return if uc {
             lost
         } else {
@@ -163,7 +170,7 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
     };
     // The XRC SRQ it names, still of the target's domain (its PD is the
     // rkeys' and the receive's).
-    if resolve_xrc(&mut peer, s, &w).is_err() {
+    if responder::resolve_xrc(&mut peer, &m).is_err() {
         // Its SRQ was destroyed meanwhile: the receive it held ended with
         // it, without a completion.
         if let Some((token, ..)) = t.recv {
@@ -206,7 +213,7 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
     let remote = |access: u32| {
         let r = w.rdma();
         let addr = r.remote_addr.get().checked_add(t.done)?;
-        resolve_remote(&peer, r.rkey.get(), addr, n, access)
+        responder::resolve_remote(&peer, r.rkey.get(), addr, n, access)
             .ok()
             .and_then(|r| slices(&pguard, &r))
     };

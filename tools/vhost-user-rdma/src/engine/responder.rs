@@ -1,0 +1,651 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The responder: it takes a [`Request`] and its own device's state only
+//! (the QP the request names, connected to its sender and expecting its
+//! PSN; its receives, MRs, windows and rights) and answers with a
+//! [`Response`]. It never reads the requester's work request or writes
+//! its memory: a READ's data and an atomic's original value go back in the
+//! response, and the requester places them.
+//!
+//! The responder keeps its own side of the QP: it counts what it takes and
+//! refuses, moves its expected PSN past what it took (not past an RNR
+//! NAK'd request, which comes again), and moves its QP to error where IB
+//! says a responder does.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use vm_memory::GuestMemoryMmap;
+use zerocopy::little_endian::U32;
+
+use super::message::{Nak, Request, Response};
+use super::*;
+use crate::packet::Op;
+
+/// Why a request reaches no responder.
+pub(super) enum Refused {
+    /// No device holds the destination GID.
+    NoDevice,
+    /// The destination QP is not a QP of the sender's type in RTR/RTS.
+    NotReady(u32),
+    /// The destination QP is connected to another QP (dropped, counted).
+    NotPeer(u32),
+    /// The PSN is not the one the responder expects (dropped, counted).
+    BadPsn(u32, u32, u32),
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refused::NoDevice => write!(f, "no device holds the destination GID"),
+            Refused::NotReady(n) => {
+                write!(f, "destination QP {n} is not a QP of this type in RTR/RTS")
+            }
+            Refused::NotPeer(n) => write!(f, "destination QP {n} is connected to another QP"),
+            Refused::BadPsn(n, psn, expected) => {
+                write!(f, "QP {n} expects PSN {expected}, not {psn}")
+            }
+        }
+    }
+}
+
+/// The responder: a device of the fabric and a QP on it.
+pub(super) struct Peer {
+    pub dev: Arc<RdmaDevice>,
+    pub qpn: u32,
+    /// The QP's counter set when it was found, if it is bound to one.
+    pub counters: Option<Arc<CounterSet>>,
+    /// For an XRC_TGT QP: the XRC SRQ the request names, its PD and
+    /// receive queue for this request.
+    pub xrc: Option<Target>,
+}
+
+impl Peer {
+    pub(super) fn ctrl(&self) -> &Ctrl {
+        self.dev.ctrl()
+    }
+
+    /// Where what the responder QP takes or refuses counts.
+    pub(super) fn tally(&self) -> Tally<'_> {
+        self.ctrl().stats().of(self.counters.as_deref())
+    }
+}
+
+/// The responder of request `m`, if it takes requests from its sender:
+/// the QP the request names, on the device holding its destination GID,
+/// of the sender's type, in RTR or RTS, whose own path names the sender
+/// (its destination QPN the sender's and its destination GID the
+/// sender's source GID, which only the sender's device can hold), and
+/// (`check_psn`) expecting the request's PSN. A request from anyone else
+/// is dropped as a responder drops packets that are not for it, and
+/// counted on the responder's device.
+pub(super) fn accept(fabric: &Fabric, m: &Request<'_>, check_psn: bool) -> Result<Peer, Refused> {
+    let dev = fabric::by_gid(fabric, &m.dest_gid).ok_or(Refused::NoDevice)?;
+    let mut peer = Peer {
+        dev,
+        qpn: m.dest_qp,
+        counters: None,
+        xrc: None,
+    };
+    let pc = peer.dev.ctrl();
+    let st = pc.lock();
+    let q = st
+        .qp(peer.qpn)
+        .filter(|q| q.qp_type == xrcd::responder_type(m.qp_type) && q.can_receive())
+        .ok_or(Refused::NotReady(peer.qpn))?;
+    // Dropped as not for it: counted on the QP addressed.
+    let tally = pc.stats().of(q.counters.as_deref());
+    if q.attr.dest_qp_num.get() != m.src_qp || q.attr.ah_attr.dgid != m.src_gid {
+        tally.inc(Counter::NotPeer);
+        debug!(
+            "{}: QP {}: request from a QP that is not its peer dropped",
+            pc.name(),
+            peer.qpn
+        );
+        return Err(Refused::NotPeer(peer.qpn));
+    }
+    let expected = q.attr.rq_psn.get();
+    if check_psn && expected != m.psn {
+        tally.inc(Counter::BadPsn);
+        debug!(
+            "{}: QP {}: PSN {} (expected {expected}) dropped",
+            pc.name(),
+            peer.qpn,
+            m.psn
+        );
+        return Err(Refused::BadPsn(peer.qpn, m.psn, expected));
+    }
+    let counters = q.counters.clone();
+    drop(st);
+    peer.counters = counters;
+    Ok(peer)
+}
+
+/// Executes request `m` at `peer` (accepted), whose guest memory is
+/// `pmem`, and answers it.
+pub(super) fn respond<'p>(
+    fabric: &Fabric,
+    peer: &mut Peer,
+    pmem: &'p GuestMemoryMmap,
+    m: &Request<'_>,
+) -> Response<'p> {
+    let r = match resolve_xrc(peer, m) {
+        // IB's invalid XRC extended header: NAK'd, nothing moves.
+        Err(why) => {
+            debug!(
+                "{}: QP {}: request names SRQ {:?}: {why}",
+                peer.ctrl().name(),
+                peer.qpn,
+                m.xrc_srqn
+            );
+            Response::Nak(Nak::InvalidRequest)
+        }
+        Ok(()) => match m.op {
+            Op::SendOnly | Op::SendOnlyImm | Op::SendOnlyInv => send(fabric, peer, pmem, m),
+            Op::WriteOnly | Op::WriteOnlyImm => write(fabric, peer, pmem, m),
+            Op::ReadRequest => read(fabric, peer, pmem, m),
+            Op::CompareSwap | Op::FetchAdd => atomic(fabric, peer, pmem, m),
+            Op::AtomicWrite => atomic_write(fabric, peer, pmem, m),
+            Op::Flush => flush(fabric, peer, m),
+            _ => Response::Nak(Nak::InvalidRequest),
+        },
+    };
+    // What was taken (answered or not) moves the expected PSN past its
+    // packets; an RNR NAK'd request comes again with the same PSNs.
+    if matches!(r, Response::Rnr(_)) {
+        peer.tally().inc(Counter::RnrNaksSent);
+    } else {
+        peer.tally().rcvd(m.npsn, m.len);
+        if let Some(q) = peer.ctrl().lock().qp_mut(peer.qpn) {
+            q.attr.rq_psn = U32::new(transport::psn_add(q.attr.rq_psn.get(), m.npsn));
+        }
+    }
+    r
+}
+
+/// UC: the responder drops what it does not take, and nothing tells the
+/// requester.
+fn uc(m: &Request<'_>) -> bool {
+    m.qp_type == IB_QPT_UC
+}
+
+/// For a request of an XRC_INI QP: the XRC SRQ it names at its target
+/// `peer` (of the target's domain, else refused), which the responder then
+/// uses in place of the target's PD, receive queue and recv CQ. Other
+/// QPs' requests name none.
+pub(super) fn resolve_xrc(peer: &mut Peer, m: &Request<'_>) -> Result<(), crate::srq::Refusal> {
+    let Some(srqn) = m.xrc_srqn else {
+        return Ok(());
+    };
+    let st = peer.ctrl().lock();
+    // Admission let only an XRC_TGT QP, which has a domain, answer.
+    let xrcdn = st
+        .qp(peer.qpn)
+        .and_then(|q| q.xrcdn)
+        .ok_or("no target QP")?;
+    let target = xrcd::target(&st.srqs, xrcdn, srqn)?;
+    drop(st);
+    peer.xrc = Some(target);
+    Ok(())
+}
+
+/// Remote access: rkey (an MR's or a window's), PD of the responder QP (of
+/// the XRC SRQ a request to a target QP names), MR or window and QP access
+/// rights, bounds.
+pub(super) fn resolve_remote(
+    peer: &Peer,
+    rkey: u32,
+    addr: u64,
+    len: u64,
+    access: u32,
+) -> Result<Ranges, ()> {
+    if len == 0 {
+        return Ok(Ranges::new());
+    }
+    let st = peer.ctrl().lock();
+    let qp = st.qp(peer.qpn).ok_or(())?;
+    if qp.attr.qp_access_flags.get() & access != access {
+        return Err(());
+    }
+    // A target QP has no PD: the rkeys are those of the XRC SRQ's.
+    let pdn = peer.xrc.map_or(qp.pdn, |t| t.pdn);
+    st.mrs
+        .remote(rkey, peer.qpn, pdn, addr, len, access)
+        .ok_or(())
+}
+
+/// A receive taken from the responder's RQ or SRQ.
+pub(super) struct Recv {
+    pub head: u16,
+    pub wqe: RecvWqe,
+    pub recv_cqn: u32,
+    /// The PD its lkeys are checked against (its SRQ's, if it has one).
+    pub pdn: u32,
+    /// The responder QP's own PD (what SEND_WITH_INV's rkey must be of;
+    /// a target QP's is its XRC SRQ's).
+    pub qp_pdn: u32,
+    /// The XRC SRQ it came from, for a target QP.
+    pub xrc_srqn: Option<u32>,
+}
+
+pub(super) enum Take {
+    Got(Recv),
+    Empty(Duration),
+    /// A malformed element was completed in error; the responder QP is in
+    /// error now.
+    Bad,
+}
+
+/// Takes the next receive of `peer`: from its SRQ if it has one (a target
+/// QP: the XRC SRQ the request names), else from its RQ.
+pub(super) fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
+    let pc = peer.ctrl();
+    let Some((mut max_sge, recv_cqn, qp_pdn, srq, timer)) = pc.lock().qp(peer.qpn).map(|q| {
+        (
+            q.caps.max_recv_sge,
+            peer.xrc.map_or(q.recv_cqn, |t| t.cqn),
+            peer.xrc.map_or(q.pdn, |t| t.pdn),
+            peer.xrc.map(|t| t.link()).or(q.srq),
+            q.attr.min_rnr_timer,
+        )
+    }) else {
+        return Take::Empty(Duration::ZERO);
+    };
+    let xrc_srqn = peer.xrc.map(|t| t.srqn);
+    let recv = |head, wqe| Recv {
+        head,
+        wqe,
+        recv_cqn,
+        pdn: srq.map_or(qp_pdn, |s| s.pdn),
+        qp_pdn,
+        xrc_srqn,
+    };
+    // A receive held for a message that never ended is the next one, for
+    // a message to the same queue (a target QP's came from the XRC SRQ
+    // one request named; one for another SRQ ends it).
+    let held = pc.lock().qp_mut(peer.qpn).and_then(|q| q.held_recv.take());
+    if let Some(h) = held {
+        if h.xrc_srqn == xrc_srqn {
+            return Take::Got(recv(h.head, h.wqe));
+        }
+        transfer::flush_held(pc, peer.qpn, h, IB_WC_WR_FLUSH_ERR);
+    }
+    let delay = Duration::from_micros(rnr_delay_us(timer));
+    let rq = match srq {
+        Some(link) => pc.lock().srqs.get(link.srqn).map(|s| {
+            max_sge = s.max_sge;
+            Wq::Ring(s.ring.clone())
+        }),
+        None => rq_of(pc, peer.qpn),
+    };
+    let Some(rq) = rq else {
+        return Take::Empty(delay);
+    };
+    let max = wqe::RQ_HDR_LEN + SGE_LEN * max_sge as usize;
+    let mut bytes = Element::new();
+    let Some(head) = rq.pop(pc, max + 1, &mut bytes) else {
+        return Take::Empty(delay);
+    };
+    if let Some(link) = srq {
+        srq_took(pc, link.srqn, &rq);
+    }
+    match wqe::parse_recv(&bytes, max_sge) {
+        Ok(wqe) => Take::Got(recv(head, wqe)),
+        Err(m) => {
+            let what = if srq.is_some() { "SRQ" } else { "RQ" };
+            pc.guest_warn(format_args!(
+                "QP {}: bad {what} element: {}",
+                peer.qpn, m.why
+            ));
+            rq.give_back(pc, head);
+            let c = cqe(m.wr_id, IB_WC_LOC_QP_OP_ERR, IB_WC_RECV, peer.qpn);
+            complete(fabric, pc, peer.qpn, recv_cqn, &c, false);
+            to_error(fabric, pc, peer.qpn);
+            Take::Bad
+        }
+    }
+}
+
+/// A receive for a message: taken, or the response a message that needs
+/// one gets without it (an RNR NAK, or for UC the message dropped).
+fn need_recv<'p>(fabric: &Fabric, peer: &Peer, m: &Request<'_>) -> Result<Recv, Response<'p>> {
+    match take_recv(fabric, peer) {
+        Take::Got(r) => Ok(r),
+        // UC has no RNR NAK to wait on: the message is lost.
+        Take::Empty(_) if uc(m) => Err(Response::Dropped(format!(
+            "QP {} has no receive posted",
+            peer.qpn
+        ))),
+        Take::Empty(d) => Err(Response::Rnr(d)),
+        Take::Bad if uc(m) => Err(Response::Dropped(format!(
+            "QP {} failed a malformed receive",
+            peer.qpn
+        ))),
+        Take::Bad => Err(Response::Nak(Nak::RemoteOperation)),
+    }
+}
+
+/// After a receive was taken from SRQ `srqn` (ring `rq`): reports the
+/// limit event if the receives left fell below its armed limit.
+fn srq_took(ctrl: &Ctrl, srqn: u32, rq: &Wq<'_>) {
+    let Wq::Ring(ring) = rq else {
+        return;
+    };
+    let Some(left) = ring.pending(&ctrl.mem().memory()) else {
+        return;
+    };
+    let fired = ctrl.lock().srqs.get_mut(srqn).is_some_and(|s| s.took(left));
+    if fired {
+        event::post(ctrl, Event::SrqLimitReached(srqn));
+    }
+}
+
+/// Completes receive `r` on `peer` with `c` (status etc. filled in).
+pub(super) fn complete_recv(
+    fabric: &Fabric,
+    peer: &Peer,
+    r: &Recv,
+    mut c: VirtioRdmaCqReq,
+    solicited: bool,
+) {
+    let pc = peer.ctrl();
+    if let Some(rq) = recv_vring(pc, peer.qpn) {
+        give_back(pc, rq, r.head);
+    }
+    c.wr_id = U64::new(r.wqe.wr_id);
+    c.qp_num = U32::new(peer.qpn);
+    c.port_num = 1;
+    let failed = c.status != IB_WC_SUCCESS;
+    complete(fabric, pc, peer.qpn, r.recv_cqn, &c, solicited);
+    if failed {
+        to_error(fabric, pc, peer.qpn);
+    }
+}
+
+pub(super) fn recv_error(fabric: &Fabric, peer: &Peer, r: &Recv, status: u8) {
+    complete_recv(fabric, peer, r, cqe(0, status, IB_WC_RECV, peer.qpn), false);
+}
+
+/// The responder QP's error for a request: it moves to error and reports
+/// `event`, and an RC requester gets `nak`; a UC one gets nothing.
+fn refuse<'p>(fabric: &Fabric, peer: &Peer, event: Event, nak: Nak) -> Response<'p> {
+    to_error_event(fabric, peer.ctrl(), peer.qpn, event);
+    Response::Nak(nak)
+}
+
+/// SEND (with immediate data or Invalidate).
+fn send<'p>(
+    fabric: &Fabric,
+    peer: &Peer,
+    pmem: &'p GuestMemoryMmap,
+    m: &Request<'_>,
+) -> Response<'p> {
+    let r = match need_recv(fabric, peer, m) {
+        Ok(r) => r,
+        Err(answer) => return answer,
+    };
+    let pc = peer.ctrl();
+    let len = m.payload.len();
+    let dst = resolve(
+        &pc.lock(),
+        r.pdn,
+        &r.wqe.sges,
+        IB_ACCESS_LOCAL_WRITE,
+        len as u64,
+    )
+    .ok()
+    .and_then(|ranges| slices(pmem, &ranges));
+    // A receive the responder cannot scatter into is the responder's local
+    // error (its receive fails, it moves to error); an RC requester also
+    // learns of it from the NAK, a UC one does not.
+    let Some(dst) = dst else {
+        recv_error(fabric, peer, &r, IB_WC_LOC_PROT_ERR);
+        if uc(m) {
+            return Response::Dropped(format!("QP {}: receive SGEs refused", peer.qpn));
+        }
+        return Response::Nak(Nak::RemoteOperation);
+    };
+    if total(&dst) < len {
+        recv_error(fabric, peer, &r, IB_WC_LOC_LEN_ERR);
+        if uc(m) {
+            return Response::Dropped(format!("QP {}: receive shorter than {len} bytes", peer.qpn));
+        }
+        return Response::Nak(Nak::InvalidRequest);
+    }
+    let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV, peer.qpn);
+    if let Some(rkey) = m.ieth {
+        if !invalidate(pc, r.qp_pdn, rkey) {
+            recv_error(fabric, peer, &r, IB_WC_LOC_PROT_ERR);
+            return Response::Nak(Nak::RemoteOperation);
+        }
+        c.wc_flags = U32::new(IB_WC_WITH_INVALIDATE);
+        c.ex = U32::new(rkey);
+    }
+    if let Some(imm) = m.imm {
+        c.wc_flags = U32::new(IB_WC_WITH_IMM);
+        c.ex = U32::new(imm);
+    }
+    c.byte_len = U32::new(len as u32);
+    c.src_qp = U32::new(m.src_qp);
+    if len as u64 > CHUNK {
+        return Response::Moving(transfer::start(peer, Some((r, c, m.se)), len as u64));
+    }
+    m.payload.copy_to(&dst);
+    complete_recv(fabric, peer, &r, c, m.se);
+    Response::Ack
+}
+
+/// RDMA WRITE (with immediate data).
+fn write<'p>(
+    fabric: &Fabric,
+    peer: &Peer,
+    pmem: &'p GuestMemoryMmap,
+    m: &Request<'_>,
+) -> Response<'p> {
+    let len = m.payload.len();
+    let dst = resolve_remote(
+        peer,
+        m.remote.rkey,
+        m.remote.va,
+        len as u64,
+        IB_ACCESS_REMOTE_WRITE,
+    )
+    .ok()
+    .and_then(|ranges| slices(pmem, &ranges));
+    let Some(dst) = dst else {
+        // A UC responder drops a write that fails its access checks and
+        // carries on: there is no NAK to send, and IB does not move it to
+        // error for that.
+        if uc(m) {
+            return Response::Dropped(format!(
+                "QP {}: rkey {:#x} refused remote write of {len} bytes at {:#x}",
+                peer.qpn, m.remote.rkey, m.remote.va
+            ));
+        }
+        return refuse(
+            fabric,
+            peer,
+            Event::QpAccessErr(peer.qpn),
+            Nak::RemoteAccess,
+        );
+    };
+    // WRITE_WITH_IMM consumes a receive: without one, nothing is written.
+    let r = match m.imm {
+        Some(_) => match need_recv(fabric, peer, m) {
+            Ok(r) => Some(r),
+            Err(answer) => return answer,
+        },
+        None => None,
+    };
+    let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV_RDMA_WITH_IMM, peer.qpn);
+    c.byte_len = U32::new(len as u32);
+    c.wc_flags = U32::new(IB_WC_WITH_IMM);
+    c.ex = U32::new(m.imm.unwrap_or(0));
+    c.src_qp = U32::new(m.src_qp);
+    if len as u64 > CHUNK {
+        return Response::Moving(transfer::start(peer, r.map(|r| (r, c, m.se)), len as u64));
+    }
+    m.payload.copy_to(&dst);
+    if let Some(r) = r {
+        complete_recv(fabric, peer, &r, c, m.se);
+    }
+    Response::Ack
+}
+
+/// RDMA READ: the responder's memory, for the requester to read from.
+fn read<'p>(
+    fabric: &Fabric,
+    peer: &Peer,
+    pmem: &'p GuestMemoryMmap,
+    m: &Request<'_>,
+) -> Response<'p> {
+    let src = resolve_remote(
+        peer,
+        m.remote.rkey,
+        m.remote.va,
+        m.remote.len,
+        IB_ACCESS_REMOTE_READ,
+    )
+    .ok()
+    .and_then(|ranges| slices(pmem, &ranges));
+    let Some(src) = src else {
+        return refuse(
+            fabric,
+            peer,
+            Event::QpAccessErr(peer.qpn),
+            Nak::RemoteAccess,
+        );
+    };
+    if m.remote.len > CHUNK {
+        return Response::Moving(transfer::start(peer, None, m.remote.len));
+    }
+    Response::Read(src)
+}
+
+/// Runs `f` on the 8 aligned bytes of an atomic or ATOMIC WRITE at the
+/// responder, as one host atomic; the NAK if the request may not reach
+/// them.
+fn on_cell<'p>(
+    fabric: &Fabric,
+    peer: &Peer,
+    pmem: &'p GuestMemoryMmap,
+    m: &Request<'_>,
+    access: u32,
+    f: impl FnOnce(&AtomicU64) -> Response<'p>,
+) -> Response<'p> {
+    if m.remote.va % 8 != 0 {
+        return refuse(fabric, peer, Event::QpReqErr(peer.qpn), Nak::InvalidRequest);
+    }
+    let target = resolve_remote(peer, m.remote.rkey, m.remote.va, 8, access)
+        .ok()
+        .and_then(|ranges| slices(pmem, &ranges));
+    // Aligned 8 bytes never cross a page, so the target is one slice of 8
+    // bytes, aligned in the mapping too.
+    let cell = match target.as_deref() {
+        Some([t]) => t.get_atomic_ref::<AtomicU64>(0).ok(),
+        _ => None,
+    };
+    match cell {
+        Some(cell) => f(cell),
+        None => refuse(
+            fabric,
+            peer,
+            Event::QpAccessErr(peer.qpn),
+            Nak::RemoteAccess,
+        ),
+    }
+}
+
+/// COMPARE AND SWAP, FETCH AND ADD: the original value goes back. A host
+/// atomic makes the read-modify-write atomic against every other atomic,
+/// whichever thread (lane) or device runs it (IB_ATOMIC_HCA asks for no
+/// more). The value is little endian.
+fn atomic<'p>(
+    fabric: &Fabric,
+    peer: &Peer,
+    pmem: &'p GuestMemoryMmap,
+    m: &Request<'_>,
+) -> Response<'p> {
+    let update = |raw: u64| {
+        let v = u64::from_le(raw);
+        let new = if m.op == Op::CompareSwap {
+            // A failed compare writes nothing.
+            (v == m.compare_add).then_some(m.swap)?
+        } else {
+            v.wrapping_add(m.compare_add)
+        };
+        Some(new.to_le())
+    };
+    on_cell(fabric, peer, pmem, m, IB_ACCESS_REMOTE_ATOMIC, |cell| {
+        let raw = match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, update) {
+            Ok(raw) | Err(raw) => raw,
+        };
+        Response::Atomic(u64::from_le(raw))
+    })
+}
+
+/// ATOMIC WRITE (IBA 1.5): the 8 bytes the request carries (in its
+/// `compare_add`, in memory order) land at an aligned remote address in
+/// one store, under the rights of an RDMA WRITE.
+fn atomic_write<'p>(
+    fabric: &Fabric,
+    peer: &Peer,
+    pmem: &'p GuestMemoryMmap,
+    m: &Request<'_>,
+) -> Response<'p> {
+    on_cell(fabric, peer, pmem, m, IB_ACCESS_REMOTE_WRITE, |cell| {
+        // The carried bytes, as they were in the element.
+        let bytes = m.compare_add.to_le_bytes();
+        cell.store(u64::from_ne_bytes(bytes), Ordering::SeqCst);
+        Response::Ack
+    })
+}
+
+/// FLUSH (IBA 1.5) of a range or of the whole MR its rkey names, to global
+/// visibility: the responder checks the QP's and the MR's FLUSH rights of
+/// each placement asked for (a persistent one no MR here can grant) and
+/// the range's bounds. Every earlier request of the QP finished its copy
+/// before this one started, so a fence is all the placement needs.
+fn flush<'p>(fabric: &Fabric, peer: &Peer, m: &Request<'_>) -> Response<'p> {
+    let (flush_type, flush_level) = m.flush;
+    let placements = IB_FLUSH_GLOBAL | IB_FLUSH_PERSISTENT;
+    if flush_type == 0 || flush_type & !placements != 0 || flush_level > IB_FLUSH_MR {
+        return refuse(fabric, peer, Event::QpReqErr(peer.qpn), Nak::InvalidRequest);
+    }
+    let mut access = 0;
+    if flush_type & IB_FLUSH_GLOBAL != 0 {
+        access |= IB_ACCESS_FLUSH_GLOBAL;
+    }
+    if flush_type & IB_FLUSH_PERSISTENT != 0 {
+        access |= IB_ACCESS_FLUSH_PERSISTENT;
+    }
+    let rkey = m.remote.rkey;
+    let granted = {
+        let st = peer.ctrl().lock();
+        st.qp(peer.qpn).is_some_and(|qp| {
+            let pdn = peer.xrc.map_or(qp.pdn, |t| t.pdn);
+            qp.attr.qp_access_flags.get() & access == access
+                && match flush_level {
+                    // The whole MR: its key and rights, whatever the range.
+                    IB_FLUSH_MR => st
+                        .mrs
+                        .by_key(rkey)
+                        .is_some_and(|mr| mr.pdn == pdn && mr.access & access == access),
+                    _ => st
+                        .mrs
+                        .remote(rkey, peer.qpn, pdn, m.remote.va, m.remote.len, access)
+                        .is_some(),
+                }
+        })
+    };
+    if !granted {
+        return refuse(
+            fabric,
+            peer,
+            Event::QpAccessErr(peer.qpn),
+            Nak::RemoteAccess,
+        );
+    }
+    std::sync::atomic::fence(Ordering::SeqCst);
+    Response::Ack
+}
