@@ -4,8 +4,8 @@
 //! QPs to the error state with flush completions.
 //!
 //! This file is the requester: it reads and checks an SQ element and its
-//! own memory, forms the request ([`message`]), hands it to the responder
-//! ([`responder`], which works from the request and its own device only)
+//! own memory, forms the request (`message.rs`), hands it to the responder
+//! (`responder.rs`, which works from the request and its own device only)
 //! and turns the answer into a completion, placing a READ's data and an
 //! atomic's original value itself.
 //!
