@@ -173,6 +173,14 @@ pub struct Cli {
     #[arg(long = "cpus", value_name = "LIST", value_parser = Cpus::parse)]
     pub cpus: Vec<Cpus>,
 
+    /// A fault drill: the link between QPs loses and duplicates RC, UC and
+    /// XRC messages, as KIND=PERCENT[,...] with kinds drop (requests and
+    /// answers), drop-request, drop-answer and dup. The transport's
+    /// retransmission (each QP's timeout and retry_cnt) recovers; for
+    /// tests and drills, never in production.
+    #[arg(long = "link-faults", value_name = "KIND=PERCENT[,...]")]
+    pub link_faults: Option<crate::link::Faults>,
+
     /// Print the number of virtqueues for these limits and exit.
     #[arg(long)]
     pub print_num_queues: bool,
@@ -338,7 +346,10 @@ impl Cli {
                 }
             }
             let pages = per_socket("--max-mr-pages", &self.max_mr_pages, i, n)?;
-            let l = l.with_max_mr_pages(pages).with_hostile(self.hostile());
+            let l = l
+                .with_max_mr_pages(pages)
+                .with_hostile(self.hostile())
+                .with_link_faults(self.link_faults);
             out.push((s.clone(), l));
         }
         Ok(out)

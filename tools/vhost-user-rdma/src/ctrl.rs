@@ -30,7 +30,7 @@ use crate::hostile::Hostile;
 use crate::lane::Lanes;
 use crate::limits::{self, Limits};
 use crate::mr::MrTable;
-use crate::qp::{Qp, QpRings, RnrWait};
+use crate::qp::{Qp, QpRings, Resend};
 use crate::ratelimit::{RateLimit, Verdict};
 use crate::resources::{ByHandle, GidEntry, GidTable, HandleTable};
 use crate::ring::WorkRing;
@@ -66,9 +66,9 @@ pub struct State {
     pub(crate) counter_sets: CounterSets,
     /// XRC domains, by number (`xrcd.rs`).
     pub(crate) xrcds: HandleTable,
-    /// QPs waiting on RNR ([`State::set_rnr`]): the device's loop looks
+    /// QPs waiting on RNR ([`State::set_resend`]): the device's loop looks
     /// for due timers through every QP only while there are any.
-    rnr_waits: usize,
+    resends: usize,
 }
 
 impl State {
@@ -84,7 +84,7 @@ impl State {
             srqs: SrqTable::new(limits.max_srq()),
             counter_sets: CounterSets::new(limits.max_counter_sets()),
             xrcds: HandleTable::new(limits.max_xrcd()),
-            rnr_waits: 0,
+            resends: 0,
         }
     }
 
@@ -140,32 +140,32 @@ impl State {
     /// Takes QP `qpn` out of the table (its RNR wait, if any, with it).
     pub(crate) fn remove_qp(&mut self, qpn: u32) -> Option<Qp> {
         let q = self.qps.remove(qpn)?;
-        if q.rnr.is_some() {
-            self.rnr_waits = self.rnr_waits.saturating_sub(1);
+        if q.resend.is_some() {
+            self.resends = self.resends.saturating_sub(1);
         }
         Some(q)
     }
 
     /// Makes QP `qpn` wait on RNR (it waits on nothing else: an SQ step
     /// runs only when it does not).
-    pub(crate) fn set_rnr(&mut self, qpn: u32, wait: RnrWait) {
+    pub(crate) fn set_resend(&mut self, qpn: u32, wait: Resend) {
         if let Some(q) = self.qp_mut(qpn) {
-            if q.rnr.replace(wait).is_none() {
-                self.rnr_waits += 1;
+            if q.resend.replace(wait).is_none() {
+                self.resends += 1;
             }
         }
     }
 
     /// Ends QP `qpn`'s RNR wait, if it has one.
-    pub(crate) fn take_rnr(&mut self, qpn: u32) -> Option<RnrWait> {
-        let wait = self.qp_mut(qpn)?.rnr.take()?;
-        self.rnr_waits = self.rnr_waits.saturating_sub(1);
+    pub(crate) fn take_resend(&mut self, qpn: u32) -> Option<Resend> {
+        let wait = self.qp_mut(qpn)?.resend.take()?;
+        self.resends = self.resends.saturating_sub(1);
         Some(wait)
     }
 
     /// Whether any QP waits on RNR.
-    pub(crate) fn rnr_waiting(&self) -> bool {
-        self.rnr_waits > 0
+    pub(crate) fn resending(&self) -> bool {
+        self.resends > 0
     }
 
     /// The lowest free ring QP number (ring QPs are numbered from
@@ -204,6 +204,8 @@ pub struct Ctrl {
     fixed_key_byte: Option<u8>,
     /// The lies of a hostile device (`--hostile`); `None` for an honest one.
     hostile: Option<Hostile>,
+    /// What its link does to messages (`--link-faults`), if anything.
+    link_faults: Option<crate::link::Faults>,
     /// The device this is the control engine of, once registered.
     device: OnceLock<Weak<RdmaDevice>>,
     /// The driver acked `VIRTIO_RDMA_F_RINGS`.
@@ -289,6 +291,7 @@ impl Ctrl {
             hostile: limits
                 .hostile()
                 .map(|config| Hostile::new(config, limits.max_cq())),
+            link_faults: limits.link_faults(),
             device: OnceLock::new(),
             rings_acked: AtomicBool::new(false),
             ring_qps: Mutex::new(Vec::new()),
@@ -367,6 +370,11 @@ impl Ctrl {
     /// The device's hostile mode, if the operator asked for one.
     pub fn hostile(&self) -> Option<&Hostile> {
         self.hostile.as_ref()
+    }
+
+    /// The faults of the device's link, if the operator asked for any.
+    pub fn link_faults(&self) -> Option<&crate::link::Faults> {
+        self.link_faults.as_ref()
     }
 
     /// Logs a warning the guest caused (a malformed or refused request),
@@ -1044,14 +1052,15 @@ mod tests {
     use crate::limits::Mac;
     use crate::qp::QpCaps;
 
-    fn rnr_wait() -> RnrWait {
+    fn resend() -> Resend {
         let mut b = vec![0u8; crate::wqe::SQ_HDR_LEN];
         b[8] = IB_WR_SEND;
-        RnrWait {
+        Resend {
             head: 0,
             wqe: crate::wqe::parse_send(&b, 0, 0).expect("a SEND without SGEs"),
+            why: crate::qp::Why::Rnr,
             retries_left: 1,
-            next_try: Instant::now(),
+            next_try: Some(Instant::now()),
         }
     }
 
@@ -1070,12 +1079,12 @@ mod tests {
             st.qps
                 .insert(qpn, Qp::new(1, IB_QPT_RC, false, caps, (0, 0)));
         }
-        st.set_rnr(2, rnr_wait());
-        st.set_rnr(2, rnr_wait());
-        st.set_rnr(3, rnr_wait());
-        assert!(st.take_rnr(2).is_some() && st.take_rnr(2).is_none());
-        assert!(st.rnr_waiting());
+        st.set_resend(2, resend());
+        st.set_resend(2, resend());
+        st.set_resend(3, resend());
+        assert!(st.take_resend(2).is_some() && st.take_resend(2).is_none());
+        assert!(st.resending());
         assert!(st.remove_qp(3).is_some() && st.remove_qp(3).is_none());
-        assert!(!st.rnr_waiting(), "a removed QP's wait is still counted");
+        assert!(!st.resending(), "a removed QP's wait is still counted");
     }
 }

@@ -66,7 +66,7 @@ use crate::ib::*;
 use crate::limits;
 use crate::mr::{MrKind, Ranges};
 use crate::packet::Op;
-use crate::qp::{self, rnr_delay_us, RnrWait};
+use crate::qp::{self, rnr_delay_us, Resend, Why};
 use crate::ring::{Element, WorkRing};
 use crate::stats::{Counter, Tally};
 use crate::transport;
@@ -92,6 +92,8 @@ enum Exec {
     Done(u8, u32),
     /// The responder has no receive posted; retry after this delay (RC).
     Rnr(Duration),
+    /// Nothing answered (RC): sent again when the transport timer runs out.
+    Unanswered,
     /// Admitted, larger than a chunk: moves in chunks (`transfer.rs`).
     Partial(transfer::Started),
 }
@@ -248,14 +250,17 @@ pub fn tick(ctrl: &Ctrl, lane: usize) -> Option<Duration> {
     let now = Instant::now();
     let due: Vec<u32> = {
         let st = ctrl.lock();
-        if !st.rnr_waiting() {
+        if !st.resending() {
             return None;
         }
         st.qps
             .iter()
             .filter(|(n, q)| {
                 ctrl.lanes().index_of(*n) == lane
-                    && q.rnr.as_ref().is_some_and(|r| r.next_try <= now)
+                    && q.resend
+                        .as_ref()
+                        .and_then(|r| r.next_try)
+                        .is_some_and(|t| t <= now)
             })
             .map(|(n, _)| n)
             .collect()
@@ -271,7 +276,7 @@ pub fn tick(ctrl: &Ctrl, lane: usize) -> Option<Duration> {
 /// Time until the next RNR retry of lane `lane`'s QPs, if any is pending.
 pub fn next_timer(ctrl: &Ctrl, lane: usize) -> Option<Duration> {
     let st = ctrl.lock();
-    if !st.rnr_waiting() {
+    if !st.resending() {
         return None;
     }
     let now = Instant::now();
@@ -279,9 +284,10 @@ pub fn next_timer(ctrl: &Ctrl, lane: usize) -> Option<Duration> {
         .iter()
         .filter(|(n, _)| ctrl.lanes().index_of(*n) == lane)
         .filter_map(|(_, q)| {
-            q.rnr
+            q.resend
                 .as_ref()
-                .map(|r| r.next_try.saturating_duration_since(now))
+                .and_then(|r| r.next_try)
+                .map(|t| t.saturating_duration_since(now))
         })
         .min()
 }
@@ -305,7 +311,7 @@ fn retry_senders_of(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
         .ctrl()
         .lock()
         .qp(peer.1)
-        .filter(|q| q.rnr.is_some())
+        .filter(|q| q.resend.as_ref().is_some_and(|r| r.why == Why::Rnr))
         .map(|q| (q.attr.dest_qp_num.get(), q.attr.ah_attr.dgid));
     // (Its device's tables are unlocked: it may be this device.)
     let stalled = sender.is_some_and(|(dest, dgid)| dest == qpn && ctrl.has_gid(&dgid));
@@ -317,43 +323,89 @@ fn retry_senders_of(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
 fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
     let Some((mut wait, s)) = ({
         let mut st = ctrl.lock();
-        let wait = st.take_rnr(qpn);
+        let wait = st.take_resend(qpn);
         wait.zip(sender_in(&st, qpn))
     }) else {
         return;
     };
-    match execute(fabric, ctrl, qpn, &s, &wait.wqe) {
+    if wait.why == Why::Unanswered {
+        // Only its timer sends an unanswered request again.
+        if !timed {
+            ctrl.lock().set_resend(qpn, wait);
+            return;
+        }
+        if wait.retries_left == 0 {
+            debug!(
+                "{}: QP {qpn}: wr_id {} unanswered after its retries",
+                ctrl.name(),
+                wait.wqe.wr_id
+            );
+            finish(
+                fabric,
+                ctrl,
+                qpn,
+                &s,
+                wait.head,
+                &wait.wqe,
+                IB_WC_RETRY_EXC_ERR,
+                0,
+            );
+            return;
+        }
+        wait.retries_left -= 1;
+    }
+    let Resend {
+        head,
+        wqe,
+        why,
+        retries_left,
+        next_try,
+    } = wait;
+    match execute(fabric, ctrl, qpn, &s, &wqe) {
         Exec::Rnr(delay) => {
-            if timed && wait.retries_left != RNR_RETRY_INFINITE {
-                wait.retries_left = wait.retries_left.saturating_sub(1);
-                if wait.retries_left == 0 {
-                    finish(
-                        fabric,
-                        ctrl,
-                        qpn,
-                        &s,
-                        wait.head,
-                        &wait.wqe,
-                        IB_WC_RNR_RETRY_EXC_ERR,
-                        0,
-                    );
-                    return;
+            // A timed retry uses one up (7: never); the RNR count starts
+            // over after an unanswered one.
+            let left = match why {
+                Why::Rnr if timed && retries_left != RNR_RETRY_INFINITE => {
+                    Some(retries_left.saturating_sub(1))
                 }
-            }
-            if timed {
-                wait.next_try = Instant::now() + delay;
-            }
-            ctrl.lock().set_rnr(qpn, wait);
+                Why::Rnr => Some(retries_left),
+                Why::Unanswered => None,
+            };
+            resend_later(fabric, ctrl, qpn, &s, head, wqe, Why::Rnr, delay, left);
             if !timed {
+                // Retried for a receive posted at the responder: its timer
+                // stays as it was.
+                if let Some(r) = ctrl.lock().qp_mut(qpn).and_then(|q| q.resend.as_mut()) {
+                    r.next_try = next_try;
+                }
                 // Another thread (the responder's lane, or device) had
                 // taken the wait: the QP's own thread may have looked for
                 // its next timer meanwhile and found none.
                 ctrl.lanes().of(qpn).wake_up();
             }
         }
+        Exec::Unanswered => {
+            let left = (why == Why::Unanswered).then_some(retries_left);
+            let never = Duration::ZERO;
+            resend_later(
+                fabric,
+                ctrl,
+                qpn,
+                &s,
+                head,
+                wqe,
+                Why::Unanswered,
+                never,
+                left,
+            );
+            if !timed {
+                ctrl.lanes().of(qpn).wake_up();
+            }
+        }
         Exec::Done(status, len) => {
             let ok = status == IB_WC_SUCCESS;
-            finish(fabric, ctrl, qpn, &s, wait.head, &wait.wqe, status, len);
+            finish(fabric, ctrl, qpn, &s, head, &wqe, status, len);
             if ok {
                 // The rest of the SQ, on its own device's thread.
                 ctrl.schedule_sq(qpn);
@@ -361,11 +413,62 @@ fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
         }
         Exec::Partial(started) => {
             if let Some(q) = ctrl.lock().qp_mut(qpn) {
-                q.transfer = Some(transfer::begin(wait.head, wait.wqe, started));
+                q.transfer = Some(transfer::begin(head, wqe, started));
             }
             ctrl.schedule_sq(qpn);
         }
     }
+}
+
+/// Makes element (`head`, `w`) of QP `qpn` (sender `s`) wait to be sent
+/// again for `why` (an RNR NAK's: after `rnr_delay`; an unanswered one's:
+/// after the QP's transport timer, never for `timeout` 0), with `left`
+/// retries if it waited for the same reason before, else the QP's count;
+/// an RNR NAK'd one with none left completes with RNR_RETRY_EXC_ERR.
+#[allow(clippy::too_many_arguments)]
+fn resend_later(
+    fabric: &Fabric,
+    ctrl: &Ctrl,
+    qpn: u32,
+    s: &Sender,
+    head: u16,
+    w: SendWqe,
+    why: Why,
+    rnr_delay: Duration,
+    left: Option<u8>,
+) {
+    let Some((rnr_retry, retry_cnt, timeout)) = ctrl
+        .lock()
+        .qp(qpn)
+        .map(|q| (q.attr.rnr_retry, q.attr.retry_cnt, q.attr.timeout))
+    else {
+        return;
+    };
+    let now = Instant::now();
+    let (retries_left, next_try) = match why {
+        Why::Rnr => {
+            let left = left.unwrap_or(rnr_retry);
+            if left == 0 {
+                finish(fabric, ctrl, qpn, s, head, &w, IB_WC_RNR_RETRY_EXC_ERR, 0);
+                return;
+            }
+            (left, Some(now + rnr_delay))
+        }
+        Why::Unanswered => {
+            let timer = transport::ack_timeout_us(timeout).map(Duration::from_micros);
+            (left.unwrap_or(retry_cnt), timer.map(|t| now + t))
+        }
+    };
+    ctrl.lock().set_resend(
+        qpn,
+        Resend {
+            head,
+            wqe: w,
+            why,
+            retries_left,
+            next_try,
+        },
+    );
 }
 
 /// Reads the device-readable bytes of a chain, at most `max`, into `buf`;
@@ -518,7 +621,7 @@ pub fn entered_error(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
 pub fn flush(_fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
     let Some((send_cqn, recv_cqn, pending)) = ({
         let mut st = ctrl.lock();
-        let stalled = st.take_rnr(qpn).map(|w| (w.head, w.wqe));
+        let stalled = st.take_resend(qpn).map(|w| (w.head, w.wqe));
         st.qp_mut(qpn).map(|q| {
             // The element stalled on RNR or moving in chunks comes first.
             let head = stalled.or_else(|| q.transfer.take().map(|t| (t.head, t.wqe)));
@@ -599,7 +702,7 @@ fn kicks_again(vring: &RdmaVring) -> bool {
 pub fn discard(ctrl: &Ctrl, qpn: u32) {
     let pending = {
         let mut st = ctrl.lock();
-        let stalled = st.take_rnr(qpn).map(|w| w.head);
+        let stalled = st.take_resend(qpn).map(|w| w.head);
         stalled.or_else(|| st.qp_mut(qpn)?.transfer.take().map(|t| t.head))
     };
     if let Some(sq) = sq_of(ctrl, qpn) {
@@ -609,6 +712,10 @@ pub fn discard(ctrl: &Ctrl, qpn: u32) {
         discard_all(ctrl, &sq);
     }
     transfer::drop_held(ctrl, qpn, None);
+    // Nothing of the connection survives a reset.
+    if let Some(q) = ctrl.lock().qp_mut(qpn) {
+        q.atomic_replies.clear();
+    }
     if let Some(rq) = rq_of(ctrl, qpn) {
         discard_all(ctrl, &rq);
     }
@@ -633,7 +740,7 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
                 let user = q.rings.as_ref().is_some_and(|r| r.user).then(|| q.is_ud());
                 (
                     q.state(),
-                    q.rnr.is_some(),
+                    q.resend.is_some(),
                     q.transfer.is_some(),
                     q.caps,
                     user,
@@ -700,28 +807,21 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
                 return status == IB_WC_SUCCESS;
             }
             Exec::Rnr(delay) => {
-                let rnr_retry = ctrl.lock().qp(qpn).map(|q| q.attr.rnr_retry).unwrap_or(0);
-                if rnr_retry == 0 {
-                    finish(
-                        fabric,
-                        ctrl,
-                        qpn,
-                        &s,
-                        head,
-                        &wqe,
-                        IB_WC_RNR_RETRY_EXC_ERR,
-                        0,
-                    );
-                    return false;
-                }
-                ctrl.lock().set_rnr(
+                resend_later(fabric, ctrl, qpn, &s, head, wqe, Why::Rnr, delay, None);
+                return false;
+            }
+            Exec::Unanswered => {
+                let never = Duration::ZERO;
+                resend_later(
+                    fabric,
+                    ctrl,
                     qpn,
-                    RnrWait {
-                        head,
-                        wqe,
-                        retries_left: rnr_retry,
-                        next_try: Instant::now() + delay,
-                    },
+                    &s,
+                    head,
+                    wqe,
+                    Why::Unanswered,
+                    never,
+                    None,
                 );
                 return false;
             }
@@ -908,7 +1008,11 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
     let bytes = w.payload_len();
     let n = qp::packets(w.opcode, bytes, s.path_mtu);
     let lguard = ctrl.mem().memory();
+    let faults = ctrl.link_faults();
     let accepted = request(qpn, s, w).and_then(|m| {
+        if faults.is_some_and(|f| f.drops_request()) {
+            return Err("the link lost it".to_string());
+        }
         responder::accept(fabric, &m, true)
             .map(|peer| (m, peer))
             .map_err(|why| why.to_string())
@@ -921,13 +1025,20 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
             if s.unreliable() {
                 // The requester still reads its payload before anything
                 // leaves it; then the message is lost.
+                advance_psn(ctrl, qpn, s, n);
                 return match gather(ctrl, &lguard, s.pdn, w) {
                     Ok(p) => lost(ctrl, qpn, w, p.len(), format_args!("{why}")),
                     Err(status) => Exec::Done(status, 0),
                 };
             }
-            // Nobody answers: the transport's retries run out.
-            return Exec::Done(IB_WC_RETRY_EXC_ERR, 0);
+            debug!(
+                "{}: QP {qpn}: wr_id {} PSN {}: {why}",
+                ctrl.name(),
+                w.wr_id,
+                s.psn
+            );
+            // Nobody answers: the transport timer sends it again.
+            return Exec::Unanswered;
         }
     };
     // From the checks of the MRs on both sides to the end of the copy.
@@ -944,8 +1055,28 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         Ok(Local::Nothing) => None,
         Err(status) => return Exec::Done(status, failed_len(w)),
     };
+    s.tally(ctrl).sent(n, bytes);
     let pguard = pdev.ctrl().mem().memory();
     let answer = responder::respond(fabric, &mut peer, &pguard, &m);
+    if faults.is_some_and(|f| f.duplicates()) {
+        // The same request again: the responder finds it a duplicate (an
+        // RC one answers it without executing it twice, a UC one drops
+        // it); the requester takes the first answer.
+        if let Ok(mut again) = responder::accept(fabric, &m, true) {
+            let _ = responder::respond(fabric, &mut again, &pguard, &m);
+        }
+    }
+    if s.unreliable() {
+        advance_psn(ctrl, qpn, s, n);
+    } else if !matches!(answer, Response::Moving(_)) && faults.is_some_and(|f| f.drops_answer()) {
+        debug!(
+            "{}: QP {qpn}: wr_id {} PSN {}: the link lost its answer",
+            ctrl.name(),
+            w.wr_id,
+            s.psn
+        );
+        return Exec::Unanswered;
+    }
     let done = match answer {
         Response::Ack => Exec::Done(IB_WC_SUCCESS, m.payload.len() as u32),
         Response::Nak(nak) => Exec::Done(nak.status(), failed_len(w)),
@@ -968,16 +1099,23 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         }
         Response::Moving(started) => Exec::Partial(started),
         Response::Dropped(why) if s.unreliable() => {
-            lost(ctrl, qpn, w, m.payload.len(), format_args!("{why}"))
+            return lost(ctrl, qpn, w, m.payload.len(), format_args!("{why}"));
         }
-        Response::Dropped(_) => Exec::Done(IB_WC_RETRY_EXC_ERR, 0),
+        Response::Dropped(_) => return Exec::Unanswered,
     };
-    // The request went out: the requester moves past its packets.
-    s.tally(ctrl).sent(n, bytes);
+    // Answered: the requester moves past its packets.
+    if !s.unreliable() {
+        advance_psn(ctrl, qpn, s, n);
+    }
+    done
+}
+
+/// Moves QP `qpn`'s next PSN past the `n` packets of the message sent
+/// with `s.psn`.
+fn advance_psn(ctrl: &Ctrl, qpn: u32, s: &Sender, n: u32) {
     if let Some(q) = ctrl.lock().qp_mut(qpn) {
         q.attr.sq_psn = U32::new(transport::psn_add(s.psn, n));
     }
-    done
 }
 
 /// The byte count a failed RC request reports, as IB reports it whatever
@@ -1481,6 +1619,7 @@ fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         qpn: ud.remote_qpn.get(),
         counters: None,
         xrc: None,
+        duplicate: false,
     };
     let qkey = if ud.remote_qkey.get() & QKEY_PRIVILEGED != 0 {
         s.qkey

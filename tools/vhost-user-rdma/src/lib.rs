@@ -38,6 +38,7 @@ pub mod hostile;
 pub mod ib;
 pub mod lane;
 pub mod limits;
+pub mod link;
 pub mod mr;
 pub mod mw;
 pub mod net;

@@ -13,6 +13,7 @@ use zerocopy::IntoBytes;
 use crate::abi::{self, VirtioRdmaConfig};
 use crate::cpus::Cpus;
 use crate::hostile;
+use crate::link;
 
 /// vhost-user carries the vring index in 8 bits.
 pub const MAX_VRINGS: u32 = 256;
@@ -465,6 +466,7 @@ pub struct Limits {
     max_mr_pages: Option<u64>,
     pinned: Option<Pinned>,
     hostile: Option<hostile::Config>,
+    link_faults: Option<link::Faults>,
     rings: Option<Rings>,
     max_counter_sets: u32,
     /// The device is the net personality (virtio-net with the RoCE queues
@@ -510,6 +512,7 @@ impl Limits {
             max_mr_pages: None,
             pinned: None,
             hostile: None,
+            link_faults: None,
             rings: None,
             max_counter_sets: MAX_COUNTER_SETS,
             net: false,
@@ -587,6 +590,14 @@ impl Limits {
     /// says (`None`: an honest device). For testing drivers only.
     pub fn with_hostile(mut self, hostile: Option<hostile::Config>) -> Self {
         self.hostile = hostile;
+        self
+    }
+
+    /// The same limits on a device whose requests and their answers cross
+    /// a link with `faults` (`None`: a link that loses nothing). For fault
+    /// drills and tests.
+    pub fn with_link_faults(mut self, faults: Option<link::Faults>) -> Self {
+        self.link_faults = faults;
         self
     }
 
@@ -668,6 +679,11 @@ impl Limits {
     /// The device's hostile mode, if it has one.
     pub fn hostile(&self) -> Option<hostile::Config> {
         self.hostile
+    }
+
+    /// The faults of the device's link, if it has any.
+    pub fn link_faults(&self) -> Option<link::Faults> {
+        self.link_faults
     }
 
     /// MRs a device may hold.

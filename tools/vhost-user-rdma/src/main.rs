@@ -50,6 +50,13 @@ fn main() -> ExitCode {
         );
     }
 
+    if let Some(f) = cli.link_faults {
+        warn!(
+            "LINK FAULT DRILL (--link-faults {f}): every device's link loses and duplicates \
+             messages; for testing, never in production"
+        );
+    }
+
     if let Err(e) = watch_signals(cli.sockets.clone()) {
         error!("cannot install signal handlers: {e}");
         return ExitCode::FAILURE;

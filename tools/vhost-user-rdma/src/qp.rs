@@ -4,6 +4,7 @@
 //! kernel's `ib_modify_qp_is_ok` checks them for RC, UC, UD, GSI, XRC_INI
 //! and XRC_TGT QPs).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,17 +38,33 @@ pub struct QpCaps {
     pub max_inline_data: u32,
 }
 
-/// An SQ element waiting for the responder to post a receive (RNR).
+/// Why an SQ element waits to be sent again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Why {
+    /// The responder RNR NAK'd it: it goes again after the NAK's timer, or
+    /// as soon as a receive is posted there; `rnr_retry` counts (7 is
+    /// infinite).
+    Rnr,
+    /// Nothing answered it (it or its answer was lost, or no responder took
+    /// it): it goes again, with the same PSN, when the transport timer
+    /// (`timeout`) runs out; `retry_cnt` counts (7 is seven).
+    Unanswered,
+}
+
+/// An SQ element waiting to be sent again.
 #[derive(Debug)]
-pub struct RnrWait {
+pub struct Resend {
     /// Head of its descriptor chain (returned to the used ring when done).
     pub head: u16,
     /// The parsed element.
     pub wqe: SendWqe,
-    /// Retries left; [`RNR_RETRY_INFINITE`] never runs out.
+    /// What it waits for.
+    pub why: Why,
+    /// Retries left; for RNR, [`RNR_RETRY_INFINITE`] never runs out.
     pub retries_left: u8,
-    /// When the next timed retry is due.
-    pub next_try: Instant,
+    /// When the next timed retry is due; never (`None`) for a QP whose
+    /// `timeout` is 0, which IB defines as infinite.
+    pub next_try: Option<Instant>,
 }
 
 /// An RC/UC message larger than one chunk, moving a chunk per step (see
@@ -117,8 +134,11 @@ pub struct Qp {
     pub recv_cqn: u32,
     /// Current attributes (`qp_state` is the state).
     pub attr: VirtioRdmaQpAttr,
-    /// The SQ element stalled on RNR, if any.
-    pub rnr: Option<RnrWait>,
+    /// The SQ element waiting to be sent again, if any.
+    pub resend: Option<Resend>,
+    /// Responder resources: the original values of the last atomics it
+    /// executed, by PSN, to answer a duplicate without running it again.
+    pub atomic_replies: VecDeque<(u32, u64)>,
     /// The SQ element moving in chunks, if any.
     pub transfer: Option<Transfer>,
     /// The receive a message moving in chunks fills, if any.
@@ -150,7 +170,8 @@ impl Qp {
             send_cqn: cqs.0,
             recv_cqn: cqs.1,
             attr,
-            rnr: None,
+            resend: None,
+            atomic_replies: VecDeque::new(),
             transfer: None,
             held_recv: None,
             rings: None,

@@ -149,7 +149,11 @@ fn reset_returns_every_buffer_and_destroys_every_object() {
     );
     let ctrl = x.dev.clone();
     assert!(
-        wait_for(|| ctrl.ctrl().lock().qp(qx).is_some_and(|q| q.rnr.is_some())),
+        wait_for(|| ctrl
+            .ctrl()
+            .lock()
+            .qp(qx)
+            .is_some_and(|q| q.resend.is_some())),
         "the SEND waits on RNR"
     );
     let queues = [

@@ -165,9 +165,10 @@ fn a_qp_answers_only_its_connected_peer() {
         s.y.quiet(s.cy);
     }
     let stats = s.y.dev.ctrl().stats();
+    // Each attempt went once and again at each of its 7 timeouts.
     assert_eq!(
         stats.get(Counter::NotPeer),
-        tried,
+        tried * 8,
         "each drop counted by the victim"
     );
     assert_eq!(s.z.dev.ctrl().stats().get(Counter::NotPeer), 0);
@@ -282,10 +283,11 @@ fn psns_must_match_and_advance() {
             "op {op}"
         );
     }
-    // Off by one: dropped, counted, the responder untouched.
+    // One ahead of what the responder expects: dropped and counted at
+    // every try, the responder untouched.
     let p2 = x.create_qp(px, IB_QPT_RC, cx, false);
     let v2 = y.create_qp(py, IB_QPT_RC, cy, false);
-    x.rc_up_psn(p2, gy, v2, ALL, 0, (5, 0));
+    x.rc_up_psn(p2, gy, v2, ALL, 0, (7, 0));
     y.rc_up_psn(v2, gx, p2, ALL, 0, (0, 6));
     y.recv(v2, 2, &[(INBOX, 64, ky)]);
     x.send(
@@ -293,8 +295,30 @@ fn psns_must_match_and_advance() {
         &wqe(3, IB_WR_SEND, IB_SEND_SIGNALED, 0, &[], &[(DATA, 64, kx)]),
     );
     assert_eq!(x.wait(cx, 1)[0].status(), IB_WC_RETRY_EXC_ERR);
-    assert_eq!(y.dev.ctrl().stats().get(Counter::BadPsn), 1);
+    assert_eq!(y.dev.ctrl().stats().get(Counter::BadPsn), 8);
     assert_eq!(y.qp_state(v2), IB_QPS_RTS);
+    y.quiet(cy);
+    // One behind: a duplicate of a request it took, answered again and
+    // not executed again: the SEND succeeds and takes no receive.
+    let p3 = x.create_qp(px, IB_QPT_RC, cx, false);
+    let v3 = y.create_qp(py, IB_QPT_RC, cy, false);
+    x.rc_up_psn(p3, gy, v3, ALL, 0, (5, 0));
+    y.rc_up_psn(v3, gx, p3, ALL, 0, (0, 6));
+    y.recv(v3, 4, &[(INBOX, 64, ky)]);
+    y.fill(INBOX, &[0; 64]);
+    x.fill(DATA, &[0x5a; 64]);
+    x.send(
+        p3,
+        &wqe(5, IB_WR_SEND, IB_SEND_SIGNALED, 0, &[], &[(DATA, 64, kx)]),
+    );
+    assert_eq!(x.wait(cx, 1)[0].status(), IB_WC_SUCCESS);
+    assert_eq!(y.read(INBOX, 64), [0; 64], "a duplicate reached memory");
+    assert_eq!(y.query(v3).rq_psn.get(), 6, "the expected PSN moved");
+    assert_eq!(
+        x.query(p3).sq_psn.get(),
+        6,
+        "the answer moved the requester on"
+    );
     y.quiet(cy);
     x.finish();
     y.finish();

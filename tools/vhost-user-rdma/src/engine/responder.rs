@@ -58,6 +58,9 @@ pub(super) struct Peer {
     /// For an XRC_TGT QP: the XRC SRQ the request names, its PD and
     /// receive queue for this request.
     pub xrc: Option<Target>,
+    /// The request is one it took before (RC, XRC): its PSN is behind the
+    /// expected one.
+    pub duplicate: bool,
 }
 
 impl Peer {
@@ -86,6 +89,7 @@ pub(super) fn accept(fabric: &Fabric, m: &Request<'_>, check_psn: bool) -> Resul
         qpn: m.dest_qp,
         counters: None,
         xrc: None,
+        duplicate: false,
     };
     let pc = peer.dev.ctrl();
     let st = pc.lock();
@@ -105,7 +109,14 @@ pub(super) fn accept(fabric: &Fabric, m: &Request<'_>, check_psn: bool) -> Resul
         return Err(Refused::NotPeer(peer.qpn));
     }
     let expected = q.attr.rq_psn.get();
-    if check_psn && expected != m.psn {
+    // A PSN from the past is a duplicate (the requester sent it again: it
+    // or its answer was lost); an RC responder answers it again, a UC one
+    // drops it.
+    peer.duplicate = check_psn
+        && !uc(m)
+        && transport::psn_diff(m.psn, expected) < 0
+        && transport::psn_diff(m.psn, expected) >= -DUPLICATE_WINDOW;
+    if check_psn && expected != m.psn && !peer.duplicate {
         tally.inc(Counter::BadPsn);
         debug!(
             "{}: QP {}: PSN {} (expected {expected}) dropped",
@@ -120,6 +131,15 @@ pub(super) fn accept(fabric: &Fabric, m: &Request<'_>, check_psn: bool) -> Resul
     peer.counters = counters;
     Ok(peer)
 }
+
+/// How far behind the expected PSN a request still counts as a
+/// duplicate: as far as a requester can be behind (its window of
+/// unacknowledged packets; the in-process link has one message in flight
+/// per QP, of at most 2^31 bytes).
+const DUPLICATE_WINDOW: i32 = 1 << 22;
+
+/// Atomics whose results the responder keeps (IB's responder resources).
+const ATOMIC_REPLIES: usize = 16;
 
 /// Executes request `m` at `peer` (accepted), whose guest memory is
 /// `pmem`, and answers it.
@@ -140,6 +160,7 @@ pub(super) fn respond<'p>(
             );
             Response::Nak(Nak::InvalidRequest)
         }
+        Ok(()) if peer.duplicate => return duplicate(fabric, peer, pmem, m),
         Ok(()) => match m.op {
             Op::SendOnly | Op::SendOnlyImm | Op::SendOnlyInv => send(fabric, peer, pmem, m),
             Op::WriteOnly | Op::WriteOnlyImm => write(fabric, peer, pmem, m),
@@ -161,6 +182,45 @@ pub(super) fn respond<'p>(
         }
     }
     r
+}
+
+/// Answers request `m`, a duplicate, without doing it again (IBA
+/// 9.7.5.1.3): a SEND, WRITE, ATOMIC WRITE or FLUSH is acknowledged; a
+/// READ reads the memory again; an atomic's answer is the original value
+/// it had, from the responder's resources (never run twice: one no longer
+/// there is dropped, and the requester's retries run out).
+fn duplicate<'p>(
+    fabric: &Fabric,
+    peer: &Peer,
+    pmem: &'p GuestMemoryMmap,
+    m: &Request<'_>,
+) -> Response<'p> {
+    debug!(
+        "{}: QP {}: duplicate request PSN {} answered again",
+        peer.ctrl().name(),
+        peer.qpn,
+        m.psn
+    );
+    match m.op {
+        Op::ReadRequest => read(fabric, peer, pmem, m),
+        Op::CompareSwap | Op::FetchAdd => {
+            let st = peer.ctrl().lock();
+            let orig = st.qp(peer.qpn).and_then(|q| {
+                q.atomic_replies
+                    .iter()
+                    .find(|(psn, _)| *psn == m.psn)
+                    .map(|(_, orig)| *orig)
+            });
+            match orig {
+                Some(orig) => Response::Atomic(orig),
+                None => Response::Dropped(format!(
+                    "QP {}: duplicate atomic PSN {} no longer in its resources",
+                    peer.qpn, m.psn
+                )),
+            }
+        }
+        _ => Response::Ack,
+    }
 }
 
 /// UC: the responder drops what it does not take, and nothing tells the
@@ -580,7 +640,15 @@ fn atomic<'p>(
         let raw = match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, update) {
             Ok(raw) | Err(raw) => raw,
         };
-        Response::Atomic(u64::from_le(raw))
+        let orig = u64::from_le(raw);
+        // Kept to answer a duplicate of this request.
+        if let Some(q) = peer.ctrl().lock().qp_mut(peer.qpn) {
+            if q.atomic_replies.len() == ATOMIC_REPLIES {
+                q.atomic_replies.pop_front();
+            }
+            q.atomic_replies.push_back((m.psn, orig));
+        }
+        Response::Atomic(orig)
     })
 }
 

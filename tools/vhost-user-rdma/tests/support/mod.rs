@@ -542,6 +542,24 @@ impl Dev {
         rnr_retry: u8,
         psns: (u32, u32),
     ) {
+        // 4.096 µs × 2^10: about 4 ms per unanswered try, so that the
+        // tests whose requests nobody takes end in RETRY_EXC_ERR quickly.
+        self.rc_up_timed(qpn, gid, dest, access, rnr_retry, psns, (10, 7));
+    }
+
+    /// [`Dev::rc_up_psn`] with the transport timer's (`timeout`,
+    /// `retry_cnt`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn rc_up_timed(
+        &mut self,
+        qpn: u32,
+        gid: [u8; 16],
+        dest: u32,
+        access: u32,
+        rnr_retry: u8,
+        psns: (u32, u32),
+        (timeout, retry_cnt): (u8, u8),
+    ) {
         let mut a = VirtioRdmaQpAttr::new_zeroed();
         a.qp_state = IB_QPS_INIT;
         a.port_num = 1;
@@ -565,8 +583,8 @@ impl Dev {
         assert_eq!(self.modify(qpn, rtr, a), VIRTIO_RDMA_S_OK);
         a.qp_state = IB_QPS_RTS;
         a.rnr_retry = rnr_retry;
-        a.timeout = 14;
-        a.retry_cnt = 7;
+        a.timeout = timeout;
+        a.retry_cnt = retry_cnt;
         a.sq_psn = U32::new(psns.0);
         let rts = IB_QP_STATE
             | IB_QP_TIMEOUT
