@@ -11,7 +11,8 @@
 # with queues in guest memory its queues take their receives from one SRQ
 # per completion vector (kernel SRQs); without, the device has none and
 # nvmet falls back to a receive queue per QP. The runner fails the test on
-# any kernel WARN/lockdep/KASAN report or kmemleak leak.
+# any kernel WARN/lockdep/KASAN report or kmemleak leak. FIO_RAND and
+# FIO_SEQ set fio's sizes (lossy-link.sh runs less over its lossy link).
 # guest: own (nvmet stays configured and pinned: see the end)
 # modes: virtqueues net (the RoCE half of the net personality always has its
 # queues in guest memory: nvme-rdma@net runs the ring mode's kernel SRQs too,
@@ -89,14 +90,14 @@ else
 	[ "$srqs" = 0 ] || fail "SRQs listed on a device without them"
 fi
 
-step "fio: 32 MiB of random 4 KiB writes, verified (crc32c)"
+step "fio: ${FIO_RAND:-32M} of random 4 KiB writes, verified (crc32c)"
 fio --eta=never --name=rand4k --filename="$ns" --ioengine=libaio --direct=1 --iodepth=16 \
-	--rw=randwrite --bs=4k --size=32M --verify=crc32c --do_verify=1 \
+	--rw=randwrite --bs=4k --size=${FIO_RAND:-32M} --verify=crc32c --do_verify=1 \
 	--verify_fatal=1 --verify_state_save=0 --output=/tmp/fio-rand.txt || { cat /tmp/fio-rand.txt; fail "fio random 4k"; }
 grep -E "WRITE:|READ:" /tmp/fio-rand.txt
-step "fio: 128 MiB of sequential 128 KiB writes, verified (crc32c)"
+step "fio: ${FIO_SEQ:-128M} of sequential 128 KiB writes, verified (crc32c)"
 fio --eta=never --name=seq128k --filename="$ns" --ioengine=libaio --direct=1 --iodepth=8 \
-	--rw=write --bs=128k --size=128M --verify=crc32c --do_verify=1 \
+	--rw=write --bs=128k --size=${FIO_SEQ:-128M} --verify=crc32c --do_verify=1 \
 	--verify_fatal=1 --verify_state_save=0 --output=/tmp/fio-seq.txt || { cat /tmp/fio-seq.txt; fail "fio sequential 128k"; }
 grep -E "WRITE:|READ:" /tmp/fio-seq.txt
 

@@ -74,8 +74,9 @@ impl Drop for Asking {
 }
 
 /// A QP's route: the device holding its destination GID (`None`: no
-/// device), found while [`GENERATION`] had this value.
-pub type Route = (u64, Option<Weak<RdmaDevice>>);
+/// device), and whether the destination QP there takes requests from this
+/// QP (it is connected to it), found while [`GENERATION`] had this value.
+pub type Route = (u64, Option<Weak<RdmaDevice>>, bool);
 
 /// A device's data-path lock (see the module documentation).
 pub type DataPath = Arc<Mutex<()>>;
@@ -137,7 +138,11 @@ pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
         let route = st.routes.get(qpn).cloned();
         st.qp(qpn).map(|q| {
             let a = &q.attr;
-            (q.qp_type, a.ah_attr.dgid, a.dest_qp_num.get(), route)
+            let sgid = st
+                .gids
+                .get(usize::from(a.ah_attr.sgid_index))
+                .map(|e| e.gid);
+            (q.qp_type, a.ah_attr.dgid, a.dest_qp_num.get(), sgid, route)
         })
     };
     let mut devices: SmallVec<[Arc<RdmaDevice>; 2]> = SmallVec::new();
@@ -148,22 +153,36 @@ pub fn for_qp(ctrl: &Ctrl, qpn: u32) -> Fabric {
             drop(list);
             return lock_datagram();
         }
-        Some((_, dgid, dest_qpn, route)) => {
-            let peer = match route {
-                Some((g, peer)) if g == generation => peer.and_then(|p| p.upgrade()),
+        Some((_, dgid, dest_qpn, sgid, route)) => {
+            let (peer, admits) = match route {
+                Some((g, peer, admits)) if g == generation => {
+                    (peer.and_then(|p| p.upgrade()), admits)
+                }
                 _ => {
                     let mut live = list.iter().filter_map(Weak::upgrade);
                     let peer = live.find(|d| d.ctrl().has_gid(&dgid));
-                    let route = (generation, peer.as_ref().map(Arc::downgrade));
+                    // Connected to this QP: its destination QPN this one's
+                    // and its destination GID this one's source GID.
+                    let admits = peer.as_ref().is_some_and(|p| {
+                        p.ctrl().lock().qp(dest_qpn).is_some_and(|q| {
+                            q.attr.dest_qp_num.get() == qpn && Some(q.attr.ah_attr.dgid) == sgid
+                        })
+                    });
+                    let route = (generation, peer.as_ref().map(Arc::downgrade), admits);
                     ctrl.lock().routes.insert(qpn, route);
-                    peer
+                    (peer, admits)
                 }
             };
             dest = Some((dgid, peer.clone()));
             if let Some(peer) = peer {
-                // The step may touch the destination QP (the only one its
-                // requests are admitted to): that QP's lane.
-                locks.push(peer.ctrl().data_path(dest_qpn).clone());
+                // The step may touch the destination QP, if that takes its
+                // requests: that QP's lane. One connected elsewhere only
+                // drops them (counted under its device's state lock), so a
+                // QP aimed at another guest's QP never holds up that QP's
+                // lane.
+                if admits {
+                    locks.push(peer.ctrl().data_path(dest_qpn).clone());
+                }
                 if !Arc::ptr_eq(&peer, &own) {
                     devices.push(peer);
                 }

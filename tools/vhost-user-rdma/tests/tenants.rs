@@ -593,6 +593,47 @@ fn a_step_holds_only_the_devices_it_touches() {
     y.finish();
 }
 
+/// A QP aimed at another guest's QP that is not connected to it never
+/// holds that QP's lane: its requests are only dropped there, so the
+/// victim's traffic with its real peer goes on while the intruder's step
+/// is under way.
+#[test]
+fn an_intruder_never_holds_its_victims_lane() {
+    let CrossPair {
+        mut x,
+        y,
+        cx,
+        kx,
+        ky,
+        qx,
+        qy,
+        ..
+    } = cross_rc_pair(Dev::start(), Dev::start(), 0);
+    let mut z = Dev::start();
+    let pz = z.create_pd();
+    let cz = z.create_cq(4);
+    let intruder = z.create_qp(pz, IB_QPT_RC, cz, false);
+    let gy = y.gid;
+    z.rc_up(intruder, gy, qy, ALL, 0);
+    let held = fabric::for_qp(z.dev.ctrl(), intruder);
+    x.send(
+        qx,
+        &wqe(
+            1,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA + 0x1000, ky),
+            &[(DATA, 64, kx)],
+        ),
+    );
+    assert_eq!(x.wait(cx, 1)[0].status(), IB_WC_SUCCESS);
+    drop(held);
+    x.finish();
+    y.finish();
+    z.finish();
+}
+
 #[test]
 fn a_pass_hands_its_locks_to_a_waiting_thread() {
     let CrossPair { x, mut y, qx, .. } = cross_rc_pair(Dev::start(), Dev::start(), 0);

@@ -10,8 +10,12 @@
 //! Both are plain state machines: time is a number of microseconds the
 //! caller passes in, and packets go out through a vector, so that the same
 //! logic serves a link between two QPs of this process and the wire, and
-//! the tests can lose, duplicate and reorder packets at will. The engine
-//! does not run on them yet (the packets issue's next step).
+//! the tests can lose, duplicate and reorder packets at will. Between QPs
+//! of this process the engine carries whole messages, one in flight per QP
+//! (`engine/message.rs`), and keeps the same rules at that grain: the
+//! timer and `retry_cnt` for what nothing answered, duplicates answered
+//! without executing twice (`engine/responder.rs`). These state machines,
+//! with their window of packets, are what a wire needs.
 //!
 //! [`Packet`]: crate::packet::Packet
 

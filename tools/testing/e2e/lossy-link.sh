@@ -1,0 +1,33 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The kernel's and rdma-core's users over a link that loses and duplicates
+# messages: the backend's fault drill (--link-faults) drops 1 % of RC
+# requests, 1 % of answers and duplicates 1 % of requests; the transport
+# sends again what nothing answered when the QP's timer runs out and the
+# responder answers a duplicate without executing it twice. verbs-clients
+# (the pingpongs with their data checked, perftest, rping -V) and nvme-rdma
+# (fio with crc32c verification, a smaller volume: every lost message
+# stalls its queue for rdma_cm's transport timer, about half a second) must
+# pass as they do on a perfect link; the device's counters must show that
+# the link did lose messages (sent more than taken).
+# backend-args: --link-faults drop=1,dup=1
+# guest: own
+# modes: virtqueues (the link is the backend's, the same in every mode)
+set -euo pipefail
+here=$(dirname "$0")
+source "$here/lib/common.sh"
+
+hw=/sys/class/infiniband/virtio_rdma0/ports/1/hw_counters
+
+step "verbs-clients over the lossy link"
+bash "$here/verbs-clients.sh"
+
+# Every QP of these tests is this device's: what it took, it also sent.
+sleep 0.1
+sent=$(cat $hw/sent_pkts) taken=$(cat $hw/rcvd_pkts)
+echo "  sent $sent packets, the responders took $taken"
+[ "$sent" -gt "$taken" ] || fail "nothing was lost: sent $sent, taken $taken"
+
+step "nvme-rdma over the lossy link"
+FIO_RAND=4M FIO_SEQ=16M bash "$here/nvme-rdma.sh"
+echo "PASS: verbs-clients and nvme-rdma over a link losing and duplicating 1 % of messages"
