@@ -32,7 +32,8 @@ use crate::ib::*;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Counter {
     /// Packets of the requests this device sent (a message counts one per
-    /// path MTU of payload, at least one; an RDMA READ's with its request).
+    /// path MTU of payload, at least one; an RDMA READ's with its request),
+    /// each time it sent them: after an RNR NAK or its transport timer too.
     SentPkts,
     /// Payload bytes of those requests.
     SentBytes,
