@@ -372,7 +372,7 @@ fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
                 Why::Rnr => Some(retries_left),
                 Why::Unanswered => None,
             };
-            resend_later(fabric, ctrl, qpn, &s, head, wqe, Why::Rnr, delay, left);
+            resend_later(fabric, ctrl, qpn, &s, head, wqe, Again::Rnr(delay), left);
             if !timed {
                 // Retried for a receive posted at the responder: its timer
                 // stays as it was.
@@ -387,18 +387,7 @@ fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
         }
         Exec::Unanswered => {
             let left = (why == Why::Unanswered).then_some(retries_left);
-            let never = Duration::ZERO;
-            resend_later(
-                fabric,
-                ctrl,
-                qpn,
-                &s,
-                head,
-                wqe,
-                Why::Unanswered,
-                never,
-                left,
-            );
+            resend_later(fabric, ctrl, qpn, &s, head, wqe, Again::Unanswered, left);
             if !timed {
                 ctrl.lanes().of(qpn).wake_up();
             }
@@ -420,11 +409,18 @@ fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
     }
 }
 
+/// When an element goes again.
+enum Again {
+    /// After an RNR NAK's timer (or a receive posted at the responder).
+    Rnr(Duration),
+    /// After the QP's transport timer (never for `timeout` 0).
+    Unanswered,
+}
+
 /// Makes element (`head`, `w`) of QP `qpn` (sender `s`) wait to be sent
-/// again for `why` (an RNR NAK's: after `rnr_delay`; an unanswered one's:
-/// after the QP's transport timer, never for `timeout` 0), with `left`
-/// retries if it waited for the same reason before, else the QP's count;
-/// an RNR NAK'd one with none left completes with RNR_RETRY_EXC_ERR.
+/// `again`, with `left` retries if it waited for the same reason before,
+/// else the QP's count; an RNR NAK'd one with none left completes with
+/// RNR_RETRY_EXC_ERR.
 #[allow(clippy::too_many_arguments)]
 fn resend_later(
     fabric: &Fabric,
@@ -433,8 +429,7 @@ fn resend_later(
     s: &Sender,
     head: u16,
     w: SendWqe,
-    why: Why,
-    rnr_delay: Duration,
+    again: Again,
     left: Option<u8>,
 ) {
     let Some((rnr_retry, retry_cnt, timeout)) = ctrl
@@ -445,18 +440,22 @@ fn resend_later(
         return;
     };
     let now = Instant::now();
-    let (retries_left, next_try) = match why {
-        Why::Rnr => {
+    let (why, retries_left, next_try) = match again {
+        Again::Rnr(delay) => {
             let left = left.unwrap_or(rnr_retry);
             if left == 0 {
                 finish(fabric, ctrl, qpn, s, head, &w, IB_WC_RNR_RETRY_EXC_ERR, 0);
                 return;
             }
-            (left, Some(now + rnr_delay))
+            (Why::Rnr, left, Some(now + delay))
         }
-        Why::Unanswered => {
+        Again::Unanswered => {
             let timer = transport::ack_timeout_us(timeout).map(Duration::from_micros);
-            (left.unwrap_or(retry_cnt), timer.map(|t| now + t))
+            (
+                Why::Unanswered,
+                left.unwrap_or(retry_cnt),
+                timer.map(|t| now + t),
+            )
         }
     };
     ctrl.lock().set_resend(
@@ -807,22 +806,11 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
                 return status == IB_WC_SUCCESS;
             }
             Exec::Rnr(delay) => {
-                resend_later(fabric, ctrl, qpn, &s, head, wqe, Why::Rnr, delay, None);
+                resend_later(fabric, ctrl, qpn, &s, head, wqe, Again::Rnr(delay), None);
                 return false;
             }
             Exec::Unanswered => {
-                let never = Duration::ZERO;
-                resend_later(
-                    fabric,
-                    ctrl,
-                    qpn,
-                    &s,
-                    head,
-                    wqe,
-                    Why::Unanswered,
-                    never,
-                    None,
-                );
+                resend_later(fabric, ctrl, qpn, &s, head, wqe, Again::Unanswered, None);
                 return false;
             }
             Exec::Partial(started) => {

@@ -145,22 +145,30 @@ fn an_atomic_runs_once_under_duplicates_and_lost_answers() {
     d.finish();
 }
 
-/// One QP on a device whose link loses every request, connected with
-/// (`timeout`, `retry_cnt`) to a QP that never hears it.
-fn unheard(timeout: u8, retry_cnt: u8) -> (Dev, u32, u32, u32) {
-    let mut d = lossy("drop-request=100");
+/// Two RC QPs of one device whose link has `faults`, connected with SQ
+/// PSN `psn` and the transport timer's (`timeout`, `retry_cnt`): (device,
+/// CQ, QP a, QP b, key).
+fn lossy_pair(faults: &str, psn: u32, timer: (u8, u8)) -> (Dev, u32, u32, u32, u32) {
+    let mut d = lossy(faults);
     let pd = d.create_pd();
     let cq = d.create_cq(12);
     let key = d.dma_mr(pd, ALL);
     let a = d.create_qp(pd, IB_QPT_RC, cq, false);
     let b = d.create_qp(pd, IB_QPT_RC, cq, false);
     let gid = d.gid;
-    d.rc_up_timed(a, gid, b, ALL, 7, (0, 0), (timeout, retry_cnt));
-    d.rc_up_timed(b, gid, a, ALL, 7, (0, 0), (timeout, retry_cnt));
+    d.rc_up_timed(a, gid, b, ALL, 7, (psn, 0), timer);
+    d.rc_up_timed(b, gid, a, ALL, 7, (0, psn), timer);
+    (d, cq, a, b, key)
+}
+
+/// A SEND from a QP whose link loses every request, connected with
+/// (`timeout`, `retry_cnt`) to a QP that never hears it.
+fn unheard(timeout: u8, retry_cnt: u8) -> (Dev, u32, u32) {
+    let (mut d, cq, a, b, key) = lossy_pair("drop-request=100", 0, (timeout, retry_cnt));
     let send = wqe(1, IB_WR_SEND, IB_SEND_SIGNALED, 0, &[], &[(DATA, 64, key)]);
     d.recv(b, 2, &[(DATA + 0x1000, 64, key)]);
     d.send(a, &send);
-    (d, cq, a, b)
+    (d, cq, a)
 }
 
 /// A request nobody answers is sent `retry_cnt` more times, a transport
@@ -170,7 +178,7 @@ fn unheard(timeout: u8, retry_cnt: u8) -> (Dev, u32, u32, u32) {
 fn an_unanswered_request_ends_after_retry_cnt_timeouts() {
     for (timeout, retry_cnt) in [(14u8, 2u8), (10, 7), (12, 0)] {
         let t0 = Instant::now();
-        let (mut d, cq, _a, _b) = unheard(timeout, retry_cnt);
+        let (mut d, cq, _) = unheard(timeout, retry_cnt);
         let wc = d.wait(cq, 1)[0];
         let took = t0.elapsed();
         assert_eq!((wc.wr_id(), wc.status()), (1, IB_WC_RETRY_EXC_ERR));
@@ -188,7 +196,7 @@ fn an_unanswered_request_ends_after_retry_cnt_timeouts() {
 /// until the QP leaves RTS.
 #[test]
 fn timeout_zero_waits_forever() {
-    let (mut d, cq, a, _b) = unheard(0, 7);
+    let (mut d, cq, a) = unheard(0, 7);
     std::thread::sleep(Duration::from_millis(300));
     assert!(d.poll(cq).is_empty(), "completed with no timer");
     assert_eq!(sent_and_taken(&d), (1, 0), "sent again with no timer");
@@ -202,16 +210,8 @@ fn timeout_zero_waits_forever() {
 /// and small SENDs over a lossy link.
 #[test]
 fn psns_wrap_at_2_pow_24() {
-    let mut d = lossy("drop=10,dup=10");
-    let pd = d.create_pd();
-    let cq = d.create_cq(12);
-    let key = d.dma_mr(pd, ALL);
-    let a = d.create_qp(pd, IB_QPT_RC, cq, false);
-    let b = d.create_qp(pd, IB_QPT_RC, cq, false);
-    let gid = d.gid;
     let first = (1 << 24) - 5;
-    d.rc_up_timed(a, gid, b, ALL, 7, (first, 0), (10, 7));
-    d.rc_up_timed(b, gid, a, ALL, 7, (0, first), (10, 7));
+    let (mut d, cq, a, b, key) = lossy_pair("drop=10,dup=10", first, (10, 7));
     let data = pattern(1 << 20, 9);
     d.fill(DATA, &data);
     d.send(
