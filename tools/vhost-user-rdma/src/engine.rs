@@ -78,8 +78,8 @@ mod message;
 mod responder;
 mod transfer;
 
-use message::{Payload, Remote, Request, Response};
-use responder::{complete_recv, recv_error, take_recv, Peer, Recv, Take};
+use message::{Frame, Payload, Remote, Request, Response};
+use responder::{complete_recv, recv_error, Peer, Recv};
 
 pub use transfer::CHUNK;
 
@@ -1182,6 +1182,8 @@ fn request<'m>(qpn: u32, s: &Sender, w: &SendWqe) -> Result<Request<'m>, String>
         swap,
         flush,
         xrc_srqn: (s.qp_type == IB_QPT_XRC_INI).then(|| w.xrc().remote_srqn.get()),
+        qkey: None,
+        frame: Frame::default(),
         payload: Payload::Inline(&[]),
     })
 }
@@ -1530,51 +1532,8 @@ fn reg_mr(ctrl: &Ctrl, pdn: u32, w: &SendWqe) -> u8 {
     IB_WC_SUCCESS
 }
 
-/// The 40-byte GRH area of a RoCEv2 UD receive: an IPv4 header in its last
-/// 20 bytes when both GIDs are IPv4-mapped, else an IPv6 header.
-fn grh(
-    sgid: &[u8; 16],
-    dgid: &[u8; 16],
-    av: &crate::abi::VirtioRdmaAv,
-    len: usize,
-) -> ([u8; 40], u8) {
-    let mut g = [0u8; 40];
-    let v4 =
-        |gid: &[u8; 16]| gid[..10].iter().all(|b| *b == 0) && gid[10] == 0xff && gid[11] == 0xff;
-    // UDP + BTH + DETH + payload + ICRC.
-    let l4 = (8 + 12 + 8 + len + 4) as u16;
-    if v4(sgid) && v4(dgid) {
-        let h = &mut g[20..];
-        h[0] = 0x45;
-        h[1] = av.traffic_class;
-        h[2..4].copy_from_slice(&(l4 + 20).to_be_bytes());
-        h[6] = 0x40;
-        h[8] = av.hop_limit.max(1);
-        h[9] = 17;
-        h[12..16].copy_from_slice(&sgid[12..]);
-        h[16..20].copy_from_slice(&dgid[12..]);
-        let mut sum: u32 = h
-            .chunks(2)
-            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-            .sum();
-        while sum > 0xffff {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-        (g, RDMA_NETWORK_IPV4)
-    } else {
-        let flow = av.flow_label.get() & 0xf_ffff;
-        let word = (6u32 << 28) | (u32::from(av.traffic_class) << 20) | flow;
-        g[..4].copy_from_slice(&word.to_be_bytes());
-        g[4..6].copy_from_slice(&l4.to_be_bytes());
-        g[6] = 17;
-        g[7] = av.hop_limit;
-        g[8..24].copy_from_slice(sgid);
-        g[24..40].copy_from_slice(dgid);
-        (g, RDMA_NETWORK_IPV6)
-    }
-}
-
+/// A UD or GSI SEND: a datagram to the QP its address vector and DETH
+/// name. Unreliable: what nobody takes is dropped and the send succeeds.
 fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> Exec {
     let ud = w.ud();
     let av = ud.av;
@@ -1587,88 +1546,60 @@ fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
     };
     let lguard = ctrl.mem().memory();
-    let src = match gather(ctrl, &lguard, s.pdn, w) {
+    let payload = match gather(ctrl, &lguard, s.pdn, w) {
         Ok(p) => p,
         Err(status) => return Exec::Done(status, 0),
     };
-    let len = src.len();
+    let len = payload.len();
     if len as u64 > UD_MTU {
         return Exec::Done(IB_WC_LOC_LEN_ERR, 0);
     }
     let done = Exec::Done(IB_WC_SUCCESS, len as u32);
     s.tally(ctrl).sent(1, len as u64);
-    // Unreliable: a datagram nobody can take is dropped, the send succeeds.
-    let Some(dev) = fabric::by_gid(fabric, &av.dgid) else {
-        debug!("{}: QP {qpn}: UD send to unknown GID dropped", ctrl.name());
-        return done;
-    };
-    let mut peer = Peer {
-        dev,
-        qpn: ud.remote_qpn.get(),
-        counters: None,
-        xrc: None,
-        duplicate: false,
-    };
+    // A Q_Key with the top bit set means the sender's own.
     let qkey = if ud.remote_qkey.get() & QKEY_PRIVILEGED != 0 {
         s.qkey
     } else {
         ud.remote_qkey.get()
     };
-    let (ready, qkey_ok, counters) = peer
-        .ctrl()
-        .lock()
-        .qp(peer.qpn)
-        .filter(|q| q.is_ud() && q.can_receive())
-        .map_or((false, false, None), |q| {
-            (true, q.attr.qkey.get() == qkey, q.counters.clone())
-        });
-    peer.counters = counters;
-    if ready && !qkey_ok {
-        peer.tally().inc(Counter::BadQkey);
-    }
-    if !qkey_ok {
-        debug!(
-            "{}: QP {qpn}: UD send to QP {} dropped",
-            ctrl.name(),
-            peer.qpn
-        );
-        return done;
-    }
-    let r = match take_recv(fabric, &peer) {
-        Take::Got(r) => r,
-        Take::Empty(_) | Take::Bad => return done,
+    let m = Request {
+        src_gid: sgid,
+        src_qp: qpn,
+        qp_type: s.qp_type,
+        dest_gid: av.dgid,
+        dest_qp: ud.remote_qpn.get(),
+        op: if w.opcode == IB_WR_SEND_WITH_IMM {
+            Op::SendOnlyImm
+        } else {
+            Op::SendOnly
+        },
+        psn: s.psn,
+        npsn: 1,
+        len: len as u64,
+        se: w.send_flags & IB_SEND_SOLICITED != 0,
+        remote: Remote::default(),
+        imm: (w.opcode == IB_WR_SEND_WITH_IMM).then_some(w.ex),
+        ieth: None,
+        compare_add: 0,
+        swap: 0,
+        flush: (0, 0),
+        xrc_srqn: None,
+        qkey: Some(qkey),
+        frame: Frame {
+            traffic_class: av.traffic_class,
+            flow_label: av.flow_label.get(),
+            hop_limit: av.hop_limit,
+            sl: av.sl,
+            smac: ctrl.limits().mac().0,
+        },
+        payload,
     };
-    peer.tally().rcvd(1, len as u64);
-    let pc = peer.ctrl();
-    let pguard = pc.mem().memory();
-    let need = (GRH_LEN + len) as u64;
-    let dst = resolve(&pc.lock(), r.pdn, &r.wqe.sges, IB_ACCESS_LOCAL_WRITE, need)
-        .ok()
-        .and_then(|ranges| slices(&pguard, &ranges));
-    let Some(dst) = dst else {
-        recv_error(fabric, &peer, &r, IB_WC_LOC_PROT_ERR);
+    // The link: the device holding the destination GID, if any.
+    let Some(dev) = fabric::by_gid(fabric, &av.dgid) else {
+        debug!("{}: QP {qpn}: UD send to unknown GID dropped", ctrl.name());
         return done;
     };
-    if total(&dst) < GRH_LEN + len {
-        recv_error(fabric, &peer, &r, IB_WC_LOC_LEN_ERR);
-        return done;
-    }
-    let (g, net) = grh(&sgid, &av.dgid, &av, len);
-    write_bytes(&g, &dst);
-    src.copy_to(&skip(&dst, GRH_LEN));
-    let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV, peer.qpn);
-    let mut flags = IB_WC_GRH | IB_WC_WITH_SMAC | IB_WC_WITH_NETWORK_HDR_TYPE;
-    if w.opcode == IB_WR_SEND_WITH_IMM {
-        flags |= IB_WC_WITH_IMM;
-        c.ex = U32::new(w.ex);
-    }
-    c.wc_flags = U32::new(flags);
-    c.byte_len = U32::new((GRH_LEN + len) as u32);
-    c.src_qp = U32::new(qpn);
-    c.sl = av.sl;
-    c.network_hdr_type = net;
-    c.smac = ctrl.limits().mac().0;
-    c.pkey_index = U16::new(0);
-    complete_recv(fabric, &peer, &r, c, w.send_flags & IB_SEND_SOLICITED != 0);
+    let pguard = dev.ctrl().mem().memory();
+    responder::datagram(fabric, dev, &pguard, &m);
     done
 }

@@ -82,8 +82,24 @@ pub(super) struct Request<'m> {
     pub flush: (u8, u8),
     /// XRCETH: the XRC SRQ a request of an XRC_INI QP names.
     pub xrc_srqn: Option<u32>,
+    /// DETH's Q_Key (a UD or GSI datagram; its source QP is `src_qp`).
+    pub qkey: Option<u32>,
+    /// What the frame's other headers carry that a datagram's receiver
+    /// sees (its GRH, the completion's SL and source MAC).
+    pub frame: Frame,
     /// SEND and WRITE payload.
     pub payload: Payload<'m>,
+}
+
+/// The Ethernet, IP and UDP headers' part of a message a UD receiver
+/// sees.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Frame {
+    pub traffic_class: u8,
+    pub flow_label: u32,
+    pub hop_limit: u8,
+    pub sl: u8,
+    pub smac: [u8; 6],
 }
 
 /// IB's NAK codes a responder answers with (IBA 9.7.5.2.4).

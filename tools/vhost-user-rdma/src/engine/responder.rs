@@ -18,7 +18,7 @@ use std::time::Duration;
 use vm_memory::GuestMemoryMmap;
 use zerocopy::little_endian::U32;
 
-use super::message::{Nak, Request, Response};
+use super::message::{Frame, Nak, Request, Response};
 use super::*;
 use crate::packet::Op;
 
@@ -288,7 +288,7 @@ pub(super) struct Recv {
     pub xrc_srqn: Option<u32>,
 }
 
-pub(super) enum Take {
+enum Take {
     Got(Recv),
     Empty(Duration),
     /// A malformed element was completed in error; the responder QP is in
@@ -298,7 +298,7 @@ pub(super) enum Take {
 
 /// Takes the next receive of `peer`: from its SRQ if it has one (a target
 /// QP: the XRC SRQ the request names), else from its RQ.
-pub(super) fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
+fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
     let pc = peer.ctrl();
     let Some((mut max_sge, recv_cqn, qp_pdn, srq, timer)) = pc.lock().qp(peer.qpn).map(|q| {
         (
@@ -716,4 +716,120 @@ fn flush<'p>(fabric: &Fabric, peer: &Peer, m: &Request<'_>) -> Response<'p> {
     }
     std::sync::atomic::fence(Ordering::SeqCst);
     Response::Ack
+}
+
+/// The 40-byte GRH area of a RoCEv2 UD receive: an IPv4 header in its last
+/// 20 bytes when both GIDs are IPv4-mapped, else an IPv6 header.
+fn grh(sgid: &[u8; 16], dgid: &[u8; 16], frame: &Frame, len: usize) -> ([u8; 40], u8) {
+    let mut g = [0u8; 40];
+    let v4 =
+        |gid: &[u8; 16]| gid[..10].iter().all(|b| *b == 0) && gid[10] == 0xff && gid[11] == 0xff;
+    // UDP + BTH + DETH + payload + ICRC.
+    let l4 = (8 + 12 + 8 + len + 4) as u16;
+    if v4(sgid) && v4(dgid) {
+        let h = &mut g[20..];
+        h[0] = 0x45;
+        h[1] = frame.traffic_class;
+        h[2..4].copy_from_slice(&(l4 + 20).to_be_bytes());
+        h[6] = 0x40;
+        h[8] = frame.hop_limit.max(1);
+        h[9] = 17;
+        h[12..16].copy_from_slice(&sgid[12..]);
+        h[16..20].copy_from_slice(&dgid[12..]);
+        let mut sum: u32 = h
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        h[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        (g, RDMA_NETWORK_IPV4)
+    } else {
+        let flow = frame.flow_label & 0xf_ffff;
+        let word = (6u32 << 28) | (u32::from(frame.traffic_class) << 20) | flow;
+        g[..4].copy_from_slice(&word.to_be_bytes());
+        g[4..6].copy_from_slice(&l4.to_be_bytes());
+        g[6] = 17;
+        g[7] = frame.hop_limit;
+        g[8..24].copy_from_slice(sgid);
+        g[24..40].copy_from_slice(dgid);
+        (g, RDMA_NETWORK_IPV6)
+    }
+}
+
+/// Delivers datagram `m` (UD or GSI) to the QP it names on `dev`, whose
+/// guest memory is `pmem`: taken by a UD QP in RTR or RTS with its Q_Key
+/// and a receive posted (the GRH, then the payload), else dropped (a wrong
+/// Q_Key counted); nothing answers.
+pub(super) fn datagram(
+    fabric: &Fabric,
+    dev: Arc<RdmaDevice>,
+    pmem: &GuestMemoryMmap,
+    m: &Request<'_>,
+) {
+    let mut peer = Peer {
+        dev,
+        qpn: m.dest_qp,
+        counters: None,
+        xrc: None,
+        duplicate: false,
+    };
+    let (ready, qkey_ok, counters) = peer
+        .ctrl()
+        .lock()
+        .qp(peer.qpn)
+        .filter(|q| q.is_ud() && q.can_receive())
+        .map_or((false, false, None), |q| {
+            (true, Some(q.attr.qkey.get()) == m.qkey, q.counters.clone())
+        });
+    peer.counters = counters;
+    if ready && !qkey_ok {
+        peer.tally().inc(Counter::BadQkey);
+    }
+    if !qkey_ok {
+        debug!(
+            "{}: QP {}: datagram from QP {} dropped",
+            peer.ctrl().name(),
+            peer.qpn,
+            m.src_qp
+        );
+        return;
+    }
+    let r = match take_recv(fabric, &peer) {
+        Take::Got(r) => r,
+        Take::Empty(_) | Take::Bad => return,
+    };
+    let len = m.payload.len();
+    peer.tally().rcvd(1, len as u64);
+    let pc = peer.ctrl();
+    let need = (GRH_LEN + len) as u64;
+    let dst = resolve(&pc.lock(), r.pdn, &r.wqe.sges, IB_ACCESS_LOCAL_WRITE, need)
+        .ok()
+        .and_then(|ranges| slices(pmem, &ranges));
+    let Some(dst) = dst else {
+        recv_error(fabric, &peer, &r, IB_WC_LOC_PROT_ERR);
+        return;
+    };
+    if total(&dst) < GRH_LEN + len {
+        recv_error(fabric, &peer, &r, IB_WC_LOC_LEN_ERR);
+        return;
+    }
+    let (g, net) = grh(&m.src_gid, &m.dest_gid, &m.frame, len);
+    write_bytes(&g, &dst);
+    m.payload.copy_to(&skip(&dst, GRH_LEN));
+    let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV, peer.qpn);
+    let mut flags = IB_WC_GRH | IB_WC_WITH_SMAC | IB_WC_WITH_NETWORK_HDR_TYPE;
+    if let Some(imm) = m.imm {
+        flags |= IB_WC_WITH_IMM;
+        c.ex = U32::new(imm);
+    }
+    c.wc_flags = U32::new(flags);
+    c.byte_len = U32::new((GRH_LEN + len) as u32);
+    c.src_qp = U32::new(m.src_qp);
+    c.sl = m.frame.sl;
+    c.network_hdr_type = net;
+    c.smac = m.frame.smac;
+    c.pkey_index = U16::new(0);
+    complete_recv(fabric, &peer, &r, c, m.se);
 }
