@@ -991,13 +991,16 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         ));
         return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
     }
+    let Some(op) = request_op(w.opcode) else {
+        return Exec::Done(IB_WC_LOC_QP_OP_ERR, 0);
+    };
     // RC, UC and XRC: a message to the connected peer, which takes it only
     // from this very QP and at the PSN it expects.
     let bytes = w.payload_len();
     let n = qp::packets(w.opcode, bytes, s.path_mtu);
     let lguard = ctrl.mem().memory();
     let faults = ctrl.link_faults();
-    let accepted = request(qpn, s, w).and_then(|m| {
+    let accepted = request(qpn, s, w, op).and_then(|m| {
         if faults.is_some_and(|f| f.drops_request()) {
             return Err("the link lost it".to_string());
         }
@@ -1041,7 +1044,7 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         }
         Ok(Local::Receives(dst)) => Some(dst),
         Ok(Local::Nothing) => None,
-        Err(status) => return Exec::Done(status, failed_len(w)),
+        Err(status) => return Exec::Done(status, byte_len(w)),
     };
     s.tally(ctrl).sent(n, bytes);
     let pguard = pdev.ctrl().mem().memory();
@@ -1067,7 +1070,7 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
     }
     let done = match answer {
         Response::Ack => Exec::Done(IB_WC_SUCCESS, m.payload.len() as u32),
-        Response::Nak(nak) => Exec::Done(nak.status(), failed_len(w)),
+        Response::Nak(nak) => Exec::Done(nak.status(), byte_len(w)),
         Response::Rnr(delay) => {
             // Sent again later with the same PSNs.
             s.tally(ctrl).inc(Counter::RnrNaksRcvd);
@@ -1077,7 +1080,7 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
             if let Some(dst) = &into {
                 copy(&src, dst);
             }
-            Exec::Done(IB_WC_SUCCESS, failed_len(w))
+            Exec::Done(IB_WC_SUCCESS, byte_len(w))
         }
         Response::Atomic(orig) => {
             if let Some(dst) = &into {
@@ -1106,9 +1109,10 @@ fn advance_psn(ctrl: &Ctrl, qpn: u32, s: &Sender, n: u32) {
     }
 }
 
-/// The byte count a failed RC request reports, as IB reports it whatever
-/// the status: a READ's what its SGEs asked for, an atomic's 8.
-fn failed_len(w: &SendWqe) -> u32 {
+/// The byte count of a READ's or an atomic's completion, whatever its
+/// status (IB reports what its SGEs asked for, and 8); for others, that of
+/// a failed one.
+fn byte_len(w: &SendWqe) -> u32 {
     match w.opcode {
         IB_WR_RDMA_READ => u32::try_from(w.payload_len()).unwrap_or(u32::MAX),
         IB_WR_ATOMIC_CMP_AND_SWP | IB_WR_ATOMIC_FETCH_AND_ADD => 8,
@@ -1116,11 +1120,10 @@ fn failed_len(w: &SendWqe) -> u32 {
     }
 }
 
-/// The message of RC/UC/XRC work request `w` of QP `qpn` (sender `s`),
-/// without its payload; why there is none.
-fn request<'m>(qpn: u32, s: &Sender, w: &SendWqe) -> Result<Request<'m>, String> {
-    let src_gid = s.sgid.ok_or("the source GID index holds no GID")?;
-    let op = match w.opcode {
+/// The operation of an RC/UC/XRC request of work request opcode `opcode`,
+/// as its only packet names it; `None` for an opcode that is no request.
+fn request_op(opcode: u8) -> Option<Op> {
+    Some(match opcode {
         IB_WR_SEND => Op::SendOnly,
         IB_WR_SEND_WITH_IMM => Op::SendOnlyImm,
         IB_WR_SEND_WITH_INV => Op::SendOnlyInv,
@@ -1131,8 +1134,14 @@ fn request<'m>(qpn: u32, s: &Sender, w: &SendWqe) -> Result<Request<'m>, String>
         IB_WR_ATOMIC_FETCH_AND_ADD => Op::FetchAdd,
         IB_WR_ATOMIC_WRITE => Op::AtomicWrite,
         IB_WR_FLUSH => Op::Flush,
-        other => return Err(format!("opcode {other} is no request")),
-    };
+        _ => return None,
+    })
+}
+
+/// The message `op` of RC/UC/XRC work request `w` of QP `qpn` (sender
+/// `s`), without its payload; why there is none.
+fn request<'m>(qpn: u32, s: &Sender, w: &SendWqe, op: Op) -> Result<Request<'m>, String> {
+    let src_gid = s.sgid.ok_or("the source GID index holds no GID")?;
     let len = w.payload_len();
     let (remote, compare_add, swap, flush) = match op {
         Op::WriteOnly | Op::WriteOnlyImm | Op::ReadRequest => {

@@ -158,8 +158,8 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
     let lost = Outcome::End(IB_WC_SUCCESS, total_len);
     // The responder, still there and still connected to this QP (the PSNs
     // were checked when the message was admitted).
-    let accepted = request(qpn, s, &w)
-        .ok()
+    let accepted = request_op(w.opcode)
+        .and_then(|op| request(qpn, s, &w, op).ok())
         .and_then(|m| responder::accept(fabric, &m, false).ok().map(|p| (m, p)));
     let Some((m, mut peer)) = accepted else {
         return if uc {

@@ -93,6 +93,12 @@ pub fn ring_cq(d: &mut Dev, i: u64, depth: u32, vq: u32) -> (u32, Ring) {
 /// ringing the doorbell if the ring asks for it (as a driver does).
 pub fn produce(d: &Dev, r: &mut Ring, elem: &[u8]) {
     publish(d, r, elem);
+    doorbell_if_asked(d, r);
+}
+
+/// Rings the doorbell if ring `r` asks for it (the device stopped polling
+/// it), as a driver does after moving a producer.
+pub fn doorbell_if_asked(d: &Dev, r: &Ring) {
     if flags(d, r) & VIRTIO_RDMA_RING_F_NOTIFY != 0 {
         d.vqs[notify_q()].kick.write(1).expect("kick");
     }
