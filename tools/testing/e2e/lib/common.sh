@@ -136,11 +136,14 @@ pair() {
 	[ -n "${PAIR_QUIET:-}" ] || step "$name"
 	timeout 120 "${server[@]}" >/tmp/server.log 2>&1 &
 	local spid=$!
-	# Until the server listens on $port (perftest does; rping's port is an
-	# RDMA CM port, not a TCP one): at most a second.
+	# Until the server listens on $port: a TCP port (the pingpongs' and
+	# perftest's exchange) or an RDMA CM one (rping, perftest -R), which
+	# rdma_cm lists among its IDs; at most 10 s. A client that came too
+	# early would be rejected (and perftest -R's crashes on that path).
 	local i
-	for i in 1 2 3 4 5 6 7 8 9 10; do
+	for i in $(seq 100); do
 		ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
+		rdma res show cm_id src-port "$port" 2>/dev/null | grep -q "state LISTEN" && break
 		sleep 0.1
 	done
 	local rc=0
