@@ -64,6 +64,17 @@ pub(super) struct Peer {
 }
 
 impl Peer {
+    /// QP `qpn` of `dev`, before anything about it was looked up.
+    pub(super) fn new(dev: Arc<RdmaDevice>, qpn: u32) -> Self {
+        Peer {
+            dev,
+            qpn,
+            counters: None,
+            xrc: None,
+            duplicate: false,
+        }
+    }
+
     pub(super) fn ctrl(&self) -> &Ctrl {
         self.dev.ctrl()
     }
@@ -84,13 +95,7 @@ impl Peer {
 /// counted on the responder's device.
 pub(super) fn accept(fabric: &Fabric, m: &Request<'_>, check_psn: bool) -> Result<Peer, Refused> {
     let dev = fabric::by_gid(fabric, &m.dest_gid).ok_or(Refused::NoDevice)?;
-    let mut peer = Peer {
-        dev,
-        qpn: m.dest_qp,
-        counters: None,
-        xrc: None,
-        duplicate: false,
-    };
+    let mut peer = Peer::new(dev, m.dest_qp);
     let pc = peer.dev.ctrl();
     let st = pc.lock();
     let q = st
@@ -112,10 +117,8 @@ pub(super) fn accept(fabric: &Fabric, m: &Request<'_>, check_psn: bool) -> Resul
     // A PSN from the past is a duplicate (the requester sent it again: it
     // or its answer was lost); an RC responder answers it again, a UC one
     // drops it.
-    peer.duplicate = check_psn
-        && !uc(m)
-        && transport::psn_diff(m.psn, expected) < 0
-        && transport::psn_diff(m.psn, expected) >= -DUPLICATE_WINDOW;
+    let behind = transport::psn_diff(m.psn, expected);
+    peer.duplicate = check_psn && !uc(m) && (-DUPLICATE_WINDOW..0).contains(&behind);
     if check_psn && expected != m.psn && !peer.duplicate {
         tally.inc(Counter::BadPsn);
         debug!(
@@ -768,13 +771,7 @@ pub(super) fn datagram(
     pmem: &GuestMemoryMmap,
     m: &Request<'_>,
 ) {
-    let mut peer = Peer {
-        dev,
-        qpn: m.dest_qp,
-        counters: None,
-        xrc: None,
-        duplicate: false,
-    };
+    let mut peer = Peer::new(dev, m.dest_qp);
     let (ready, qkey_ok, counters) = peer
         .ctrl()
         .lock()
