@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use log::error;
 use vhost_user_backend::{VringRwLock, VringStateGuard, VringStateMutGuard, VringT};
 use virtio_queue::{DescriptorChain, Error as VirtQueError, QueueT};
-use vm_memory::{Bytes, GuestMemoryAtomic, GuestMemoryMmap};
+use vm_memory::{Bytes, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 /// Guest memory as the device sees it.
@@ -133,6 +133,8 @@ impl VringHub {
 #[derive(Clone)]
 pub struct RdmaVring {
     inner: VringRwLock<Mem>,
+    /// The memory `inner` reads its rings from (the same shared map).
+    mem: Mem,
     changed: Option<Arc<[EventFd]>>,
     key: usize,
 }
@@ -283,10 +285,11 @@ impl<'a> VringStateMutGuard<'a, Mem> for RdmaVring {
 
 impl VringT<Mem> for RdmaVring {
     fn new(mem: Mem, max_queue_size: u16) -> Result<Self, VirtQueError> {
-        let inner = VringRwLock::new(mem, max_queue_size)?;
+        let inner = VringRwLock::new(mem.clone(), max_queue_size)?;
         let hub = BUILDING.with(|b| b.borrow().clone());
         let vring = RdmaVring {
             inner,
+            mem,
             changed: hub.as_ref().map(|h| h.changed.clone()),
             key: NEXT_KEY.fetch_add(1, Ordering::Relaxed),
         };
@@ -317,8 +320,22 @@ impl VringT<Mem> for RdmaVring {
         self.inner.signal_used_queue()
     }
 
+    /// Also `Err(InvalidAvailRingIndex)` when the driver's avail index is
+    /// more than a queue's worth ahead of the device's: virtio-queue then
+    /// takes nothing, so a caller told "more arrived" would loop forever
+    /// (a hostile or broken driver must not wedge the device's thread).
     fn enable_notification(&self) -> Result<bool, VirtQueError> {
-        self.inner.enable_notification()
+        if !self.inner.enable_notification()? {
+            return Ok(false);
+        }
+        let mem = self.mem.memory();
+        let state = self.inner.get_ref();
+        let queue = state.get_queue();
+        let avail = queue.avail_idx(&*mem, Ordering::Acquire)?;
+        if avail.0.wrapping_sub(queue.next_avail()) > queue.size() {
+            return Err(VirtQueError::InvalidAvailRingIndex);
+        }
+        Ok(true)
     }
 
     fn disable_notification(&self) -> Result<(), VirtQueError> {

@@ -619,6 +619,51 @@ mod tests {
         s.ok(VIRTIO_RDMA_CMD_MODIFY_QP, m.as_bytes());
     }
 
+    /// A driver that moves its avail index more than a queue's worth past
+    /// the device's: virtio-queue takes nothing from such a ring, and the
+    /// loops that take "more arrived" from a re-enabled notification (the
+    /// flush of a QP in error, the SQ's) must stop rather than spin.
+    #[test]
+    fn an_overrun_ring_does_not_wedge_the_device() {
+        // A wedged device spins holding the pair: fail the whole binary
+        // rather than hang the suite.
+        let (done, wedged) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            overrun_ring();
+            let _ = done.send(());
+        });
+        match wedged.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(()) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("see its panic above"),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                eprintln!("an overrun ring wedged the device for 60 s");
+                std::process::abort();
+            }
+        }
+    }
+
+    fn overrun_ring() {
+        let Pair { ref mut a, .. } = setup();
+        to_err(a, 2);
+        let key = crate::mr::make_key(1, 0);
+        for _ in 0..=QSIZE {
+            a.post(
+                virtio_rdma_rq_vq(1, 2) as usize,
+                &rq_element(&[(A_DATA, 64, key)]),
+                false,
+            );
+        }
+        let mut wr = VirtioRdmaSqRdma::new_zeroed();
+        wr.remote_addr = U64::new(MR_IOVA);
+        for _ in 0..=QSIZE {
+            let e = sq_element(IB_WR_RDMA_WRITE, wr.as_bytes(), &[(A_DATA, 64, key)]);
+            a.post(virtio_rdma_sq_vq(1, 2) as usize, &e, false);
+        }
+        engine::rq_kicked(a.dev.ctrl(), 2);
+        assert_eq!(engine::sq_kicked(a.dev.ctrl(), 2), 0, "nothing taken");
+        assert!(completions(a).is_empty(), "nothing completed");
+    }
+
     /// A WRITE_WITH_IMM whose target MR is deregistered after its first
     /// chunk ends there: the chunk moved stays, nothing after it is
     /// written, the requester gets REM_ACCESS_ERR, the responder moves to
