@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
-use vm_memory::GuestAddressSpace;
+use vm_memory::{GuestAddressSpace, GuestMemoryMmap};
 use zerocopy::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -130,6 +130,21 @@ impl State {
     /// QP `qpn`.
     pub fn qp(&self, qpn: u32) -> Option<&Qp> {
         self.qps.get(qpn)
+    }
+
+    /// Completions CQ `cqn` may still get from sends already posted to the
+    /// rings of QPs completing there: one each at most (an unsignaled one
+    /// gets none, so this is an upper bound), the one in flight included.
+    pub fn sends_coming(&self, cqn: u32, mem: &GuestMemoryMmap) -> u32 {
+        self.qps
+            .values()
+            .filter(|q| q.send_cqn == cqn)
+            .filter_map(|q| {
+                let queued = q.rings.as_ref()?.sq.pending(mem).unwrap_or(0);
+                let flying = u32::from(q.resend.is_some() || q.transfer.is_some());
+                Some(queued.saturating_add(flying))
+            })
+            .fold(0, u32::saturating_add)
     }
 
     /// QP `qpn`, mutable.

@@ -385,17 +385,23 @@ impl CqRing {
     /// with the numbering going on (completion n in slot n % its depth) and
     /// an arming of this ring moved over. Refused, and this ring left as it
     /// was, if the completions not consumed (the new record's consumer says
-    /// how far the driver got) would not fit or a record cannot be reached.
-    pub fn resized(&self, mem: &GuestMemoryMmap, map: RingMap) -> Result<CqRing, String> {
+    /// how far the driver got) and the `coming` ones of work already posted
+    /// would not fit, or a record cannot be reached.
+    pub fn resized(
+        &self,
+        mem: &GuestMemoryMmap,
+        map: RingMap,
+        coming: u32,
+    ) -> Result<CqRing, String> {
         let produced = *self.produced.lock();
         let consumer = map
             .get(mem, CONSUMER)
             .ok_or("the new ring's record cannot be read")?;
         let pending = produced.wrapping_sub(consumer);
-        if pending > map.depth {
+        if pending.saturating_add(coming) > map.depth {
             return Err(format!(
                 "{pending} completions not consumed (produced {produced}, consumer {consumer}) \
-                 do not fit in {} slots",
+                 and {coming} of work posted do not fit in {} slots",
                 map.depth
             ));
         }

@@ -146,8 +146,11 @@ impl Ctrl {
             ));
         }
         // No completion is written meanwhile: a control command holds the
-        // whole fabric (fabric.rs).
-        let new = old.resized(&guard, map).map_err(|why| {
+        // whole fabric (fabric.rs). Sends already posted to a QP completing
+        // here complete here (each at most once): whether the device ran
+        // them before this command must not decide the answer.
+        let coming = self.lock().sends_coming(cqn, &guard);
+        let new = old.resized(&guard, map, coming).map_err(|why| {
             self.bad(CMD, format_args!("cqn {cqn}: {why}"), VIRTIO_RDMA_S_INVALID)
         })?;
         let produced = new.produced();

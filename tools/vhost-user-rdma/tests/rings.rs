@@ -543,6 +543,26 @@ fn a_resized_cq_ring_numbers_on_in_its_new_ring() {
     p.d.finish();
 }
 
+/// Sends posted to a QP completing into a ring CQ and not run yet count
+/// against a shrink as the completions they will be: the answer does not
+/// depend on whether the device's loop ran them before the command
+/// (rdma-core's test_resize_cq posts six sends and at once shrinks to 1).
+#[test]
+fn a_cq_ring_shrink_leaves_room_for_sends_already_posted() {
+    let mut p = pair_with(0);
+    // A QP not yet ready to send: its ring holds what is posted.
+    let pd = p.d.create_pd();
+    let (c, mut sq, _) = ring_qp(&mut p.d, pd, p.cqn, 5, 0);
+    for id in 1..=3 {
+        publish(&p.d, &mut sq, &small_write(id, p.key));
+    }
+    let (status, _, _) = resize(&mut p.d, p.cqn, 7, 2, 0);
+    assert_eq!(status, VIRTIO_RDMA_S_INVALID, "3 sends of QP {c} in 2 slots");
+    let (status, _, _) = resize(&mut p.d, p.cqn, 8, 4, 0);
+    assert_eq!(status, VIRTIO_RDMA_S_OK, "3 sends in 4 slots");
+    p.d.finish();
+}
+
 /// Two ring RC pairs of one device on its two lanes (QPs `n`, `n + 2` and
 /// `n + 1`, `n + 3`: two threads poll and serve them) complete into one
 /// ring CQ at once: every completion arrives once, whole (its QP is the
