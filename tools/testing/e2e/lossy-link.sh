@@ -1,10 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # The kernel's and rdma-core's users over a link that loses and duplicates
-# messages: the backend's fault drill (--link-faults) drops 1 % of RC
-# requests, 1 % of answers and duplicates 1 % of requests; the transport
-# sends again what nothing answered when the QP's timer runs out and the
-# responder answers a duplicate without executing it twice. verbs-clients
+# packets: the backend's fault drill (--link-faults) drops 1 % of RC
+# request packets, 1 % of answers and duplicates 1 % of requests; the
+# responder NAKs a packet after a gap and the requester goes back to it,
+# the transport sends again what nothing answered when the QP's timer
+# runs out, and the responder answers a duplicate without executing it
+# twice. verbs-clients
 # (the pingpongs with their data checked, perftest, rping -V) and nvme-rdma
 # (fio with crc32c verification, a smaller volume: every lost message
 # stalls its queue for rdma_cm's transport timer, about half a second) must

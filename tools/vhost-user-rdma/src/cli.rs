@@ -173,11 +173,12 @@ pub struct Cli {
     #[arg(long = "cpus", value_name = "LIST", value_parser = Cpus::parse)]
     pub cpus: Vec<Cpus>,
 
-    /// A fault drill: the link between QPs loses and duplicates RC, UC and
-    /// XRC messages, as KIND=PERCENT[,...] with kinds drop (requests and
-    /// answers), drop-request, drop-answer and dup. The transport's
-    /// retransmission (each QP's timeout and retry_cnt) recovers; for
-    /// tests and drills, never in production.
+    /// A fault drill: the link between QPs loses RC, UC and XRC packets
+    /// and duplicates messages, as KIND=PERCENT[,...] with kinds drop
+    /// (requests and answers), drop-request, drop-answer and dup. The
+    /// transport (go-back-N on a sequence-error NAK, retransmission on
+    /// each QP's timeout and retry_cnt) recovers; for tests and drills,
+    /// never in production.
     #[arg(long = "link-faults", value_name = "KIND=PERCENT[,...]")]
     pub link_faults: Option<crate::link::Faults>,
 

@@ -328,6 +328,14 @@ fn retry_one(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, timed: bool) {
     }) else {
         return;
     };
+    if ctrl.lock().qp(qpn).is_some_and(|q| q.transfer.is_some()) {
+        // A chunk of a message moving in chunks went unanswered.
+        match timed {
+            true => transfer::timed_out(fabric, ctrl, qpn, &s, wait),
+            false => ctrl.lock().set_resend(qpn, wait),
+        }
+        return;
+    }
     if wait.why == Why::Unanswered {
         // Only its timer sends an unanswered request again.
         if !timed {
@@ -622,8 +630,10 @@ pub fn flush(_fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
         let mut st = ctrl.lock();
         let stalled = st.take_resend(qpn).map(|w| (w.head, w.wqe));
         st.qp_mut(qpn).map(|q| {
-            // The element stalled on RNR or moving in chunks comes first.
-            let head = stalled.or_else(|| q.transfer.take().map(|t| (t.head, t.wqe)));
+            // The element stalled (on RNR, or unanswered) or moving in
+            // chunks comes first; a chunk unanswered is both, one element.
+            let moving = q.transfer.take().map(|t| (t.head, t.wqe));
+            let head = stalled.or(moving);
             (q.send_cqn, q.recv_cqn, head)
         })
     }) else {
@@ -702,7 +712,11 @@ pub fn discard(ctrl: &Ctrl, qpn: u32) {
     let pending = {
         let mut st = ctrl.lock();
         let stalled = st.take_resend(qpn).map(|w| w.head);
-        stalled.or_else(|| st.qp_mut(qpn)?.transfer.take().map(|t| t.head))
+        let moving = st
+            .qp_mut(qpn)
+            .and_then(|q| q.transfer.take())
+            .map(|t| t.head);
+        stalled.or(moving)
     };
     if let Some(sq) = sq_of(ctrl, qpn) {
         if let Some(head) = pending {
@@ -1000,7 +1014,10 @@ fn execute(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
     let n = qp::packets(w.opcode, bytes, s.path_mtu);
     let lguard = ctrl.mem().memory();
     let faults = ctrl.link_faults();
-    let accepted = request(qpn, s, w, op).and_then(|m| {
+    let accepted = request(qpn, s, w, op).and_then(|mut m| {
+        if faults.is_some() && !s.unreliable() {
+            m.whole_up_to = qp::mtu_bytes(s.path_mtu);
+        }
         if faults.is_some_and(|f| f.drops_request()) {
             return Err("the link lost it".to_string());
         }
@@ -1194,6 +1211,7 @@ fn request<'m>(qpn: u32, s: &Sender, w: &SendWqe, op: Op) -> Result<Request<'m>,
         qkey: None,
         frame: Frame::default(),
         payload: Payload::Inline(&[]),
+        whole_up_to: CHUNK,
     })
 }
 
@@ -1602,6 +1620,7 @@ fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
             smac: ctrl.limits().mac().0,
         },
         payload,
+        whole_up_to: CHUNK,
     };
     // The link: the device holding the destination GID, if any.
     let Some(dev) = fabric::by_gid(fabric, &av.dgid) else {

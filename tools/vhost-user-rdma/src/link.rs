@@ -5,12 +5,19 @@
 //! transport does when a network loses or duplicates packets. A fault
 //! drill turns them on for every RC, UC and XRC message a device sends.
 //!
-//! A fault hits a whole message (an element's request, or the answer to
-//! it): the in-process link carries messages whole and one at a time per
-//! QP (a requester sends its next message when the last is answered), so
-//! nothing can overtake anything and reordering has nothing to act on.
-//! Messages that move in chunks (`engine/transfer.rs`) are never dropped
-//! once started: the requester drives their chunks.
+//! A fault hits a packet. A message of one packet (and the answer to it)
+//! is lost or duplicated whole. An RC message of more packets moves in
+//! chunks while the link has faults (`engine/transfer.rs`), and a chunk is
+//! delivered up to the first packet the link loses: the responder takes
+//! the packets before the gap and nothing after it (go-back-N), answers a
+//! packet after the gap with a sequence-error NAK naming the PSN it
+//! expects, and the requester goes again from there; a lost last packet or
+//! a lost answer leaves it to the transport timer. A READ's response
+//! packets are answers. UC messages of more packets are lost whole (at the
+//! request rate). The link carries one message per QP at a time (a
+//! requester sends its next message when the last is answered), so no
+//! message overtakes another: reordering within a message is a gap and
+//! then a duplicate, which is what it costs go-back-N.
 
 use std::fmt;
 use std::str::FromStr;
@@ -42,6 +49,24 @@ impl Faults {
     /// Whether this answer is lost.
     pub fn drops_answer(&self) -> bool {
         Self::hit(self.drop_answer)
+    }
+
+    /// The first of `packets` request packets the link loses, if any.
+    pub fn first_request_lost(&self, packets: u32) -> Option<u32> {
+        Self::first_hit(self.drop_request, packets)
+    }
+
+    /// The first of `packets` answer packets (a READ's responses) the
+    /// link loses, if any.
+    pub fn first_answer_lost(&self, packets: u32) -> Option<u32> {
+        Self::first_hit(self.drop_answer, packets)
+    }
+
+    fn first_hit(ppm: u32, packets: u32) -> Option<u32> {
+        if ppm == 0 {
+            return None;
+        }
+        (0..packets).find(|_| Self::hit(ppm))
     }
 
     /// Whether this request arrives twice.
@@ -127,5 +152,11 @@ mod tests {
         let n = (0..100_000).filter(|_| f.drops_request()).count();
         assert!((8_000..12_000).contains(&n), "{n} of 100000 at 10 %");
         assert!(!(0..10_000).any(|_| f.drops_answer() || f.duplicates()));
+        // Per packet: the first of 10 lost in about 1 - 0.9^10 = 65 %.
+        let n = (0..10_000)
+            .filter(|_| f.first_request_lost(10).is_some())
+            .count();
+        assert!((6_000..7_000).contains(&n), "{n} of 10000 at 10 %");
+        assert_eq!(f.first_answer_lost(1000), None);
     }
 }

@@ -52,8 +52,8 @@ fn main() -> ExitCode {
 
     if let Some(f) = cli.link_faults {
         warn!(
-            "LINK FAULT DRILL (--link-faults {f}): every device's link loses and duplicates \
-             messages; for testing, never in production"
+            "LINK FAULT DRILL (--link-faults {f}): every device's link loses packets and \
+             duplicates messages; for testing, never in production"
         );
     }
 

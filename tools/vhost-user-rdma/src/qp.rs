@@ -67,16 +67,25 @@ pub struct Resend {
     pub next_try: Option<Instant>,
 }
 
-/// An RC/UC message larger than one chunk, moving a chunk per step (see
-/// `engine/transfer.rs`); the SQ does not advance until it is done.
+/// An RC/UC message larger than one chunk (over a lossy link, than one
+/// packet), moving a chunk per step (see `engine/transfer.rs`); the SQ
+/// does not advance until it is done.
 #[derive(Debug)]
 pub struct Transfer {
     /// Head of the element's descriptor chain.
     pub head: u16,
     /// The element.
     pub wqe: SendWqe,
-    /// Bytes moved so far.
+    /// Bytes the requester knows arrived (acknowledged; a READ's, placed).
     pub done: u64,
+    /// Bytes the responder took (of a SEND or WRITE): beyond `done` when
+    /// an answer was lost; taken again they are duplicates.
+    pub taken: u64,
+    /// How far chunks were sent (counted as sent) so far.
+    pub tried_to: u64,
+    /// Retries left after a timeout or a sequence-error NAK; `None`: the
+    /// QP's `retry_cnt` (the count starts over when the message moves on).
+    pub retries_left: Option<u8>,
     /// Bytes of the message.
     pub total: u64,
     /// The responder's receive this message fills (SEND, WRITE_WITH_IMM):
@@ -388,7 +397,7 @@ pub fn modify(
 }
 
 /// Bytes per packet of `enum ib_mtu` `mtu` (256 << (mtu - 1)).
-fn mtu_bytes(mtu: u8) -> u64 {
+pub fn mtu_bytes(mtu: u8) -> u64 {
     256 << (mtu.clamp(1, 5) - 1)
 }
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-//! RC over a link that loses and duplicates messages (`--link-faults`):
-//! the requester sends again what nothing answered when its transport
-//! timer runs out, `retry_cnt` times; the responder answers a duplicate
+//! RC over a link that loses packets and duplicates messages
+//! (`--link-faults`): the responder takes a message up to a gap and NAKs
+//! what follows it, the requester goes back to the gap; it sends again
+//! what nothing answered when its transport timer runs out, `retry_cnt`
+//! times; the responder answers a duplicate
 //! without executing it twice. Every message arrives exactly once and
 //! whole; a request nobody answers ends in RETRY_EXC_ERR after its retries
 //! and the time they take; `timeout` 0 waits forever, as IB defines it.
@@ -28,7 +30,7 @@ fn sent_and_taken(d: &Dev) -> (u64, u64) {
 }
 
 /// SENDs, WRITE_WITH_IMMs, WRITEs and READs of up to 1 MiB with a tenth
-/// of requests and of answers lost and a tenth of requests duplicated:
+/// of packets and of answers lost and a tenth of requests duplicated:
 /// each arrives whole, each SEND and WRITE_WITH_IMM takes exactly the one
 /// receive posted for it (a duplicate takes none), in order.
 #[test]
@@ -110,6 +112,11 @@ fn messages_arrive_once_and_whole_over_a_lossy_link() {
     // The link lost and duplicated some: more was sent than taken.
     let (sent, taken) = sent_and_taken(&d);
     assert!(sent > taken, "sent {sent}, taken {taken}: nothing was lost");
+    // Packets after a gap inside a message: the responder NAK'd them and
+    // the requester went back to the gap (go-back-N, not the whole
+    // message again).
+    let out_of_sequence = d.dev.ctrl().stats().get(Counter::BadPsn);
+    assert!(out_of_sequence > 0, "no gap inside a message");
     d.finish();
 }
 
@@ -190,6 +197,39 @@ fn an_unanswered_request_ends_after_retry_cnt_timeouts() {
         d.quiet(cq);
         d.finish();
     }
+}
+
+/// A SEND of one chunk (many packets) whose answers the link all loses:
+/// the responder takes it whole and completes its receive once; the
+/// requester, never answered, sends it `retry_cnt` more times (duplicates
+/// that take nothing), then fails with RETRY_EXC_ERR.
+#[test]
+fn a_message_never_acknowledged_ends_after_retry_cnt_timeouts() {
+    let (mut d, cq, a, b, key) = lossy_pair("drop-answer=100", 0, (10, 3));
+    const LEN: usize = vhost_user_rdma::engine::CHUNK as usize - 4096;
+    let data = pattern(LEN, 5);
+    d.fill(DATA, &data);
+    d.recv(b, 2, &[(DATA + (4 << 20), LEN as u32, key)]);
+    d.recv(b, 3, &[(DATA + (5 << 20), LEN as u32, key)]);
+    let send = wqe(
+        1,
+        IB_WR_SEND,
+        IB_SEND_SIGNALED,
+        0,
+        &[],
+        &[(DATA, LEN as u32, key)],
+    );
+    d.send(a, &send);
+    let wcs = d.wait(cq, 2);
+    let status = |id: u64| wcs.iter().find(|w| w.wr_id() == id).map(|w| w.status());
+    assert_eq!(status(2), Some(IB_WC_SUCCESS), "{wcs:?}");
+    assert_eq!(status(1), Some(IB_WC_RETRY_EXC_ERR), "{wcs:?}");
+    assert!(d.read(DATA + (4 << 20), LEN) == data);
+    d.quiet(cq);
+    // No duplicate took the second receive.
+    assert!(d.read(DATA + (5 << 20), 64) == [0; 64]);
+    assert_eq!(sent_and_taken(&d).0, 4 * LEN.div_ceil(1024) as u64);
+    d.finish();
 }
 
 /// `timeout` 0: no transport timer; the request waits for an answer

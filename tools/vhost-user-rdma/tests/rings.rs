@@ -557,7 +557,10 @@ fn a_cq_ring_shrink_leaves_room_for_sends_already_posted() {
         publish(&p.d, &mut sq, &small_write(id, p.key));
     }
     let (status, _, _) = resize(&mut p.d, p.cqn, 7, 2, 0);
-    assert_eq!(status, VIRTIO_RDMA_S_INVALID, "3 sends of QP {c} in 2 slots");
+    assert_eq!(
+        status, VIRTIO_RDMA_S_INVALID,
+        "3 sends of QP {c} in 2 slots"
+    );
     let (status, _, _) = resize(&mut p.d, p.cqn, 8, 4, 0);
     assert_eq!(status, VIRTIO_RDMA_S_OK, "3 sends in 4 slots");
     p.d.finish();

@@ -89,6 +89,12 @@ pub(super) struct Request<'m> {
     pub frame: Frame,
     /// SEND and WRITE payload.
     pub payload: Payload<'m>,
+    /// The longest SEND, WRITE or READ that moves in one step; longer ones
+    /// move in chunks (`transfer.rs`): [`super::CHUNK`], or one packet over
+    /// a link that loses packets, so that a loss costs go-back-N from the
+    /// packet and not the whole message (`link.rs`). The in-process link's
+    /// business, not a header's.
+    pub whole_up_to: u64,
 }
 
 /// The Ethernet, IP and UDP headers' part of a message a UD receiver

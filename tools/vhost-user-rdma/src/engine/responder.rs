@@ -490,7 +490,7 @@ fn send<'p>(
     }
     c.byte_len = U32::new(len as u32);
     c.src_qp = U32::new(m.src_qp);
-    if len as u64 > CHUNK {
+    if len as u64 > m.whole_up_to {
         return Response::Moving(transfer::start(peer, Some((r, c, m.se)), len as u64));
     }
     m.payload.copy_to(&dst);
@@ -545,7 +545,7 @@ fn write<'p>(
     c.wc_flags = U32::new(IB_WC_WITH_IMM);
     c.ex = U32::new(m.imm.unwrap_or(0));
     c.src_qp = U32::new(m.src_qp);
-    if len as u64 > CHUNK {
+    if len as u64 > m.whole_up_to {
         return Response::Moving(transfer::start(peer, r.map(|r| (r, c, m.se)), len as u64));
     }
     m.payload.copy_to(&dst);
@@ -579,7 +579,7 @@ fn read<'p>(
             Nak::RemoteAccess,
         );
     };
-    if m.remote.len > CHUNK {
+    if m.remote.len > m.whole_up_to {
         return Response::Moving(transfer::start(peer, None, m.remote.len));
     }
     Response::Read(src)

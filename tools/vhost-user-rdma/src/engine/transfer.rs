@@ -13,6 +13,17 @@
 //! after the bytes already moved (as a NIC's error partway through a
 //! message).
 //!
+//! Over a link that loses packets (`link.rs`) every RC message of more
+//! than one packet moves this way, and a chunk is the requester's window:
+//! the responder takes it up to the first packet lost (`taken`), NAKs a
+//! packet after the gap with the PSN it expects, and the requester goes
+//! back there at once (a retry fewer; progress restores the count, as
+//! rxe's completer does); a lost last packet or a lost ACK waits for the
+//! QP's transport timer (the element waits in `Qp::resend` with its
+//! transfer kept). What the responder took before is a duplicate when it
+//! comes again: it touches no memory, and a receive completes once, when
+//! its message's last byte is taken.
+//!
 //! The responder's receive is held in its QP while the message fills it:
 //! flushing or discarding that QP completes or returns it first, in RQ
 //! order, and the next message takes it if this one is abandoned.
@@ -23,7 +34,7 @@ use vm_memory::GuestAddressSpace;
 use zerocopy::little_endian::U32;
 
 use super::*;
-use crate::qp::{HeldRecv, Transfer};
+use crate::qp::{HeldRecv, Resend, Transfer};
 
 /// Bytes one step moves: large enough that what a step costs besides its
 /// memcpy (the checks again, the hand-over of the locks, a pass of
@@ -77,6 +88,9 @@ pub(super) fn begin(head: u16, w: SendWqe, started: Started) -> Transfer {
         head,
         wqe: w,
         done: 0,
+        taken: 0,
+        tried_to: 0,
+        retries_left: None,
         total: started.total,
         recv: started.recv,
     }
@@ -122,6 +136,11 @@ fn span(
 enum Outcome {
     /// More chunks to go.
     More,
+    /// A sequence-error NAK: the next chunk starts where it says, now,
+    /// with a retry fewer.
+    Nak,
+    /// Nothing answered: the transport timer sends it again.
+    Unanswered,
     /// The message is over with this status (and byte count).
     End(u8, u32),
 }
@@ -136,16 +155,76 @@ pub(super) fn step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32) -> bool {
         return false;
     };
     match chunk(fabric, ctrl, qpn, &s, &mut t) {
-        Outcome::More => {
-            if let Some(q) = ctrl.lock().qp_mut(qpn) {
-                q.transfer = Some(t);
+        Outcome::More => keep(ctrl, qpn, t),
+        Outcome::Nak => match retry(ctrl, qpn, &t) {
+            Some(left) => {
+                t.retries_left = Some(left);
+                keep(ctrl, qpn, t)
             }
-            true
+            None => {
+                finish(
+                    fabric,
+                    ctrl,
+                    qpn,
+                    &s,
+                    t.head,
+                    &t.wqe,
+                    IB_WC_RETRY_EXC_ERR,
+                    0,
+                );
+                false
+            }
+        },
+        Outcome::Unanswered => {
+            let (head, wqe, left) = (t.head, t.wqe.clone(), t.retries_left);
+            keep(ctrl, qpn, t);
+            resend_later(fabric, ctrl, qpn, &s, head, wqe, Again::Unanswered, left);
+            false
         }
         Outcome::End(status, len) => {
             finish(fabric, ctrl, qpn, &s, t.head, &t.wqe, status, len);
             status == IB_WC_SUCCESS
         }
+    }
+}
+
+/// Puts transfer `t` back into QP `qpn`; whether it goes on (the QP is
+/// still there).
+fn keep(ctrl: &Ctrl, qpn: u32, t: Transfer) -> bool {
+    match ctrl.lock().qp_mut(qpn) {
+        Some(q) => {
+            q.transfer = Some(t);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The retries left after one more of transfer `t`, or `None` if it had
+/// none left (RETRY_EXC_ERR).
+fn retry(ctrl: &Ctrl, qpn: u32, t: &Transfer) -> Option<u8> {
+    let left = t
+        .retries_left
+        .or_else(|| ctrl.lock().qp(qpn).map(|q| q.attr.retry_cnt))?;
+    left.checked_sub(1)
+}
+
+/// The transport timer of QP `qpn`'s transfer ran out (`wait`, set by
+/// [`step`]): the transfer goes on from what the requester knows arrived,
+/// with a retry fewer, or ends with RETRY_EXC_ERR.
+pub(super) fn timed_out(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, wait: Resend) {
+    let Some(mut t) = ctrl.lock().qp_mut(qpn).and_then(|q| q.transfer.take()) else {
+        return;
+    };
+    t.retries_left = Some(wait.retries_left);
+    match retry(ctrl, qpn, &t) {
+        Some(left) => {
+            t.retries_left = Some(left);
+            if keep(ctrl, qpn, t) {
+                ctrl.schedule_sq(qpn);
+            }
+        }
+        None => finish(fabric, ctrl, qpn, s, t.head, &t.wqe, IB_WC_RETRY_EXC_ERR, 0),
     }
 }
 
@@ -200,88 +279,171 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
         }
         None => None,
     };
+    let read = w.opcode == IB_WR_RDMA_READ;
+    let n = CHUNK.min(t.total - t.done);
+    // What of the chunk's packets the link delivers (`link.rs`): all, or
+    // those before the first it loses. A READ's data are its responses.
+    let mtu = qp::mtu_bytes(s.path_mtu);
+    let packets = u32::try_from(n.div_ceil(mtu)).unwrap_or(u32::MAX);
+    let faults = ctrl.link_faults().filter(|_| !uc);
+    let request_lost = read && faults.is_some_and(|f| f.drops_request());
+    let gap = match faults {
+        _ if request_lost => Some(0),
+        None => None,
+        Some(f) if read => f.first_answer_lost(packets),
+        Some(f) => f.first_request_lost(packets),
+    };
+    let arrived = gap.map_or(n, |j| (u64::from(j) * mtu).min(n));
+    // Sent again: the packets of this chunk sent before count again.
+    let again = t.tried_to.min(t.done + n).saturating_sub(t.done);
+    if again > 0 {
+        s.tally(ctrl).sent(
+            u32::try_from(again.div_ceil(mtu)).unwrap_or(u32::MAX),
+            again,
+        );
+    }
+    t.tried_to = t.tried_to.max(t.done + n);
+    // The bytes that reach memory: a READ's responses all land where they
+    // belong; what a responder took before (its answer lost) is a
+    // duplicate and touches nothing.
+    let from = if read { t.done } else { t.done.max(t.taken) };
+    let to = t.done + arrived;
+    if to > from {
+        if let Err(end) = place(fabric, ctrl, &peer, s, t, held, from, to - from) {
+            return end;
+        }
+    }
+    if !read {
+        t.taken = t.taken.max(to);
+        // The responder's side ends with the message's last byte: its
+        // receive completes once, whatever becomes of the answer.
+        if t.taken == t.total {
+            if let Some((token, c, solicited)) = t.recv.take() {
+                if let Some(r) = take_held(&peer, token) {
+                    complete_recv(fabric, &peer, &r, c, solicited);
+                }
+            }
+        }
+    }
+    // The answer: an ACK of the whole chunk; after a gap, a sequence-error
+    // NAK if a packet after it arrived (it names the PSN the responder
+    // expects; a READ's requester asks again from its own gap); else, or
+    // if the answer is lost, nothing until the transport timer.
+    let known = if read { to } else { t.taken };
+    let answered = !request_lost && (read || faults.is_none_or(|f| !f.drops_answer()));
+    let nak = gap.is_some_and(|_| arrived + mtu < n);
+    if nak {
+        // The responder took a packet after the gap for what it is: out
+        // of sequence.
+        peer.tally().inc(Counter::BadPsn);
+    }
+    if gap.is_some() && !nak || !answered {
+        return Outcome::Unanswered;
+    }
+    if known > t.done {
+        t.done = known;
+        t.retries_left = None;
+    }
+    if nak {
+        return Outcome::Nak;
+    }
+    if t.done < t.total {
+        return Outcome::More;
+    }
+    let len = if read {
+        u32::try_from(w.payload_len()).unwrap_or(u32::MAX)
+    } else {
+        total_len
+    };
+    Outcome::End(IB_WC_SUCCESS, len)
+}
+
+/// Moves bytes `[off, off + n)` of transfer `t` between the requester's
+/// SGEs and the responder's receive (`held`) or remote range, each side
+/// checked again; `Err` ends the message as the first check would have.
+#[allow(clippy::too_many_arguments)]
+fn place(
+    fabric: &Fabric,
+    ctrl: &Ctrl,
+    peer: &Peer,
+    s: &Sender,
+    t: &Transfer,
+    held: Option<(crate::wqe::Sges, u32)>,
+    off: u64,
+    n: u64,
+) -> Result<(), Outcome> {
+    let uc = s.unreliable();
+    let total_len = u32::try_from(t.total).unwrap_or(u32::MAX);
+    let lost = || Outcome::End(IB_WC_SUCCESS, total_len);
+    let w = &t.wqe;
+    let pc = peer.ctrl();
     // From the checks of the MRs to the end of the copy.
     let _gates = gates(ctrl, pc, false);
-    let n = CHUNK.min(t.total - t.done);
     let lguard = ctrl.mem().memory();
     let pguard = pc.mem().memory();
     let local = |access: u32| {
-        span(&ctrl.lock(), s.pdn, &w.sges, access, t.done, n)
+        span(&ctrl.lock(), s.pdn, &w.sges, access, off, n)
             .ok()
             .and_then(|r| slices(&lguard, &r))
     };
     let remote = |access: u32| {
         let r = w.rdma();
-        let addr = r.remote_addr.get().checked_add(t.done)?;
-        responder::resolve_remote(&peer, r.rkey.get(), addr, n, access)
+        let addr = r.remote_addr.get().checked_add(off)?;
+        responder::resolve_remote(peer, r.rkey.get(), addr, n, access)
             .ok()
             .and_then(|r| slices(&pguard, &r))
     };
     let (src, dst) = match w.opcode {
         IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_SEND_WITH_INV => {
             let Some(src) = local(0) else {
-                return Outcome::End(IB_WC_LOC_PROT_ERR, 0);
+                return Err(Outcome::End(IB_WC_LOC_PROT_ERR, 0));
             };
             let (sges, rpdn) = held.unwrap_or_default();
-            let dst = span(&pc.lock(), rpdn, &sges, IB_ACCESS_LOCAL_WRITE, t.done, n)
+            let dst = span(&pc.lock(), rpdn, &sges, IB_ACCESS_LOCAL_WRITE, off, n)
                 .ok()
                 .and_then(|r| slices(&pguard, &r));
             let Some(dst) = dst else {
                 // The responder's receive fails; an RC requester learns of
                 // it, a UC one does not.
-                fail_recv(fabric, &peer, t);
-                return if uc {
-                    lost
+                fail_recv(fabric, peer, t);
+                return Err(if uc {
+                    lost()
                 } else {
                     Outcome::End(IB_WC_REM_OP_ERR, 0)
-                };
+                });
             };
             (src, dst)
         }
         IB_WR_RDMA_WRITE | IB_WR_RDMA_WRITE_WITH_IMM => {
             let Some(src) = local(0) else {
-                return Outcome::End(IB_WC_LOC_PROT_ERR, 0);
+                return Err(Outcome::End(IB_WC_LOC_PROT_ERR, 0));
             };
             let Some(dst) = remote(IB_ACCESS_REMOTE_WRITE) else {
                 if uc {
-                    return lost;
+                    return Err(lost());
                 }
                 // As on a first check: the responder moves to error and
                 // reports it (its flush completes a WRITE_WITH_IMM's held
                 // receive first).
                 to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
-                return Outcome::End(IB_WC_REM_ACCESS_ERR, 0);
+                return Err(Outcome::End(IB_WC_REM_ACCESS_ERR, 0));
             };
             (src, dst)
         }
         IB_WR_RDMA_READ => {
             let Some(src) = remote(IB_ACCESS_REMOTE_READ) else {
                 to_error_event(fabric, pc, peer.qpn, Event::QpAccessErr(peer.qpn));
-                return Outcome::End(IB_WC_REM_ACCESS_ERR, 0);
+                return Err(Outcome::End(IB_WC_REM_ACCESS_ERR, 0));
             };
             let Some(dst) = local(IB_ACCESS_LOCAL_WRITE) else {
-                return Outcome::End(IB_WC_LOC_PROT_ERR, 0);
+                return Err(Outcome::End(IB_WC_LOC_PROT_ERR, 0));
             };
             (src, dst)
         }
-        _ => return Outcome::End(IB_WC_LOC_QP_OP_ERR, 0),
+        _ => return Err(Outcome::End(IB_WC_LOC_QP_OP_ERR, 0)),
     };
     copy(&src, &dst);
-    t.done += n;
-    if t.done < t.total {
-        return Outcome::More;
-    }
-    if let Some((token, c, solicited)) = t.recv {
-        if let Some(r) = take_held(&peer, token) {
-            complete_recv(fabric, &peer, &r, c, solicited);
-        }
-    }
-    let len = if w.opcode == IB_WR_RDMA_READ {
-        u32::try_from(w.payload_len()).unwrap_or(u32::MAX)
-    } else {
-        total_len
-    };
-    Outcome::End(IB_WC_SUCCESS, len)
+    Ok(())
 }
 
 /// The held receive of `peer` named `token`, taken out of its QP.
