@@ -1,18 +1,18 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# The kernel's and rdma-core's users over a link that loses and duplicates
-# packets: the backend's fault drill (--link-faults) drops 1 % of RC
-# request packets, 1 % of answers and duplicates 1 % of requests; the
-# responder NAKs a packet after a gap and the requester goes back to it,
-# the transport sends again what nothing answered when the QP's timer
-# runs out, and the responder answers a duplicate without executing it
-# twice. verbs-clients
+# The kernel's and rdma-core's users over a link that loses, reorders and
+# duplicates packets: the backend's fault drill (--link-faults) drops 1 %
+# of RC request packets and 1 % of answers, lets 1 % of packets be
+# overtaken by the next and duplicates 1 % of requests. The responder NAKs
+# a packet after a gap and the requester goes back to it, the transport
+# sends again what nothing answered when the QP's timer runs out, and the
+# responder answers a duplicate without executing it twice. verbs-clients
 # (the pingpongs with their data checked, perftest, rping -V) and nvme-rdma
-# (fio with crc32c verification, a smaller volume: every lost message
-# stalls its queue for rdma_cm's transport timer, about half a second) must
-# pass as they do on a perfect link; the device's counters must show that
-# the link did lose messages (sent more than taken).
-# backend-args: --link-faults drop=1,dup=1
+# (fio with crc32c verification, a smaller volume: every lost last packet
+# or answer stalls its queue for rdma_cm's transport timer, about half a
+# second) must pass as they do on a perfect link; the device's counters
+# must show that the link did lose packets (sent more than taken).
+# backend-args: --link-faults drop=1,dup=1,reorder=1
 # guest: own
 # modes: virtqueues (the link is the backend's, the same in every mode)
 set -euo pipefail

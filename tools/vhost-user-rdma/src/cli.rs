@@ -173,9 +173,10 @@ pub struct Cli {
     #[arg(long = "cpus", value_name = "LIST", value_parser = Cpus::parse)]
     pub cpus: Vec<Cpus>,
 
-    /// A fault drill: the link between QPs loses RC, UC and XRC packets
-    /// and duplicates messages, as KIND=PERCENT[,...] with kinds drop
-    /// (requests and answers), drop-request, drop-answer and dup. The
+    /// A fault drill: the link between QPs loses and reorders RC, UC and
+    /// XRC packets and duplicates messages, as KIND=PERCENT[,...] with
+    /// kinds drop (requests and answers), drop-request, drop-answer, dup
+    /// and reorder. The
     /// transport (go-back-N on a sequence-error NAK, retransmission on
     /// each QP's timeout and retry_cnt) recovers; for tests and drills,
     /// never in production.

@@ -17,7 +17,8 @@
 //! request rate). The link carries one message per QP at a time (a
 //! requester sends its next message when the last is answered), so no
 //! message overtakes another: reordering within a message is a gap and
-//! then a duplicate, which is what it costs go-back-N.
+//! then a duplicate, which is what it costs go-back-N (`reorder`: a
+//! packet overtaken by the next).
 
 use std::fmt;
 use std::str::FromStr;
@@ -32,6 +33,18 @@ pub struct Faults {
     pub drop_answer: u32,
     /// A request arrives twice.
     pub duplicate: u32,
+    /// A packet of a message arrives after the one behind it.
+    pub reorder: u32,
+}
+
+/// Where a burst of packets stops being taken in order (go-back-N).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gap {
+    /// Packets taken before it.
+    pub taken: u32,
+    /// Whether a packet after it reached the receiver (which then NAKs
+    /// the sequence error, or for READ responses asks again at once).
+    pub seen_after: bool,
 }
 
 const MILLION: u32 = 1_000_000;
@@ -51,22 +64,40 @@ impl Faults {
         Self::hit(self.drop_answer)
     }
 
-    /// The first of `packets` request packets the link loses, if any.
-    pub fn first_request_lost(&self, packets: u32) -> Option<u32> {
-        Self::first_hit(self.drop_request, packets)
+    /// Where the link breaks the order of `packets` request packets, if
+    /// it does.
+    pub fn request_gap(&self, packets: u32) -> Option<Gap> {
+        self.gap(self.drop_request, packets)
     }
 
-    /// The first of `packets` answer packets (a READ's responses) the
-    /// link loses, if any.
-    pub fn first_answer_lost(&self, packets: u32) -> Option<u32> {
-        Self::first_hit(self.drop_answer, packets)
+    /// Where the link breaks the order of `packets` answer packets (a
+    /// READ's responses), if it does.
+    pub fn answer_gap(&self, packets: u32) -> Option<Gap> {
+        self.gap(self.drop_answer, packets)
     }
 
-    fn first_hit(ppm: u32, packets: u32) -> Option<u32> {
-        if ppm == 0 {
+    /// Packet `i` lost: `i` taken, a later one seen if there is one.
+    /// Packet `i` overtaken by `i + 1`: the receiver sees `i + 1` out of
+    /// sequence, then takes `i`; `i + 1` is gone.
+    fn gap(&self, drop: u32, packets: u32) -> Option<Gap> {
+        if drop == 0 && self.reorder == 0 {
             return None;
         }
-        (0..packets).find(|_| Self::hit(ppm))
+        (0..packets).find_map(|i| {
+            if Self::hit(drop) {
+                Some(Gap {
+                    taken: i,
+                    seen_after: i + 1 < packets,
+                })
+            } else if i + 1 < packets && Self::hit(self.reorder) {
+                Some(Gap {
+                    taken: i + 1,
+                    seen_after: true,
+                })
+            } else {
+                None
+            }
+        })
     }
 
     /// Whether this request arrives twice.
@@ -76,7 +107,7 @@ impl Faults {
 }
 
 /// Parses `KIND=PERCENT[,KIND=PERCENT...]`; kinds `drop` (requests and
-/// answers alike), `drop-request`, `drop-answer`, `dup`.
+/// answers alike), `drop-request`, `drop-answer`, `dup`, `reorder`.
 impl FromStr for Faults {
     type Err = String;
 
@@ -102,9 +133,10 @@ impl FromStr for Faults {
                 "drop-request" => f.drop_request = ppm,
                 "drop-answer" => f.drop_answer = ppm,
                 "dup" => f.duplicate = ppm,
+                "reorder" => f.reorder = ppm,
                 _ => {
                     return Err(format!(
-                        "`{kind}`: no such fault (drop, drop-request, drop-answer, dup)"
+                        "`{kind}`: no such fault (drop, drop-request, drop-answer, dup, reorder)"
                     ))
                 }
             }
@@ -118,10 +150,11 @@ impl fmt::Display for Faults {
         let pct = |ppm: u32| f64::from(ppm) / 10_000.0;
         write!(
             f,
-            "drop-request={}%,drop-answer={}%,dup={}%",
+            "drop-request={}%,drop-answer={}%,dup={}%,reorder={}%",
             pct(self.drop_request),
             pct(self.drop_answer),
-            pct(self.duplicate)
+            pct(self.duplicate),
+            pct(self.reorder)
         )
     }
 }
@@ -138,7 +171,8 @@ mod tests {
             Faults {
                 drop_request: 10_000,
                 drop_answer: 10_000,
-                duplicate: 5_000
+                duplicate: 5_000,
+                reorder: 0,
             }
         );
         assert!("drop=101".parse::<Faults>().is_err());
@@ -152,11 +186,28 @@ mod tests {
         let n = (0..100_000).filter(|_| f.drops_request()).count();
         assert!((8_000..12_000).contains(&n), "{n} of 100000 at 10 %");
         assert!(!(0..10_000).any(|_| f.drops_answer() || f.duplicates()));
-        // Per packet: the first of 10 lost in about 1 - 0.9^10 = 65 %.
-        let n = (0..10_000)
-            .filter(|_| f.first_request_lost(10).is_some())
-            .count();
+        // Per packet: one of 10 lost in about 1 - 0.9^10 = 65 %.
+        let n = (0..10_000).filter(|_| f.request_gap(10).is_some()).count();
         assert!((6_000..7_000).contains(&n), "{n} of 10000 at 10 %");
-        assert_eq!(f.first_answer_lost(1000), None);
+        assert_eq!(f.answer_gap(1000), None);
+    }
+
+    #[test]
+    fn a_reordered_packet_takes_the_one_it_overtook_first() {
+        let f: Faults = "reorder=100".parse().expect("valid");
+        // Packet 0 is overtaken by 1: 1 is seen, then 0 taken, 1 gone.
+        let gap = Gap {
+            taken: 1,
+            seen_after: true,
+        };
+        assert_eq!(f.request_gap(4), Some(gap));
+        // The last packet has nothing behind it to overtake it.
+        assert_eq!(f.request_gap(1), None);
+        let f: Faults = "drop-request=100".parse().expect("valid");
+        let lost_last = Gap {
+            taken: 0,
+            seen_after: false,
+        };
+        assert_eq!(f.request_gap(1), Some(lost_last));
     }
 }

@@ -30,7 +30,8 @@ fn sent_and_taken(d: &Dev) -> (u64, u64) {
 }
 
 /// SENDs, WRITE_WITH_IMMs, WRITEs and READs of up to 1 MiB with a tenth
-/// of packets and of answers lost and a tenth of requests duplicated:
+/// of packets and of answers lost, a tenth of packets overtaken by the
+/// next and a tenth of requests duplicated:
 /// each arrives whole, each SEND and WRITE_WITH_IMM takes exactly the one
 /// receive posted for it (a duplicate takes none), in order.
 #[test]
@@ -41,7 +42,7 @@ fn messages_arrive_once_and_whole_over_a_lossy_link() {
         a,
         b,
         key,
-    } = rc_pair_on(lossy("drop=10,dup=10"), ALL, ALL, 7);
+    } = rc_pair_on(lossy("drop=10,dup=10,reorder=10"), ALL, ALL, 7);
     const BIG: usize = 1 << 20;
     let (src, dst) = (DATA, DATA + (4 << 20));
     // Two receive buffers, used in turn.
@@ -251,7 +252,7 @@ fn timeout_zero_waits_forever() {
 #[test]
 fn psns_wrap_at_2_pow_24() {
     let first = (1 << 24) - 5;
-    let (mut d, cq, a, b, key) = lossy_pair("drop=10,dup=10", first, (10, 7));
+    let (mut d, cq, a, b, key) = lossy_pair("drop=10,dup=10,reorder=10", first, (10, 7));
     let data = pattern(1 << 20, 9);
     d.fill(DATA, &data);
     d.send(

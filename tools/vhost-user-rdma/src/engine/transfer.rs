@@ -34,6 +34,7 @@ use vm_memory::GuestAddressSpace;
 use zerocopy::little_endian::U32;
 
 use super::*;
+use crate::link::Gap;
 use crate::qp::{HeldRecv, Resend, Transfer};
 
 /// Bytes one step moves: large enough that what a step costs besides its
@@ -288,12 +289,15 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
     let faults = ctrl.link_faults().filter(|_| !uc);
     let request_lost = read && faults.is_some_and(|f| f.drops_request());
     let gap = match faults {
-        _ if request_lost => Some(0),
+        _ if request_lost => Some(Gap {
+            taken: 0,
+            seen_after: false,
+        }),
         None => None,
-        Some(f) if read => f.first_answer_lost(packets),
-        Some(f) => f.first_request_lost(packets),
+        Some(f) if read => f.answer_gap(packets),
+        Some(f) => f.request_gap(packets),
     };
-    let arrived = gap.map_or(n, |j| (u64::from(j) * mtu).min(n));
+    let arrived = gap.map_or(n, |g| (u64::from(g.taken) * mtu).min(n));
     // Sent again: the packets of this chunk sent before count again.
     let again = t.tried_to.min(t.done + n).saturating_sub(t.done);
     if again > 0 {
@@ -331,7 +335,7 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
     // if the answer is lost, nothing until the transport timer.
     let known = if read { to } else { t.taken };
     let answered = !request_lost && (read || faults.is_none_or(|f| !f.drops_answer()));
-    let nak = gap.is_some_and(|_| arrived + mtu < n);
+    let nak = gap.is_some_and(|g| g.seen_after);
     if nak {
         // The responder took a packet after the gap for what it is: out
         // of sequence.
