@@ -21,6 +21,7 @@ use crate::limits::{Limits, Mac, Rings, MAX_INLINE_DATA, MAX_SGE};
 use crate::mr;
 use crate::packet::{Aeth, AtomicEth, Deth, Opcode, Packet, Reth};
 use crate::ring::CqRing;
+use crate::roce;
 use crate::wqe;
 
 mod data_path;
@@ -612,20 +613,26 @@ pub fn work_request_seeds() -> Vec<Vec<u8>> {
     seeds
 }
 
-/// `packet`: any bytes as a packet from the network ([`crate::packet`]).
-/// Parsing never panics, and a packet it accepts is emitted and parsed
-/// back unchanged.
+/// `packet`: any bytes as a packet from the network ([`crate::packet`])
+/// and as a whole RoCEv2 frame ([`crate::roce`]). Parsing never panics,
+/// and what it accepts is emitted and parsed back unchanged (a frame's
+/// packet and endpoints).
 pub fn packet(data: &[u8]) {
-    let Ok(p) = Packet::parse(data) else {
-        return;
-    };
-    let mut out = Vec::new();
-    p.emit(&mut out).expect("a parsed packet is well formed");
-    assert_eq!(Packet::parse(&out), Ok(p), "emitted and parsed back");
+    if let Ok(p) = Packet::parse(data) {
+        let mut out = Vec::new();
+        p.emit(&mut out).expect("a parsed packet is well formed");
+        assert_eq!(Packet::parse(&out), Ok(p), "emitted and parsed back");
+    }
+    if let Ok((ep, p)) = roce::decode(data) {
+        let mut out = Vec::new();
+        roce::encode(&ep, &p, &mut out).expect("a decoded frame encodes");
+        assert_eq!(roce::decode(&out), Ok((ep, p)), "encoded and decoded back");
+    }
 }
 
 /// Seeds of `packet`: a packet of every operation RC defines, and UD's
-/// SEND with immediate data, each with every header its opcode calls for.
+/// SEND with immediate data, each with every header its opcode calls for,
+/// bare and in an IPv4 and an IPv6 frame.
 pub fn packet_seeds() -> Vec<Vec<u8>> {
     let mut seeds = Vec::new();
     for byte in (0x00..0x20).chain([0x65]) {
@@ -649,6 +656,29 @@ pub fn packet_seeds() -> Vec<Vec<u8>> {
         if p.emit(&mut bytes).is_ok() {
             seeds.push(bytes);
         }
+        // And in a frame, over IPv4 and over IPv6.
+        for (src_ip, dst_ip) in [
+            ([10, 0, 0, 1].into(), [10, 0, 0, 2].into()),
+            (
+                std::net::Ipv6Addr::LOCALHOST.into(),
+                std::net::Ipv6Addr::UNSPECIFIED.into(),
+            ),
+        ] {
+            let ep = roce::Endpoints {
+                src_mac: [2, 0, 0, 0, 0, 1],
+                dst_mac: [2, 0, 0, 0, 0, 2],
+                src_ip,
+                dst_ip,
+                src_port: roce::source_port(17),
+                traffic_class: 0,
+                hop_limit: 64,
+                flow_label: 0,
+            };
+            let mut frame = Vec::new();
+            if roce::encode(&ep, &p, &mut frame).is_ok() {
+                seeds.push(frame);
+            }
+        }
     }
     seeds
 }
@@ -668,13 +698,16 @@ mod tests {
             assert!(work_request(&s), "{s:?}");
         }
         for s in packet_seeds() {
-            assert!(Packet::parse(&s).is_ok(), "{s:?}");
+            assert!(
+                Packet::parse(&s).is_ok() || roce::decode(&s).is_ok(),
+                "{s:?}"
+            );
             packet(&s);
         }
         assert_eq!(
             packet_seeds().len(),
-            25 + 1,
-            "RC's operations and UD's SEND"
+            (25 + 1) * 3,
+            "RC's operations and UD's SEND, bare and in two frames"
         );
         ctrl_command(&[]);
         work_request(&[]);

@@ -13,9 +13,11 @@
 //! a device's QPs are split among its threads by [`lane`], which run on
 //! the CPUs [`cpus`] gives them.
 //! [`stats`] and [`counter_sets`] count what the device did.
-//! [`packet`] is the data path's packet as RoCEv2 carries it, and
-//! [`transport`] RC's reliability on it (requester and completer,
-//! responder), which the engine is to run on next.
+//! [`packet`] is the data path's packet as RoCEv2 carries it, [`roce`]
+//! its frame on an Ethernet wire (headers and ICRC), and [`transport`]
+//! RC's reliability on packets (requester and completer, responder),
+//! which the engine is to run on next; [`link`] is the in-process link's
+//! fault drill.
 //! [`hostile`] is a test mode in which the device lies to its guest.
 //! [`net`] is the second personality (`--net`): a virtio-net device (ID 1)
 //! that carries the RoCE queues after its own
@@ -47,6 +49,7 @@ pub mod qp;
 pub mod ratelimit;
 pub mod resources;
 pub mod ring;
+pub mod roce;
 pub mod srq;
 pub mod stats;
 pub mod transport;
