@@ -32,10 +32,10 @@ steps=(
 	"rc4 18515 ibv_rc_pingpong -d $dev -g $g4 -m 1024 -s 2501 -n 2 -p 18515"
 	"rc6 18516 ibv_rc_pingpong -d $dev -g $g6 -m 1024 -s 5 -n 2 -p 18516"
 	"ud4 18517 ibv_ud_pingpong -d $dev -g $g4 -s 5 -n 2 -p 18517"
-	"write 18518 ib_write_bw -d $dev -x $g4 -F -n 3 -s 3000 -m 1024 -p 18518"
-	"read 18519 ib_read_bw -d $dev -x $g4 -F -n 3 -s 3000 -m 1024 -p 18519"
-	"atomic 18520 ib_atomic_bw -d $dev -x $g4 -F -n 3 -p 18520"
-	"imm 18521 ib_write_bw -d $dev -x $g4 -F -n 2 -s 64 --write_with_imm -p 18521"
+	"write 18518 ib_write_bw -d $dev -x $g4 -F -n 5 -s 3000 -m 1024 -p 18518"
+	"read 18519 ib_read_bw -d $dev -x $g4 -F -n 5 -s 3000 -m 1024 -p 18519"
+	"atomic 18520 ib_atomic_bw -d $dev -x $g4 -F -n 5 -p 18520"
+	"imm 18521 ib_write_bw -d $dev -x $g4 -F -n 5 -s 64 --write_with_imm -p 18521"
 )
 
 if [ "$ROLE" = peer ]; then
