@@ -182,12 +182,21 @@ fn icrc(datagram: &[u8]) -> u32 {
     h.finalize()
 }
 
+/// What [`decode`] takes from either IP header.
+struct IpFields {
+    src: IpAddr,
+    dst: IpAddr,
+    traffic_class: u8,
+    hop_limit: u8,
+    flow_label: u32,
+}
+
 /// Reads a frame: who sent it to whom, and its packet.
 pub fn decode(frame: &[u8]) -> Result<(Endpoints, Packet), Refused> {
     let eth = Ethernet2HeaderSlice::from_slice(frame)
         .map_err(|e| Refused::Headers(format!("Ethernet: {e}")))?;
     let after_eth = &frame[ETH_LEN..];
-    let (mut ep, datagram, udp_at) = match eth.ether_type() {
+    let (ip, datagram, udp_at) = match eth.ether_type() {
         EtherType::IPV4 => {
             let ip = Ipv4HeaderSlice::from_slice(after_eth)
                 .map_err(|e| Refused::Headers(format!("IPv4: {e}")))?;
@@ -204,17 +213,14 @@ pub fn decode(frame: &[u8]) -> Result<(Endpoints, Packet), Refused> {
             let datagram = after_eth.get(..total).ok_or_else(|| {
                 Refused::Headers(format!("IPv4 total length {total} beyond the frame"))
             })?;
-            let ep = Endpoints {
-                src_mac: eth.source(),
-                dst_mac: eth.destination(),
-                src_ip: IpAddr::from(ip.source()),
-                dst_ip: IpAddr::from(ip.destination()),
-                src_port: 0,
+            let ip_fields = IpFields {
+                src: IpAddr::from(ip.source()),
+                dst: IpAddr::from(ip.destination()),
                 traffic_class: after_eth[1],
                 hop_limit: ip.ttl(),
                 flow_label: 0,
             };
-            (ep, datagram, Ipv4Header::MIN_LEN)
+            (ip_fields, datagram, Ipv4Header::MIN_LEN)
         }
         EtherType::IPV6 => {
             let ip = Ipv6HeaderSlice::from_slice(after_eth)
@@ -226,17 +232,14 @@ pub fn decode(frame: &[u8]) -> Result<(Endpoints, Packet), Refused> {
             let datagram = after_eth.get(..total).ok_or_else(|| {
                 Refused::Headers(format!("IPv6 payload length beyond the frame ({total})"))
             })?;
-            let ep = Endpoints {
-                src_mac: eth.source(),
-                dst_mac: eth.destination(),
-                src_ip: IpAddr::from(ip.source()),
-                dst_ip: IpAddr::from(ip.destination()),
-                src_port: 0,
+            let ip_fields = IpFields {
+                src: IpAddr::from(ip.source()),
+                dst: IpAddr::from(ip.destination()),
                 traffic_class: ip.traffic_class(),
                 hop_limit: ip.hop_limit(),
                 flow_label: ip.flow_label().value(),
             };
-            (ep, datagram, Ipv6Header::LEN)
+            (ip_fields, datagram, Ipv6Header::LEN)
         }
         _ => return Err(Refused::NotRoce("neither IPv4 nor IPv6")),
     };
@@ -255,7 +258,16 @@ pub fn decode(frame: &[u8]) -> Result<(Endpoints, Packet), Refused> {
             datagram.len() - udp_at
         )));
     }
-    ep.src_port = udp.source_port();
+    let ep = Endpoints {
+        src_mac: eth.source(),
+        dst_mac: eth.destination(),
+        src_ip: ip.src,
+        dst_ip: ip.dst,
+        src_port: udp.source_port(),
+        traffic_class: ip.traffic_class,
+        hop_limit: ip.hop_limit,
+        flow_label: ip.flow_label,
+    };
     let body = &datagram[udp_at + UdpHeader::LEN..];
     let Some(split) = body.len().checked_sub(ICRC_LEN).filter(|&n| n >= BTH_LEN) else {
         return Err(Refused::Packet(Malformed::Truncated));
