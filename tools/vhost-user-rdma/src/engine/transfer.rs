@@ -336,9 +336,11 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
     let known = if read { to } else { t.taken };
     let answered = !request_lost && (read || faults.is_none_or(|f| !f.drops_answer()));
     let nak = gap.is_some_and(|g| g.seen_after);
-    if nak {
-        // The responder took a packet after the gap for what it is: out
-        // of sequence.
+    if nak && !read {
+        // The responder took the packet after the gap for what it is: out
+        // of sequence (and drops the rest of the chunk silently, as its
+        // NAK is out). A READ's requester drops its own out-of-sequence
+        // responses: no request was dropped.
         peer.tally().inc(Counter::BadPsn);
     }
     if gap.is_some() && !nak || !answered {
