@@ -143,7 +143,15 @@ pair() {
 	local i
 	for i in $(seq 100); do
 		ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
-		rdma res show cm_id src-port "$port" 2>/dev/null | grep -q "state LISTEN" && break
+		if rdma res show cm_id src-port "$port" 2>/dev/null | grep -q "state LISTEN"; then
+			# rdma_cm lists the device's listening ID (and calls it
+			# LISTEN) before it creates the IB CM listener a REQ
+			# meets: a client in that window is rejected (reason 8,
+			# invalid service ID; seen twice in lossy-link, where
+			# perftest -R then crashed). Let the server finish.
+			sleep 1
+			break
+		fi
 		sleep 0.1
 	done
 	local rc=0
