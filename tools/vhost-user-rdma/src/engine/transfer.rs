@@ -285,7 +285,7 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
     // What of the chunk's packets the link delivers (`link.rs`): all, or
     // those before the first it loses. A READ's data are its responses.
     let mtu = qp::mtu_bytes(s.path_mtu);
-    let packets = u32::try_from(n.div_ceil(mtu)).unwrap_or(u32::MAX);
+    let packets = qp::packets(w.opcode, n, s.path_mtu);
     let faults = ctrl.link_faults().filter(|_| !uc);
     let request_lost = read && faults.is_some_and(|f| f.drops_request());
     let gap = match faults {
@@ -301,10 +301,8 @@ fn chunk(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, t: &mut Transfer) -
     // Sent again: the packets of this chunk sent before count again.
     let again = t.tried_to.min(t.done + n).saturating_sub(t.done);
     if again > 0 {
-        s.tally(ctrl).sent(
-            u32::try_from(again.div_ceil(mtu)).unwrap_or(u32::MAX),
-            again,
-        );
+        s.tally(ctrl)
+            .sent(qp::packets(w.opcode, again, s.path_mtu), again);
     }
     t.tried_to = t.tried_to.max(t.done + n);
     // The bytes that reach memory: a READ's responses all land where they
