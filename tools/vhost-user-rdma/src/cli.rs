@@ -11,6 +11,7 @@ use log::LevelFilter;
 use crate::cpus::Cpus;
 use crate::hostile;
 use crate::limits::{self, ConfigOverride, Limits, LimitsError, Mac, Pinned, Rings};
+use crate::net::uplink::UplinkSpec;
 
 /// vhost-user backend for the virtio-rdma device (virtio device ID 42).
 ///
@@ -183,6 +184,15 @@ pub struct Cli {
     #[arg(long = "link-faults", value_name = "KIND=PERCENT[,...]")]
     pub link_faults: Option<crate::link::Faults>,
 
+    /// With --net: the device's port on a host network, `tap:NAME` (a TAP
+    /// device, made if it does not exist; attach it to a bridge or OVS as
+    /// a VM's TAP). The guest's Ethernet and the RoCEv2 frames of its QPs
+    /// whose peers are not devices of this process go out there, with the
+    /// guest's MAC and IP. Once per --socket; a device without one is on
+    /// the process's switch.
+    #[arg(long = "uplink", value_name = "tap:NAME")]
+    pub uplinks: Vec<UplinkSpec>,
+
     /// Print the number of virtqueues for these limits and exit.
     #[arg(long)]
     pub print_num_queues: bool,
@@ -346,6 +356,20 @@ impl Cli {
                 if self.threads.is_none() {
                     l = l.with_threads(default_threads(cpus.len()))?;
                 }
+            }
+            if !self.uplinks.is_empty() {
+                // One each: a TAP is one port.
+                if self.uplinks.len() != n {
+                    return Err(LimitsError::PerSocket {
+                        option: "--uplink",
+                        given: self.uplinks.len(),
+                        sockets: n,
+                    });
+                }
+                if self.uplinks[..i].contains(&self.uplinks[i]) {
+                    return Err(LimitsError::SameUplink(self.uplinks[i]));
+                }
+                l = l.with_uplink(Some(self.uplinks[i]))?;
             }
             let pages = per_socket("--max-mr-pages", &self.max_mr_pages, i, n)?;
             let l = l

@@ -29,6 +29,7 @@ use crate::ctrlq;
 use crate::engine;
 use crate::fabric;
 use crate::limits::Limits;
+use crate::net::uplink::Uplink;
 use crate::net::{self, switch, NetPort};
 use crate::vring::{Mem, RdmaVring, VringHub};
 use crate::worker::Worker;
@@ -76,7 +77,8 @@ impl RdmaDevice {
         let ctrl = Ctrl::new(name, limits, mem.clone())?;
         let (config, net) = if limits.net() {
             ctrl.stats().show_net();
-            let port = NetPort::new(limits.mac());
+            let uplink = limits.uplink().map(Uplink::open).transpose()?;
+            let port = NetPort::new(limits.mac(), uplink.map(Arc::new));
             (net::config_space(&limits), Some(port))
         } else {
             (limits.config_space(), None)
@@ -121,6 +123,46 @@ impl RdmaDevice {
             port.set_vrings(vrings);
         }
         self.ctrl.set_vrings(roce);
+    }
+
+    /// The port's uplink, if this is the net personality on one.
+    pub fn uplink(&self) -> Option<&Arc<Uplink>> {
+        self.net.as_ref().and_then(NetPort::uplink)
+    }
+
+    /// Takes `frame`, from the network on the uplink: a RoCEv2 frame to the
+    /// RDMA engine if the driver runs the RoCE part, else (and anything
+    /// else) to the guest's receive queue if it is to the port's MAC or a
+    /// group. A bridge floods frames for unknown MACs to every port; this
+    /// port's guest sees none of another's.
+    pub fn from_uplink(self: &Arc<Self>, frame: &[u8]) {
+        let Some(port) = &self.net else {
+            return;
+        };
+        let Some(dst) = frame.get(..6) else {
+            return;
+        };
+        let to_port = dst == port.mac().0;
+        if !to_port && dst[0] & 1 == 0 {
+            return;
+        }
+        if to_port && self.ctrl.rings_acked() && engine::wire::received(self, frame) {
+            return;
+        }
+        let Some(record_len) =
+            (frame.len() <= net::MAX_FRAME).then_some(net::HDR_LEN + frame.len())
+        else {
+            self.ctrl.stats().inc(crate::stats::Counter::NetRxDropped);
+            return;
+        };
+        let mut record: net::FrameBuf = [0; net::HDR_LEN + net::MAX_FRAME];
+        let hdr = net::VirtioNetHdr {
+            num_buffers: 1.into(),
+            ..net::VirtioNetHdr::default()
+        };
+        record[..net::HDR_LEN].copy_from_slice(zerocopy::IntoBytes::as_bytes(&hdr));
+        record[net::HDR_LEN..record_len].copy_from_slice(frame);
+        port.deliver(&self.ctrl, &record[..record_len]);
     }
 
     /// Delivers `record` (a virtio-net header and an Ethernet frame) into
@@ -356,11 +398,17 @@ pub fn serve_with(
     }
     dev.set_vrings(hub.vrings());
     fabric::register(&dev);
-    // In the switch while the frontend is served (dropped at return).
+    // In the switch while the frontend is served (dropped at return),
+    // unless on an uplink: then on the network.
     let _attachment = match &dev.net {
-        Some(port) => Some(switch::attach(&dev, port.mac()).map_err(setup)?),
-        None => None,
+        Some(port) if port.uplink().is_none() => {
+            Some(switch::attach(&dev, port.mac()).map_err(setup)?)
+        }
+        _ => None,
     };
+    if let Some(up) = dev.uplink() {
+        up.spawn_reader(Arc::downgrade(&dev)).map_err(setup)?;
+    }
     let worker = Worker::spawn(dev.clone(), hub).map_err(setup)?;
     let roce = format!(
         "control, {} CQ, {} QP, event{}",
@@ -395,6 +443,9 @@ pub fn serve_with(
     );
     started(&dev);
     let result = daemon.serve(socket);
+    if let Some(up) = dev.uplink() {
+        up.stop();
+    }
     worker.stop();
     info!("{name}: frontend disconnected");
     dev.ctrl().log_stats();

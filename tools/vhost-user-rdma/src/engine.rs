@@ -77,6 +77,7 @@ use crate::xrcd::{self, Target};
 mod message;
 mod responder;
 mod transfer;
+pub mod wire;
 
 use message::{Frame, Payload, Remote, Request, Response};
 use responder::{complete_recv, recv_error, Peer, Recv};
@@ -1634,9 +1635,13 @@ fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         payload,
         whole_up_to: CHUNK,
     };
-    // The link: the device holding the destination GID, if any.
+    // The link: the device holding the destination GID, if any, else the
+    // network if the port is on one.
     let Some(dev) = fabric::by_gid(fabric, &av.dgid) else {
-        debug!("{}: QP {qpn}: UD send to unknown GID dropped", ctrl.name());
+        match ctrl.device().as_ref().and_then(|d| d.uplink()) {
+            Some(up) => wire::send_datagram(ctrl, up, &m),
+            None => debug!("{}: QP {qpn}: UD send to unknown GID dropped", ctrl.name()),
+        }
         return done;
     };
     let pguard = dev.ctrl().mem().memory();

@@ -112,7 +112,7 @@ pub fn lock() -> Fabric {
 }
 
 /// Takes the whole fabric for a step that changes no path (UD/GSI).
-fn lock_datagram() -> Fabric {
+pub(crate) fn lock_datagram() -> Fabric {
     let asking = Asking::new();
     let list = DEVICES.write();
     drop(asking);

@@ -14,6 +14,7 @@ use crate::abi::{self, VirtioRdmaConfig};
 use crate::cpus::Cpus;
 use crate::hostile;
 use crate::link;
+use crate::net::uplink::UplinkSpec;
 
 /// vhost-user carries the vring index in 8 bits.
 pub const MAX_VRINGS: u32 = 256;
@@ -228,6 +229,12 @@ pub enum LimitsError {
     /// is the rings mode (VIRTIO_NET_F_ROCE implies it).
     #[error("--net needs --rings: VIRTIO_NET_F_ROCE implies the rings mode")]
     NetWithoutRings,
+    /// An uplink for an ID-42 device, whose guest's Ethernet is QEMU's.
+    #[error("--uplink needs --net: the guest's Ethernet must go out the port its RoCE frames do")]
+    UplinkWithoutNet,
+    /// Two devices on one uplink.
+    #[error("--uplink {0} given to two devices")]
+    SameUplink(UplinkSpec),
     /// The net personality's queues and the RoCE part's together are too
     /// many for vhost-user.
     #[error(
@@ -477,6 +484,9 @@ pub struct Limits {
     /// Where the device's threads run (`--cpus`); `None`: wherever the
     /// process may.
     cpus: Option<Cpus>,
+    /// The net personality's port on a host network (`--uplink`); `None`:
+    /// the process's switch only.
+    uplink: Option<UplinkSpec>,
 }
 
 impl Limits {
@@ -518,6 +528,7 @@ impl Limits {
             net: false,
             threads: 1,
             cpus: None,
+            uplink: None,
         })
     }
 
@@ -622,6 +633,21 @@ impl Limits {
     /// Whether the device is the net personality.
     pub fn net(&self) -> bool {
         self.net
+    }
+
+    /// The same limits with the port on `uplink` (the net personality
+    /// only: its guest's Ethernet must share the port with its RoCE).
+    pub fn with_uplink(mut self, uplink: Option<UplinkSpec>) -> Result<Self, LimitsError> {
+        if uplink.is_some() && !self.net {
+            return Err(LimitsError::UplinkWithoutNet);
+        }
+        self.uplink = uplink;
+        Ok(self)
+    }
+
+    /// The port's uplink, if any.
+    pub fn uplink(&self) -> Option<UplinkSpec> {
+        self.uplink
     }
 
     /// These limits if vhost-user can number all their queues.

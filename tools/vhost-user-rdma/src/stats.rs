@@ -106,6 +106,20 @@ pub enum Counter {
     /// Transmitted frames whose source MAC was not the device's (also
     /// counted in `net_tx_dropped`).
     NetSpoofed,
+    /// Uplink: RoCEv2 packets the RDMA engine put on the wire.
+    WireTxPkts,
+    /// Uplink: RoCEv2 packets from the wire the RDMA engine took.
+    WireRxPkts,
+    /// Uplink: RoCEv2 packets the engine could not encode or the link
+    /// refused.
+    WireTxDropped,
+    /// Uplink: RoCEv2 frames from the wire refused: malformed, a bad ICRC,
+    /// not to the port's MAC or GIDs, another partition, or a transport
+    /// not on the wire.
+    WireRxDropped,
+    /// Uplink: packets not sent for want of their destination's MAC (no
+    /// frame from that IP seen on the link).
+    WireNoNeighbour,
 }
 
 impl Counter {
@@ -147,7 +161,7 @@ impl Counter {
     }
 }
 
-const COUNTERS: [(Counter, &str); 32] = [
+const COUNTERS: [(Counter, &str); 37] = [
     (Counter::SentPkts, "sent_pkts"),
     (Counter::SentBytes, "sent_bytes"),
     (Counter::RcvdPkts, "rcvd_pkts"),
@@ -180,6 +194,11 @@ const COUNTERS: [(Counter, &str); 32] = [
     (Counter::NetTxDropped, "net_tx_dropped"),
     (Counter::NetRxDropped, "net_rx_dropped"),
     (Counter::NetSpoofed, "net_spoofed"),
+    (Counter::WireTxPkts, "wire_tx_pkts"),
+    (Counter::WireRxPkts, "wire_rx_pkts"),
+    (Counter::WireTxDropped, "wire_tx_dropped"),
+    (Counter::WireRxDropped, "wire_rx_dropped"),
+    (Counter::WireNoNeighbour, "wire_no_neighbour"),
 ];
 
 /// The port counters of QUERY_COUNTERS, in `enum virtio_rdma_counter`
@@ -187,7 +206,7 @@ const COUNTERS: [(Counter, &str); 32] = [
 const PORT: usize = VIRTIO_RDMA_NUM_COUNTERS;
 
 /// The counters of one device.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Stats {
     values: [AtomicU64; COUNTERS.len()],
     /// The device is hostile: print the hostile-mode counters too.
@@ -196,6 +215,16 @@ pub struct Stats {
     /// after creation ([`Stats::show_net`]): the counters are made with the
     /// control engine, which does not know the personality.
     net: AtomicBool,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            values: std::array::from_fn(|_| AtomicU64::new(0)),
+            hostile: false,
+            net: AtomicBool::new(false),
+        }
+    }
 }
 
 impl Stats {
@@ -387,7 +416,9 @@ mod tests {
         assert!(
             text.ends_with(
                 "logs_suppressed=0 net_tx_frames=0 net_tx_bytes=0 net_rx_frames=0 \
-                 net_rx_bytes=60 net_tx_dropped=0 net_rx_dropped=0 net_spoofed=0"
+                 net_rx_bytes=60 net_tx_dropped=0 net_rx_dropped=0 net_spoofed=0 \
+                 wire_tx_pkts=0 wire_rx_pkts=0 wire_tx_dropped=0 wire_rx_dropped=0 \
+                 wire_no_neighbour=0"
             ),
             "{text}"
         );

@@ -31,6 +31,22 @@ impl Payload<'_> {
         }
     }
 
+    /// The bytes, copied out (for a packet on the wire).
+    pub(super) fn to_vec(&self) -> Vec<u8> {
+        match self {
+            Payload::Guest(s) => {
+                let mut v = Vec::with_capacity(self.len());
+                for part in s.iter() {
+                    let start = v.len();
+                    v.resize(start + part.len(), 0);
+                    part.copy_to(&mut v[start..]);
+                }
+                v
+            }
+            Payload::Inline(b) => b.to_vec(),
+        }
+    }
+
     pub(super) fn copy_to(&self, dst: &Slices<'_>) {
         match self {
             Payload::Guest(s) => super::copy(s, dst),
