@@ -3,7 +3,7 @@
 # The inside half of run.sh: PID 1 of the run's namespace, in the sysroot.
 # Starts the device backend, then QEMU, then reports the guest's status.
 # usage: guest.sh MODE TIMEOUT KMEMLEAK SHARE BZIMAGE QEMU BACKEND APPEND
-#                 [BACKEND-ARGS [NUM-QUEUES [PEER [REBOOT [OWN-CPUS]]]]]
+#                 [BACKEND-ARGS [NUM-QUEUES [PEER [REBOOT [OWN-CPUS [PEER-RDMA]]]]]]
 # With PEER=1 a second guest (the peer) runs $SHARE/peer/cmd beside the
 # main one: one backend process serves both devices, and the two guests'
 # NICs share a link of their own (no slirp) — 10.0.2.15 and 10.0.2.16,
@@ -15,6 +15,10 @@
 # two vCPUs on one: a guest whose lock holder waits for its other vCPU's
 # time slice swings tenfold), and its device's threads too (the backend's
 # --cpus).
+# With PEER-RDMA=rxe the peer has no virtio-rdma device: its NIC is QEMU's
+# virtio-net on TAP vr1, the main guest's device's uplink is TAP vr0 (the
+# backend's --uplink), both on bridge br0 of a network namespace this
+# makes for the run.
 # The main guest can kill and restart the backend (as a crash and an
 # operator's restart): it writes "kill" or "start" to /mnt/run/backend.ctl
 # and waits for /mnt/run/backend.state to say "killed" or "started"
@@ -24,7 +28,22 @@ set -uo pipefail
 mode=$1 timeout=$2 kmemleak=$3 share=$4 bzimage=$5 qemu=$6 backend=$7 extra=$8
 # Extra backend options, split on spaces (e.g. --config-override FIELD=VALUE).
 read -r -a BACKEND_ARGS <<<"${9:-}"
-num_queues=${10:-} peer=${11:-0} reboot=${12:-0} own_cpus=${13:-0}
+num_queues=${10:-} peer=${11:-0} reboot=${12:-0} own_cpus=${13:-0} peer_rdma=${14:-virtio}
+if [ "$peer_rdma" = rxe ] && [ -z "${VRDMA_NETNS:-}" ]; then
+	# A network of the run's own: a bridge, a TAP for each guest.
+	VRDMA_NETNS=1 exec unshare --net -- "$0" "$@"
+fi
+if [ "$peer_rdma" = rxe ]; then
+	ip -batch - <<-EOF || { echo "error: cannot make the run's network (bridge, TAPs)" >&2; exit 2; }
+		link set lo up
+		link add br0 type bridge
+		link set br0 up
+		tuntap add vr0 mode tap
+		tuntap add vr1 mode tap
+		link set vr0 master br0 up
+		link set vr1 master br0 up
+	EOF
+fi
 guests=1
 [ "$peer" = 1 ] && guests=2
 # cpus_of INDEX: guest INDEX's CPUs (a list for taskset and --cpus).
@@ -55,12 +74,16 @@ mac() { echo "52:54:00:12:34:5$((6 + $1))"; }
 rundir=/tmp/vrdma
 mkdir -p "$rundir"
 devices=()
-for ((i = 0; i < guests; i++)); do
+# Guests with a virtio-rdma device: both, or the main one if the peer is rxe.
+rdma_guests=$guests
+[ "$peer_rdma" = rxe ] && rdma_guests=1
+for ((i = 0; i < rdma_guests; i++)); do
 	devices+=(--socket "$rundir/vrdma$i.sock" --mac "$(mac $i)")
 	# Two guests are two tenants: each device takes only its guest's
 	# address (and its MAC's link-local GID), as an operator would pin them.
 	[ $guests = 1 ] || devices+=(--ip "10.0.2.$((15 + i))")
 	[ -z "${pins[i]:-}" ] || devices+=(--cpus "${pins[i]}")
+	[ "$peer_rdma" = rxe ] && devices+=(--uplink "tap:vr$i")
 done
 # start_backend: starts the backend and waits for its sockets; false if
 # it did not come up.
@@ -69,7 +92,7 @@ start_backend() {
 	"$backend" "${devices[@]}" --max-qp 16 --max-cq 32 "${BACKEND_ARGS[@]}" 2>>"$share/backend.log" &
 	backend_pid=$!
 	for _ in $(seq 100); do
-		[ -S "$rundir/vrdma$((guests - 1)).sock" ] && return 0
+		[ -S "$rundir/vrdma$((rdma_guests - 1)).sock" ] && return 0
 		kill -0 $backend_pid 2>/dev/null || return 1
 		sleep 0.1
 	done
@@ -155,6 +178,13 @@ guest_args() {
 		net=(-nic none)
 		rdma+=",net=on"
 	fi
+	local rdma_dev=(-chardev "socket,id=vrdma0,path=$rundir/vrdma$i.sock,reconnect-ms=500" -device "$rdma")
+	if [ "$i" = 1 ] && [ "$peer_rdma" = rxe ]; then
+		# A host with rxe: QEMU's NIC on its TAP, no virtio-rdma.
+		net=(-netdev "tap,id=net0,ifname=vr1,script=no,downscript=no"
+			-device "virtio-net-pci,netdev=net0,mac=$(mac "$i"),romfile=")
+		rdma_dev=()
+	fi
 	args=(
 		-L /usr/share/qemu -L /usr/share/seabios
 		-machine q35,accel=$accel,memory-backend=mem -cpu max,la57=off -smp $smp -m 2G
@@ -168,8 +198,7 @@ guest_args() {
 		-fsdev "local,id=run,path=$dir,security_model=none"
 		-device virtio-9p-pci,fsdev=run,mount_tag=run
 		"${net[@]}"
-		-chardev "socket,id=vrdma0,path=$rundir/vrdma$i.sock,reconnect-ms=500"
-		-device "$rdma"
+		"${rdma_dev[@]}"
 	)
 }
 
@@ -184,7 +213,7 @@ sysmap=${bzimage%/arch/x86/boot/bzImage}/System.map
 # monitor (three looks a second apart, RIP resolved against System.map, then
 # the general registers; not with quiet), and has QEMU quit.
 stop_hung() {
-	python3 - "$rundir/mon$1.sock" "$sysmap" "${2:-}" <<-'PY' || pkill -KILL -f "^$qemu .*path=$rundir/vrdma$1.sock"
+	python3 - "$rundir/mon$1.sock" "$sysmap" "${2:-}" <<-'PY' || pkill -KILL -f "^$qemu .*$rundir/mon$1.sock"
 		import bisect, re, socket, sys, time
 		syms = []
 		try:
@@ -305,7 +334,7 @@ if [ $guests = 2 ]; then
 	for _ in $(seq 60); do kill -0 "$peer_pid" 2>/dev/null || break; sleep 1; done
 	if kill -0 "$peer_pid" 2>/dev/null; then
 		echo "error: the peer guest did not finish a minute after the main one" >&2
-		pkill -KILL -f "path=$rundir/vrdma1.sock"
+		pkill -KILL -f "$rundir/mon1.sock"
 	fi
 	wait "$peer_pid"
 	peer_rc=$?

@@ -5,7 +5,7 @@
 #   run.sh [--shell] [--timeout SECONDS] [--kmemleak] [--out DIR]
 #          [--append KERNEL-PARAMS] [--backend-args ARGS] [--num-queues N]
 #          [--peer PEER-CMD] [--suite FILE] [--reboot] [--personality id42|net]
-#          [--own-cpus] [--] CMD...
+#          [--own-cpus] [--peer-rdma rxe] [--] CMD...
 #
 # The guest is the project's kernel under the project's QEMU (TCG unless a
 # real KVM module is loaded), its root is the build sysroot over virtio-9p,
@@ -32,6 +32,12 @@
 # process serves both devices, the two NICs share a link of their own (the
 # main guest is 10.0.2.15, the peer 10.0.2.16, no slirp), and the run fails
 # if either guest fails. The peer's files (console.log, status) are in peer/.
+# --peer-rdma rxe makes the peer a host with Linux's rxe instead: it has no
+# virtio-rdma device, only QEMU's virtio-net on a TAP, where its tests add
+# rxe0 (rdma link add rxe0 type rxe netdev eth0). The main guest must be
+# the net personality; its device's uplink (the backend's --uplink) is a
+# TAP on the same bridge, in a network namespace of the run's own: one L2,
+# as two hosts on a switch, RoCEv2 frames and all.
 # --suite FILE runs the test scripts FILE lists (one path a line, relative
 # to the checkout) one after the other in this one guest instead of CMD,
 # each with its own verdict in results/NAME/ (see init.sh); the run's own
@@ -46,7 +52,7 @@
 source "$(dirname "$0")/../../build/lib.sh"
 
 mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append="" backend_args="" num_queues=""
-peer_cmd="" suite="" reboot=0 personality_args="" own_cpus=0
+peer_cmd="" suite="" reboot=0 personality_args="" own_cpus=0 peer_rdma=virtio
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--shell) mode=shell ;;
@@ -60,6 +66,13 @@ while [ $# -gt 0 ]; do
 	--suite) suite=$2; shift ;;
 	--reboot) reboot=1 ;;
 	--own-cpus) own_cpus=1 ;;
+	--peer-rdma)
+		case "$2" in
+		rxe | virtio) peer_rdma=$2 ;;
+		*) die "--peer-rdma: rxe or virtio, not '$2'" ;;
+		esac
+		shift
+		;;
 	--personality)
 		case "$2" in
 		id42) ;;
@@ -75,6 +88,10 @@ while [ $# -gt 0 ]; do
 	shift
 done
 backend_args="$backend_args${personality_args:+ $personality_args}"
+if [ $peer_rdma = rxe ]; then
+	[ -n "$peer_cmd" ] || die "--peer-rdma rxe needs --peer"
+	[[ " $backend_args " == *" --net "* ]] || die "--peer-rdma rxe needs the net personality (--personality net)"
+fi
 [ $mode = shell ] || [ $# -gt 0 ] || [ -n "$suite" ] || die "no command given (or use --shell or --suite)"
 
 kdir=$(kernel_dir) qemu=$(qemu_bin) backend=$(backend_bin) provider=$(provider_lib)
@@ -114,7 +131,7 @@ rc=0
 in_sysroot --binds "$kdir/modules/lib/modules:/usr/lib/modules $share:$share $TOP:/opt" \
 	"$TOP/tools/testing/vm/guest.sh" "$mode" "$timeout" "$kmemleak" "$share" \
 	"$kdir/build/arch/x86/boot/bzImage" "$qemu" "$backend" "$append" "$backend_args" \
-	"$num_queues" "$peer" "$reboot" "$own_cpus" || rc=$?
+	"$num_queues" "$peer" "$reboot" "$own_cpus" "$peer_rdma" || rc=$?
 if [ -n "$out" ]; then
 	mkdir -p "$out"
 	cp -r "$share"/. "$out"/
