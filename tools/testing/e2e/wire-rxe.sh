@@ -54,7 +54,8 @@ ROLE=$(other_role) pair_step "ibv_ud_pingpong, virtio-rdma serves" \
 	ibv_ud_pingpong -d $dev -g "$gid" -n 200 -s 1024 -c -p $port 10.0.2.15
 
 step "counters"
-rdma statistic show link $dev/1 | tr ' ' '\n' | grep -E -A1 '^(sent_pkts|rcvd_pkts)$' | paste - - | sed 's/^/  /'
+rdma statistic show link $dev/1 |
+	awk '{ for (i = 1; i < NF; i++) if ($i ~ /^(sent|rcvd)_pkts$/) print "  " $i, $(i + 1) }'
 if [ "$ROLE" = peer ]; then
 	# rxe counts only what went over its netdev: 2 × 200 round trips of
 	# a datagram each way, whatever else (MADs) on top.

@@ -15,6 +15,7 @@ use crate::ib::*;
 use crate::limits;
 use crate::ring::WorkRing;
 use crate::srq::SrqLink;
+pub use crate::transport::rnr_delay_us;
 use crate::transport::PSN_MASK;
 use crate::wqe::{RecvWqe, SendWqe};
 
@@ -414,16 +415,6 @@ pub fn packets(opcode: u8, len: u64, mtu: u8) -> u32 {
     }
     let n = len.div_ceil(mtu_bytes(mtu)).max(1);
     u32::try_from(n & u64::from(PSN_MASK)).unwrap_or(1)
-}
-
-/// The RNR NAK delay IB encodes in `min_rnr_timer`, in microseconds.
-pub fn rnr_delay_us(min_rnr_timer: u8) -> u64 {
-    const TABLE: [u64; 32] = [
-        655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840,
-        5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122_880, 163_840, 245_760,
-        327_680, 491_520,
-    ];
-    TABLE[usize::from(min_rnr_timer & 31)]
 }
 
 #[cfg(test)]

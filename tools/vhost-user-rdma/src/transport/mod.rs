@@ -72,6 +72,16 @@ pub fn ack_timeout_us(timeout: u8) -> Option<u64> {
     (timeout != 0).then(|| (4096u64 << timeout.min(31)) / 1000)
 }
 
+/// The RNR NAK delay IB encodes in `min_rnr_timer`, in microseconds.
+pub fn rnr_delay_us(min_rnr_timer: u8) -> u64 {
+    const TABLE: [u64; 32] = [
+        655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840,
+        5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122_880, 163_840, 245_760,
+        327_680, 491_520,
+    ];
+    TABLE[usize::from(min_rnr_timer & 31)]
+}
+
 /// An RC ACK (or NAK: `syn`) of `psn` to QP `dest_qp`, with MSN `msn`.
 pub(crate) fn ack(dest_qp: u32, psn: u32, syn: u8, msn: u32) -> Packet {
     let mut p = Packet::new(

@@ -11,9 +11,8 @@
 
 use std::collections::VecDeque;
 
-use super::{ack_timeout_us, psn_add, psn_diff, Status};
+use super::{ack_timeout_us, psn_add, psn_diff, rnr_delay_us, Status};
 use crate::packet::{segments, syndrome, AtomicEth, Message, Op, Opcode, Packet, Reth, Transport};
-use crate::qp::rnr_delay_us;
 use zerocopy::big_endian::{U32, U64};
 
 /// The QP attributes the requester works with.

@@ -25,11 +25,27 @@ pub enum Refusal {
     Invalid,
 }
 
+/// One SEND packet's part of its message.
+#[derive(Clone, Copy, Debug)]
+pub struct SendPart<'a> {
+    /// The message's first packet: it takes a receive.
+    pub first: bool,
+    /// Its last: the receive completes.
+    pub last: bool,
+    /// Where `data` goes in the message.
+    pub offset: u64,
+    /// The packet's payload.
+    pub data: &'a [u8],
+    /// Immediate data (a last packet's).
+    pub imm: Option<u32>,
+    /// Solicited event (a last packet's).
+    pub solicited: bool,
+}
+
 /// What a responder's requests reach: the QP's memory and receives.
 pub trait Target {
-    /// A SEND's bytes at `offset` of its message; `first` takes a receive.
-    fn receive(&mut self, first: bool, offset: u64, data: &[u8], last: bool)
-        -> Result<(), Refusal>;
+    /// A SEND's bytes at `part.offset` of its message.
+    fn receive(&mut self, part: SendPart<'_>) -> Result<(), Refusal>;
     /// An RDMA WRITE's bytes at `va` under `rkey`.
     fn write(&mut self, va: u64, rkey: u32, data: &[u8]) -> Result<(), Refusal>;
     /// `len` bytes at `va` under `rkey`, for a READ.
@@ -190,7 +206,14 @@ impl Responder {
         if !s.last && pkt.payload.len() != self.mtu as usize {
             return Err(Refusal::Invalid);
         }
-        target.receive(s.first, offset, &pkt.payload, s.last)?;
+        target.receive(SendPart {
+            first: s.first,
+            last: s.last,
+            offset,
+            data: &pkt.payload,
+            imm: pkt.imm,
+            solicited: pkt.se,
+        })?;
         let offset = offset + pkt.payload.len() as u64;
         self.ongoing = (!s.last).then_some(Ongoing::Send { offset });
         Ok(())

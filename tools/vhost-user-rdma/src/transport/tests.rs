@@ -3,7 +3,7 @@
 //! reorders packets, with a simulated clock: what IB promises must hold.
 
 use super::requester::{Completion, Config, Request, Requester};
-use super::responder::{Refusal, Responder, Target};
+use super::responder::{Refusal, Responder, SendPart, Target};
 use super::*;
 use crate::packet::Packet;
 
@@ -110,13 +110,8 @@ fn span(va: u64, len: usize) -> Result<std::ops::Range<usize>, Refusal> {
 }
 
 impl Target for Mem {
-    fn receive(
-        &mut self,
-        first: bool,
-        offset: u64,
-        data: &[u8],
-        _last: bool,
-    ) -> Result<(), Refusal> {
+    fn receive(&mut self, part: SendPart<'_>) -> Result<(), Refusal> {
+        let (first, offset, data) = (part.first, part.offset, part.data);
         if first {
             if self.rnr_first > 0 {
                 self.rnr_first -= 1;
