@@ -645,8 +645,10 @@ pub fn flush(_fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
             ctrl.guest_warn(format_args!("QP {qpn}: flush completion lost: {e}"));
         }
     };
+    // Elements on the wire, in the requester's hands, come next.
+    let on_wire = wire::flush_rc(ctrl, qpn);
     if let Some(sq) = sq_of(ctrl, qpn) {
-        if let Some((head, w)) = pending {
+        for (head, w) in pending.into_iter().chain(on_wire) {
             sq.give_back(ctrl, head);
             post(
                 send_cqn,
@@ -719,8 +721,9 @@ pub fn discard(ctrl: &Ctrl, qpn: u32) {
             .map(|t| t.head);
         stalled.or(moving)
     };
+    let on_wire = wire::flush_rc(ctrl, qpn);
     if let Some(sq) = sq_of(ctrl, qpn) {
-        if let Some(head) = pending {
+        for head in pending.into_iter().chain(on_wire.into_iter().map(|(h, _)| h)) {
             sq.give_back(ctrl, head);
         }
         discard_all(ctrl, &sq);
@@ -815,6 +818,14 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
                 return false;
             }
         };
+        let local = matches!(wqe.opcode, IB_WR_REG_MR | IB_WR_LOCAL_INV | IB_WR_BIND_MW);
+        if !local && wire::on_wire(fabric, ctrl, &s) {
+            // A peer on the network: the transport's requester carries it.
+            if !wire::post_rc(fabric, ctrl, qpn, &s, head, wqe) {
+                return false;
+            }
+            continue;
+        }
         match execute(fabric, ctrl, qpn, &s, &wqe) {
             Exec::Done(status, len) => {
                 finish(fabric, ctrl, qpn, &s, head, &wqe, status, len);

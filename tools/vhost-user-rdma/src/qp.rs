@@ -16,6 +16,8 @@ use crate::limits;
 use crate::ring::WorkRing;
 use crate::srq::SrqLink;
 pub use crate::transport::rnr_delay_us;
+use crate::transport::requester::Requester;
+use crate::transport::responder::Responder;
 use crate::transport::PSN_MASK;
 use crate::wqe::{RecvWqe, SendWqe};
 
@@ -116,6 +118,23 @@ pub struct HeldRecv {
     pub xrc_srqn: Option<u32>,
 }
 
+/// An RC QP's connection to a peer on the network (`engine/wire/rc.rs`):
+/// IB's requester and responder on packets (`transport/`), made when the
+/// QP first sends or receives there, and the SQ elements the requester
+/// carries.
+#[derive(Debug, Default)]
+pub struct WireRc {
+    /// Made at the first send (in RTS, where `sq_psn` is final).
+    pub requester: Option<Requester>,
+    /// Made at the first request received (in RTR or RTS).
+    pub responder: Option<Responder>,
+    /// SQ elements posted and not completed, oldest first, under the ID
+    /// the requester knows each by: (ID, head, element).
+    pub posted: VecDeque<(u64, u16, SendWqe)>,
+    /// The next ID.
+    pub next_id: u64,
+}
+
 /// The rings of a QP whose queues are in guest memory.
 #[derive(Debug, Clone)]
 pub struct QpRings {
@@ -162,6 +181,8 @@ pub struct Qp {
     pub counters: Option<Arc<CounterSet>>,
     /// An XRC_TGT QP's domain (`xrcd.rs`).
     pub xrcdn: Option<u32>,
+    /// An RC QP's connection on the network, if its peer is there.
+    pub wire: Option<Box<WireRc>>,
 }
 
 impl Qp {
@@ -188,6 +209,7 @@ impl Qp {
             srq: None,
             counters: None,
             xrcdn: None,
+            wire: None,
         }
     }
 

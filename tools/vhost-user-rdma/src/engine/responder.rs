@@ -50,7 +50,7 @@ impl fmt::Display for Refused {
 }
 
 /// The responder: a device of the fabric and a QP on it.
-pub(super) struct Peer {
+pub(in crate::engine) struct Peer {
     pub dev: Arc<RdmaDevice>,
     pub qpn: u32,
     /// The QP's counter set when it was found, if it is bound to one.
@@ -65,7 +65,7 @@ pub(super) struct Peer {
 
 impl Peer {
     /// QP `qpn` of `dev`, before anything about it was looked up.
-    pub(super) fn new(dev: Arc<RdmaDevice>, qpn: u32) -> Self {
+    pub(in crate::engine) fn new(dev: Arc<RdmaDevice>, qpn: u32) -> Self {
         Peer {
             dev,
             qpn,
@@ -75,7 +75,7 @@ impl Peer {
         }
     }
 
-    pub(super) fn ctrl(&self) -> &Ctrl {
+    pub(in crate::engine) fn ctrl(&self) -> &Ctrl {
         self.dev.ctrl()
     }
 
@@ -255,7 +255,7 @@ pub(super) fn resolve_xrc(peer: &mut Peer, m: &Request<'_>) -> Result<(), crate:
 /// Remote access: rkey (an MR's or a window's), PD of the responder QP (of
 /// the XRC SRQ a request to a target QP names), MR or window and QP access
 /// rights, bounds.
-pub(super) fn resolve_remote(
+pub(in crate::engine) fn resolve_remote(
     peer: &Peer,
     rkey: u32,
     addr: u64,
@@ -278,7 +278,7 @@ pub(super) fn resolve_remote(
 }
 
 /// A receive taken from the responder's RQ or SRQ.
-pub(super) struct Recv {
+pub(in crate::engine) struct Recv {
     pub head: u16,
     pub wqe: RecvWqe,
     pub recv_cqn: u32,
@@ -291,7 +291,7 @@ pub(super) struct Recv {
     pub xrc_srqn: Option<u32>,
 }
 
-enum Take {
+pub(in crate::engine) enum Take {
     Got(Recv),
     Empty(Duration),
     /// A malformed element was completed in error; the responder QP is in
@@ -301,7 +301,7 @@ enum Take {
 
 /// Takes the next receive of `peer`: from its SRQ if it has one (a target
 /// QP: the XRC SRQ the request names), else from its RQ.
-fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
+pub(in crate::engine) fn take_recv(fabric: &Fabric, peer: &Peer) -> Take {
     let pc = peer.ctrl();
     let Some((mut max_sge, recv_cqn, qp_pdn, srq, timer)) = pc.lock().qp(peer.qpn).map(|q| {
         (
@@ -404,7 +404,7 @@ fn srq_took(ctrl: &Ctrl, srqn: u32, rq: &Wq<'_>) {
 }
 
 /// Completes receive `r` on `peer` with `c` (status etc. filled in).
-pub(super) fn complete_recv(
+pub(in crate::engine) fn complete_recv(
     fabric: &Fabric,
     peer: &Peer,
     r: &Recv,
@@ -425,7 +425,7 @@ pub(super) fn complete_recv(
     }
 }
 
-pub(super) fn recv_error(fabric: &Fabric, peer: &Peer, r: &Recv, status: u8) {
+pub(in crate::engine) fn recv_error(fabric: &Fabric, peer: &Peer, r: &Recv, status: u8) {
     complete_recv(fabric, peer, r, cqe(0, status, IB_WC_RECV, peer.qpn), false);
 }
 

@@ -99,7 +99,7 @@ pub(super) fn begin(head: u16, w: SendWqe, started: Started) -> Transfer {
 
 /// Guest-physical ranges of bytes `[off, off + n)` of `sges` in MRs of
 /// `pdn` granting `access`; all of them must be there.
-fn span(
+pub(in crate::engine) fn span(
     st: &State,
     pdn: u32,
     sges: &[Sge],

@@ -27,7 +27,7 @@ use std::io::{self, Read, Write};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread;
 
@@ -192,6 +192,10 @@ pub struct Uplink {
     neighbours: Neighbours,
     /// Tells the reader to end (the device stopped serving).
     stop: Arc<AtomicBool>,
+    /// When the RDMA engine's earliest transport timer of this port's QPs
+    /// runs out, in the engine's microseconds (`u64::MAX`: none); the
+    /// reader wakes for it.
+    timer: AtomicU64,
 }
 
 impl Uplink {
@@ -221,6 +225,7 @@ impl Uplink {
             tap,
             neighbours: Neighbours::default(),
             stop: Arc::new(AtomicBool::new(false)),
+            timer: AtomicU64::new(u64::MAX),
         })
     }
 
@@ -240,9 +245,16 @@ impl Uplink {
         self.neighbours.get(ip)
     }
 
+    /// Has the reader run the engine's timers at `at` (µs of the engine's
+    /// clock) if that is earlier than what it waits for.
+    pub fn arm(&self, at: u64) {
+        self.timer.fetch_min(at, Ordering::Relaxed);
+    }
+
     /// Starts the thread that reads the TAP and hands each frame to
     /// `dev` ([`RdmaDevice::from_uplink`]) until [`Uplink::stop`] or until
-    /// the device is gone.
+    /// the device is gone; between frames it runs the engine's transport
+    /// timers when the one armed ([`Uplink::arm`]) is due.
     pub fn spawn_reader(self: &Arc<Self>, dev: Weak<RdmaDevice>) -> io::Result<()> {
         let up = Arc::downgrade(self);
         let stop = self.stop.clone();
@@ -258,12 +270,21 @@ impl Uplink {
                     break;
                 };
                 let fd = up.tap.as_raw_fd();
-                // Wakes every 200 ms to see the stop flag.
+                // Wakes for the armed timer, and every 200 ms to see the
+                // stop flag.
+                let now = crate::engine::wire::now_us();
+                let timer = up.timer.load(Ordering::Relaxed);
+                if timer <= now {
+                    up.timer.store(u64::MAX, Ordering::Relaxed);
+                    crate::engine::wire::tick(&dev);
+                    continue;
+                }
+                let wait_ms = ((timer - now).div_ceil(1000)).min(200) as u16;
                 // SAFETY: `fd` is the TAP's, which `up` keeps open while
                 // the borrow lives.
                 let bfd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
                 let mut fds = [PollFd::new(bfd, PollFlags::POLLIN)];
-                match poll(&mut fds, PollTimeout::from(200u16)) {
+                match poll(&mut fds, PollTimeout::from(wait_ms)) {
                     Ok(0) => continue,
                     Ok(_) => {}
                     Err(nix::errno::Errno::EINTR) => continue,

@@ -5,9 +5,8 @@
 //! RoCE NIC).
 //!
 //! Datagrams (UD and GSI, so also the connection manager's MADs) go both
-//! ways. A reliable or unreliable connection's packets from the wire are
-//! refused and counted until the engine runs RC/UC on packets
-//! (`transport/`).
+//! ways, here; RC connections run IB's transport on packets ([`rc`]). UC
+//! and XRC packets from the wire are refused and counted.
 //!
 //! A frame from the wire is hostile: it is decoded with its ICRC checked,
 //! must be addressed to the device's MAC and one of its GIDs, carry the
@@ -30,6 +29,11 @@ use crate::net::uplink::Uplink;
 use crate::packet::{Deth, Op, Opcode, Packet, Transport};
 use crate::roce::{self, Endpoints, Refused};
 use crate::stats::Counter;
+
+mod rc;
+
+pub use rc::{now_us, tick};
+pub(in crate::engine) use rc::{flush as flush_rc, on_wire, post as post_rc};
 
 /// The default partition's P_Key, full membership: the only one RoCEv2
 /// peers use.
@@ -200,9 +204,10 @@ pub fn received(dev: &Arc<RdmaDevice>, frame: &[u8]) -> bool {
             let mem = ctrl.mem().memory();
             responder::datagram(&fabric, dev.clone(), &mem, &m);
         }
+        (Transport::Rc, ..) => rc::received(dev, &ep, &p),
         (t, op, _) => refuse(
             ctrl,
-            format_args!("{op:?} of {t:?}: connections do not go on the wire yet"),
+            format_args!("{op:?} of {t:?}: UC and XRC do not go on the wire yet"),
         ),
     }
     true

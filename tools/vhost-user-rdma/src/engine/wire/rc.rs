@@ -1,0 +1,597 @@
+// SPDX-License-Identifier: GPL-2.0
+//! RC connections on the wire: a QP whose destination GID no device of
+//! this process holds, on a device with an uplink, runs IB's requester and
+//! responder on packets (`transport/`), whose packets go out as RoCEv2
+//! frames and come in from the uplink's reader.
+//!
+//! The requester: an SQ element becomes a [`Request`] (its payload
+//! gathered from the sender's MRs at once, as a NIC reads it when it
+//! sends), kept in the QP's [`WireRc`] with its element until the
+//! requester completes it; completions come in order, a READ's data and
+//! an atomic's original value land in the element's SGEs then. Elements
+//! follow each other without waiting: the requester's window paces them.
+//!
+//! The responder: a request packet from the QP's peer (its source IP is
+//! the QP's destination GID; an RC packet names no source QP) reaches the
+//! QP's memory through [`WireTarget`], under the same checks as a request
+//! from a QP of this process: a SEND fills the next receive (held in the
+//! QP between a message's packets, as a chunked message's is), a WRITE,
+//! READ or atomic needs an rkey of the QP's PD with the rights, and the
+//! QP's own access flags.
+//!
+//! Timers run on the uplink's reader thread ([`tick`]): the earliest
+//! deadline of the device's wire QPs is armed on the uplink, whose reader
+//! wakes for it.
+//!
+//! Opcodes the transport state machines do not carry yet (WRITE with
+//! immediate, SEND with Invalidate, COMPARE AND SWAP, ATOMIC WRITE,
+//! FLUSH) complete with a local QP operation error; UC and XRC do not go
+//! on the wire yet.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use log::debug;
+use vm_memory::GuestAddressSpace;
+use zerocopy::little_endian::U32;
+
+use super::super::responder::{complete_recv, recv_error, take_recv, Peer, Recv, Take};
+use super::super::transfer::span;
+use super::super::*;
+use super::{ip_of, DEFAULT_HOP_LIMIT, DEFAULT_PKEY};
+use crate::net::uplink::Uplink;
+use crate::packet::Packet;
+use crate::qp::{HeldRecv, WireRc};
+use crate::roce::{self, Endpoints};
+use crate::transport::requester::{Completion, Config, Request};
+use crate::transport::responder::{Refusal, Responder, SendPart, Target};
+use crate::transport::Status;
+
+/// The longest RDMA READ a peer on the wire may ask for at once: its
+/// responses are read into one buffer (the transport's responder answers
+/// a READ whole), so a peer must not make the backend allocate gigabytes.
+/// perftest and the ULPs read far less per request.
+const MAX_WIRE_READ: u32 = 16 << 20;
+
+/// Microseconds since the process's first use of the wire: the transport
+/// state machines' clock.
+pub fn now_us() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_micros() as u64
+}
+
+/// The uplink of `ctrl`'s device, if it is on one.
+fn uplink(ctrl: &Ctrl) -> Option<Arc<Uplink>> {
+    ctrl.device().and_then(|d| d.uplink().cloned())
+}
+
+/// Whether sender `s` of `ctrl` is an RC QP whose peer is on the network:
+/// its device is on an uplink and no device of this process holds its
+/// destination GID.
+pub(in crate::engine) fn on_wire(fabric: &Fabric, ctrl: &Ctrl, s: &Sender) -> bool {
+    s.qp_type == IB_QPT_RC
+        && ctrl.device().is_some_and(|d| d.uplink().is_some())
+        && fabric::by_gid(fabric, &s.dgid).is_none()
+}
+
+/// QP `qpn`'s connection, taken out of it while a step works on it (the
+/// step holds the QP's lane: no other step of it runs meanwhile).
+fn take(ctrl: &Ctrl, qpn: u32) -> Option<Box<WireRc>> {
+    ctrl.lock()
+        .qp_mut(qpn)
+        .map(|q| q.wire.take().unwrap_or_default())
+}
+
+/// Puts connection `c` back into QP `qpn` and arms the uplink's timer for
+/// its requester's next deadline.
+fn put(ctrl: &Ctrl, qpn: u32, c: Box<WireRc>) {
+    let deadline = c.requester.as_ref().and_then(|r| r.next_deadline());
+    if let Some(q) = ctrl.lock().qp_mut(qpn) {
+        q.wire = Some(c);
+    }
+    if let (Some(at), Some(up)) = (deadline, uplink(ctrl)) {
+        up.arm(at);
+    }
+}
+
+/// The frames' headers of QP `qpn`'s packets; `None` (and counted) while
+/// the peer's MAC is not known.
+fn path(ctrl: &Ctrl, up: &Uplink, qpn: u32) -> Option<Endpoints> {
+    let st = ctrl.lock();
+    let q = st.qp(qpn)?;
+    let av = &q.attr.ah_attr;
+    let sgid = st.gids.get(usize::from(av.sgid_index))?.gid;
+    let dst_ip = ip_of(&av.dgid);
+    let Some(dst_mac) = up.neighbour(&dst_ip) else {
+        ctrl.stats().inc(Counter::WireNoNeighbour);
+        return None;
+    };
+    Some(Endpoints {
+        src_mac: ctrl.limits().mac().0,
+        dst_mac,
+        src_ip: ip_of(&sgid),
+        dst_ip,
+        src_port: roce::source_port(qpn),
+        traffic_class: av.traffic_class,
+        hop_limit: match av.hop_limit {
+            0 => DEFAULT_HOP_LIMIT,
+            h => h,
+        },
+        flow_label: av.flow_label.get(),
+    })
+}
+
+/// Sends QP `qpn`'s packets `out`.
+fn transmit(ctrl: &Ctrl, qpn: u32, out: &mut Vec<Packet>) {
+    if out.is_empty() {
+        return;
+    }
+    let Some(up) = uplink(ctrl) else {
+        return;
+    };
+    let Some(ep) = path(ctrl, &up, qpn) else {
+        debug!("{}: QP {qpn}: peer's MAC unknown; packets lost", ctrl.name());
+        out.clear();
+        return;
+    };
+    let mut frame = Vec::new();
+    for mut p in out.drain(..) {
+        p.pkey = DEFAULT_PKEY;
+        frame.clear();
+        match roce::encode(&ep, &p, &mut frame).map(|()| up.send(&frame)) {
+            Ok(Ok(())) => ctrl.stats().inc(Counter::WireTxPkts),
+            _ => ctrl.stats().inc(Counter::WireTxDropped),
+        }
+    }
+}
+
+/// The requester's configuration from QP `qpn`'s attributes.
+fn config(q: &crate::qp::Qp) -> Config {
+    Config {
+        dest_qp: q.attr.dest_qp_num.get(),
+        mtu: qp::mtu_bytes(q.attr.path_mtu) as u32,
+        timeout: q.attr.timeout,
+        retry_cnt: q.attr.retry_cnt,
+        rnr_retry: q.attr.rnr_retry,
+    }
+}
+
+/// Posts SQ element (`head`, `w`) of QP `qpn` (sender `s`, on the wire) to
+/// its requester; whether the SQ may go on.
+pub(in crate::engine) fn post(
+    fabric: &Fabric,
+    ctrl: &Ctrl,
+    qpn: u32,
+    s: &Sender,
+    head: u16,
+    w: SendWqe,
+) -> bool {
+    let req = {
+        let mem = ctrl.mem().memory();
+        let payload = || gather(ctrl, &mem, s.pdn, &w).map(|p| p.to_vec());
+        let r = w.rdma();
+        match w.opcode {
+            IB_WR_SEND | IB_WR_SEND_WITH_IMM => payload().map(|payload| Request::Send {
+                payload,
+                imm: (w.opcode == IB_WR_SEND_WITH_IMM).then_some(w.ex),
+            }),
+            IB_WR_RDMA_WRITE => payload().map(|payload| Request::Write {
+                va: r.remote_addr.get(),
+                rkey: r.rkey.get(),
+                payload,
+            }),
+            IB_WR_RDMA_READ => Ok(Request::Read {
+                va: r.remote_addr.get(),
+                rkey: r.rkey.get(),
+                len: byte_len(&w),
+            }),
+            IB_WR_ATOMIC_FETCH_AND_ADD => {
+                let a = w.atomic();
+                Ok(Request::FetchAdd {
+                    va: a.remote_addr.get(),
+                    rkey: a.rkey.get(),
+                    add: a.compare_add.get(),
+                })
+            }
+            _ => Err(IB_WC_LOC_QP_OP_ERR),
+        }
+    };
+    let req = match req {
+        Ok(r) => r,
+        Err(status) => {
+            finish(fabric, ctrl, qpn, s, head, &w, status, 0);
+            return false;
+        }
+    };
+    let Some(mut c) = take(ctrl, qpn) else {
+        return false;
+    };
+    if c.requester.is_none() {
+        c.requester = ctrl
+            .lock()
+            .qp(qpn)
+            .map(|q| crate::transport::requester::Requester::new(config(q), q.attr.sq_psn.get()));
+    }
+    let (mut out, mut done) = (Vec::new(), Vec::new());
+    let sent = match &req {
+        Request::Send { payload, .. } | Request::Write { payload, .. } => payload.len() as u64,
+        _ => 0,
+    };
+    let id = c.next_id;
+    c.next_id += 1;
+    c.posted.push_back((id, head, w));
+    if let Some(r) = c.requester.as_mut() {
+        r.post(id, req, now_us(), &mut out, &mut done);
+    }
+    let ended = settle(&mut c, done);
+    put(ctrl, qpn, c);
+    s.tally(ctrl).sent(out.len() as u32, sent);
+    transmit(ctrl, qpn, &mut out);
+    complete_all(fabric, ctrl, qpn, ended)
+}
+
+/// The posted elements `done` completes, taken out of `c`, in order.
+fn settle(c: &mut WireRc, done: Vec<Completion>) -> Vec<(u16, SendWqe, Completion)> {
+    let mut ended = Vec::with_capacity(done.len());
+    for d in done {
+        if let Some(at) = c.posted.iter().position(|(id, ..)| *id == d.wr_id) {
+            if let Some((_, head, w)) = c.posted.remove(at) {
+                ended.push((head, w, d));
+            }
+        }
+    }
+    ended
+}
+
+/// Completes what the requester ended; whether the QP is still fine.
+fn complete_all(
+    fabric: &Fabric,
+    ctrl: &Ctrl,
+    qpn: u32,
+    ended: Vec<(u16, SendWqe, Completion)>,
+) -> bool {
+    let Some(s) = sender(ctrl, qpn) else {
+        return false;
+    };
+    let mut ok = true;
+    for (head, w, d) in ended {
+        let mut status = match d.status {
+            Status::Success => IB_WC_SUCCESS,
+            Status::RemoteInvalidRequest => IB_WC_REM_INV_REQ_ERR,
+            Status::RemoteAccess => IB_WC_REM_ACCESS_ERR,
+            Status::RemoteOperation => IB_WC_REM_OP_ERR,
+            Status::RetryExceeded => IB_WC_RETRY_EXC_ERR,
+            Status::RnrRetryExceeded => IB_WC_RNR_RETRY_EXC_ERR,
+            Status::Flushed => IB_WC_WR_FLUSH_ERR,
+        };
+        // A READ's data, an atomic's original value: into the element's
+        // SGEs, which must still be the sender's to write.
+        if status == IB_WC_SUCCESS && !d.data.is_empty() {
+            let _gate = ctrl.mr_gate().read();
+            let mem = ctrl.mem().memory();
+            let len = d.data.len() as u64;
+            let dst = span(&ctrl.lock(), s.pdn, &w.sges, IB_ACCESS_LOCAL_WRITE, 0, len)
+                .ok()
+                .and_then(|r| slices(&mem, &r));
+            match dst {
+                Some(dst) => write_bytes(&d.data, &dst),
+                None => status = IB_WC_LOC_PROT_ERR,
+            }
+        }
+        let len = match w.opcode {
+            IB_WR_RDMA_READ | IB_WR_ATOMIC_FETCH_AND_ADD => d.data.len() as u32,
+            _ => u32::try_from(w.payload_len()).unwrap_or(u32::MAX),
+        };
+        finish(fabric, ctrl, qpn, &s, head, &w, status, len);
+        ok &= status == IB_WC_SUCCESS;
+    }
+    ok
+}
+
+/// Takes RC packet `p` from `ep` on the wire, for QP `p.dest_qp` of `dev`.
+pub(super) fn received(dev: &Arc<RdmaDevice>, ep: &Endpoints, p: &Packet) {
+    let ctrl = dev.ctrl();
+    let qpn = p.dest_qp;
+    let fabric = fabric::for_qp(ctrl, qpn);
+    let peer_ip = ctrl
+        .lock()
+        .qp(qpn)
+        .filter(|q| q.qp_type == IB_QPT_RC && q.can_receive())
+        .map(|q| (ip_of(&q.attr.ah_attr.dgid), q.counters.clone()));
+    let Some((peer_ip, counters)) = peer_ip else {
+        ctrl.stats().inc(Counter::WireRxDropped);
+        debug!("{}: RC packet for QP {qpn}, not a connected RC QP", ctrl.name());
+        return fabric::unlock_fair(fabric);
+    };
+    let tally = ctrl.stats().of(counters.as_deref());
+    if peer_ip != ep.src_ip {
+        tally.inc(Counter::NotPeer);
+        return fabric::unlock_fair(fabric);
+    }
+    tally.rcvd(1, p.payload.len() as u64);
+    ctrl.stats().inc(Counter::WireRxPkts);
+    if p.opcode.op.shape().request {
+        respond(&fabric, dev, qpn, p, ep.src_ip);
+    } else {
+        answered(&fabric, ctrl, qpn, p);
+    }
+    fabric::unlock_fair(fabric);
+}
+
+/// A request packet for QP `qpn`'s responder.
+fn respond(fabric: &Fabric, dev: &Arc<RdmaDevice>, qpn: u32, p: &Packet, _from: IpAddr) {
+    let ctrl = dev.ctrl();
+    let Some(mut c) = take(ctrl, qpn) else {
+        return;
+    };
+    if c.responder.is_none() {
+        c.responder = ctrl.lock().qp(qpn).map(|q| {
+            Responder::new(
+                q.attr.dest_qp_num.get(),
+                qp::mtu_bytes(q.attr.path_mtu) as u32,
+                q.attr.rq_psn.get(),
+                q.attr.min_rnr_timer,
+            )
+        });
+    }
+    let mut out = Vec::new();
+    let mut failed = None;
+    if let Some(r) = c.responder.as_mut() {
+        let mut peer = Peer::new(dev.clone(), qpn);
+        peer.counters = ctrl.lock().qp(qpn).and_then(|q| q.counters.clone());
+        let mut t = WireTarget {
+            fabric,
+            peer: &peer,
+            failed: None,
+        };
+        r.on_packet(p, &mut t, &mut out);
+        failed = t.failed;
+        if r.in_error() && failed.is_none() {
+            failed = Some(Event::QpReqErr(qpn));
+        }
+    }
+    put(ctrl, qpn, c);
+    transmit(ctrl, qpn, &mut out);
+    if let Some(event) = failed {
+        to_error_event(fabric, ctrl, qpn, event);
+    }
+}
+
+/// An answer (ACK, NAK, READ response, atomic ACK) for QP `qpn`'s
+/// requester.
+fn answered(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, p: &Packet) {
+    let Some(mut c) = take(ctrl, qpn) else {
+        return;
+    };
+    let (mut out, mut done) = (Vec::new(), Vec::new());
+    if let Some(r) = c.requester.as_mut() {
+        r.on_packet(p, now_us(), &mut out, &mut done);
+    }
+    let ended = settle(&mut c, done);
+    put(ctrl, qpn, c);
+    transmit(ctrl, qpn, &mut out);
+    if !ended.is_empty() && complete_all(fabric, ctrl, qpn, ended) {
+        // Room in the window: the SQ may have more to send.
+        ctrl.schedule_sq(qpn);
+    }
+}
+
+/// Runs the due timers of `dev`'s wire QPs (the uplink's reader calls it
+/// when the armed deadline passes) and arms the next.
+pub fn tick(dev: &Arc<RdmaDevice>) {
+    let ctrl = dev.ctrl();
+    let now = now_us();
+    let (due, next): (Vec<u32>, Option<u64>) = {
+        let st = ctrl.lock();
+        let mut next = None::<u64>;
+        let mut due = Vec::new();
+        for (n, q) in st.qps.iter() {
+            let Some(at) = q
+                .wire
+                .as_ref()
+                .and_then(|w| w.requester.as_ref())
+                .and_then(|r| r.next_deadline())
+            else {
+                continue;
+            };
+            if at <= now {
+                due.push(n);
+            } else {
+                next = Some(next.map_or(at, |m| m.min(at)));
+            }
+        }
+        (due, next)
+    };
+    if let (Some(at), Some(up)) = (next, dev.uplink()) {
+        up.arm(at);
+    }
+    for qpn in due {
+        let fabric = fabric::for_qp(ctrl, qpn);
+        if let Some(mut c) = take(ctrl, qpn) {
+            let (mut out, mut done) = (Vec::new(), Vec::new());
+            if let Some(r) = c.requester.as_mut() {
+                r.on_timer(now_us(), &mut out, &mut done);
+            }
+            let ended = settle(&mut c, done);
+            put(ctrl, qpn, c);
+            if let Some(s) = sender(ctrl, qpn) {
+                s.tally(ctrl).sent(out.len() as u32, 0);
+            }
+            transmit(ctrl, qpn, &mut out);
+            complete_all(&fabric, ctrl, qpn, ended);
+        }
+        fabric::unlock_fair(fabric);
+    }
+}
+
+/// Completes every element QP `qpn`'s requester holds with a flush error
+/// and forgets the connection (the QP went to error: nothing of it goes
+/// on).
+pub(in crate::engine) fn flush(ctrl: &Ctrl, qpn: u32) -> Vec<(u16, SendWqe)> {
+    ctrl.lock()
+        .qp_mut(qpn)
+        .and_then(|q| q.wire.take())
+        .map(|c| c.posted.into_iter().map(|(_, h, w)| (h, w)).collect())
+        .unwrap_or_default()
+}
+
+/// What a request packet from the wire reaches: its QP's receives and
+/// memory, checked as for a request from a QP of this process.
+struct WireTarget<'a> {
+    fabric: &'a Fabric,
+    peer: &'a Peer,
+    /// The affiliated error a refusal reports, if one did.
+    failed: Option<Event>,
+}
+
+impl WireTarget<'_> {
+    fn ctrl(&self) -> &Ctrl {
+        self.peer.ctrl()
+    }
+
+    /// The receive a SEND is filling, as held in the QP.
+    fn held(&self) -> Option<(crate::wqe::Sges, u32)> {
+        self.ctrl()
+            .lock()
+            .qp(self.peer.qpn)
+            .and_then(|q| q.held_recv.as_ref())
+            .map(|h| (h.wqe.sges.clone(), h.pdn))
+    }
+
+    /// Takes the held receive out of the QP.
+    fn unhold(&self) -> Option<Recv> {
+        let mut st = self.ctrl().lock();
+        let q = st.qp_mut(self.peer.qpn)?;
+        let h = q.held_recv.take()?;
+        Some(Recv {
+            head: h.head,
+            wqe: h.wqe,
+            recv_cqn: h.cqn,
+            pdn: h.pdn,
+            qp_pdn: q.pdn,
+            xrc_srqn: h.xrc_srqn,
+        })
+    }
+
+    /// The remote range `[va, va + len)` under `rkey` with `access`, as
+    /// slices of the QP's guest memory, handed to `f` under the MR gate.
+    fn remote<R>(
+        &mut self,
+        va: u64,
+        rkey: u32,
+        len: u64,
+        access: u32,
+        f: impl FnOnce(&Slices<'_>) -> R,
+    ) -> Result<R, Refusal> {
+        let ctrl = self.peer.ctrl();
+        let _gate = ctrl.mr_gate().read();
+        let mem = ctrl.mem().memory();
+        let dst = responder::resolve_remote(self.peer, rkey, va, len, access)
+            .ok()
+            .and_then(|r| slices(&mem, &r));
+        match dst {
+            Some(d) => Ok(f(&d)),
+            None => {
+                self.failed = Some(Event::QpAccessErr(self.peer.qpn));
+                Err(Refusal::Access)
+            }
+        }
+    }
+}
+
+impl Target for WireTarget<'_> {
+    fn receive(&mut self, part: SendPart<'_>) -> Result<(), Refusal> {
+        let qpn = self.peer.qpn;
+        if part.first {
+            let r = match take_recv(self.fabric, self.peer) {
+                Take::Got(r) => r,
+                Take::Empty(_) => return Err(Refusal::NoReceive),
+                Take::Bad => return Err(Refusal::Invalid),
+            };
+            if let Some(q) = self.ctrl().lock().qp_mut(qpn) {
+                q.held_recv = Some(HeldRecv {
+                    head: r.head,
+                    wqe: r.wqe,
+                    token: 0,
+                    cqn: r.recv_cqn,
+                    pdn: r.pdn,
+                    xrc_srqn: r.xrc_srqn,
+                });
+            }
+        }
+        let Some((sges, pdn)) = self.held() else {
+            return Err(Refusal::Invalid);
+        };
+        let ctrl = self.peer.ctrl();
+        let placed = {
+            let _gate = ctrl.mr_gate().read();
+            let mem = ctrl.mem().memory();
+            let n = part.data.len() as u64;
+            let dst = span(&ctrl.lock(), pdn, &sges, IB_ACCESS_LOCAL_WRITE, part.offset, n)
+                .ok()
+                .and_then(|r| slices(&mem, &r));
+            dst.map(|d| write_bytes(part.data, &d)).is_some()
+        };
+        if !placed {
+            // Longer than the receive, or its MRs are gone: it fails, and
+            // the requester is told its request was invalid.
+            if let Some(r) = self.unhold() {
+                recv_error(self.fabric, self.peer, &r, IB_WC_LOC_LEN_ERR);
+            }
+            return Err(Refusal::Invalid);
+        }
+        if part.last {
+            if let Some(r) = self.unhold() {
+                let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV, qpn);
+                if let Some(imm) = part.imm {
+                    c.wc_flags = U32::new(IB_WC_WITH_IMM);
+                    c.ex = U32::new(imm);
+                }
+                c.byte_len = U32::new((part.offset + part.data.len() as u64) as u32);
+                complete_recv(self.fabric, self.peer, &r, c, part.solicited);
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, va: u64, rkey: u32, data: &[u8]) -> Result<(), Refusal> {
+        self.remote(va, rkey, data.len() as u64, IB_ACCESS_REMOTE_WRITE, |d| {
+            write_bytes(data, d)
+        })
+    }
+
+    fn read(&mut self, va: u64, rkey: u32, len: u32) -> Result<Vec<u8>, Refusal> {
+        if len > MAX_WIRE_READ {
+            return Err(Refusal::Invalid);
+        }
+        self.remote(va, rkey, u64::from(len), IB_ACCESS_REMOTE_READ, |src| {
+            let mut out = vec![0u8; len as usize];
+            let mut at = 0;
+            for s in src.iter() {
+                at += s.copy_to(&mut out[at..]);
+            }
+            out
+        })
+    }
+
+    fn fetch_add(&mut self, va: u64, rkey: u32, add: u64) -> Result<u64, Refusal> {
+        if va % 8 != 0 {
+            return Err(Refusal::Invalid);
+        }
+        let orig = self.remote(va, rkey, 8, IB_ACCESS_REMOTE_ATOMIC, |cell| {
+            // Aligned 8 bytes are one slice, aligned in the mapping too.
+            let cell = match cell.as_slice() {
+                [c] => c.get_atomic_ref::<AtomicU64>(0).ok(),
+                _ => None,
+            }?;
+            let add_le = |raw: u64| Some(u64::from_le(raw).wrapping_add(add).to_le());
+            let raw = match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add_le) {
+                Ok(raw) | Err(raw) => raw,
+            };
+            Some(u64::from_le(raw))
+        })?;
+        orig.ok_or(Refusal::Access)
+    }
+}
