@@ -53,6 +53,20 @@ ROLE=$(other_role) pair_step "ibv_ud_pingpong, virtio-rdma serves" \
 	ibv_ud_pingpong -d $dev -g "$gid" -n 200 -s 1024 -c -p $port -- \
 	ibv_ud_pingpong -d $dev -g "$gid" -n 200 -s 1024 -c -p $port 10.0.2.15
 
+for dir in 0 1; do
+	# rxe serves, then virtio-rdma does.
+	if [ $dir = 0 ]; then r=$ROLE srv=10.0.2.16 who="rxe serves"; else r=$(other_role) srv=10.0.2.15 who="virtio-rdma serves"; fi
+	ROLE=$r pair_step "ibv_rc_pingpong, $who" ibv_rc_pingpong -d $dev -g "$gid" -n 200 -s 4096 -c -p $port -- \
+		ibv_rc_pingpong -d $dev -g "$gid" -n 200 -s 4096 -c -p $port $srv
+	ROLE=$r pair_step "rping, $who" rping -s -a $srv -p $port -C 50 -- rping -c -a $srv -p $port -C 50 -V -v
+	for t in ib_write_bw ib_read_bw ib_atomic_bw; do
+		ROLE=$r pair_step "$t, $who" $t -d $dev -x "$gid" -F -n 200 -p $port -- \
+			$t -d $dev -x "$gid" -F -n 200 -p $port $srv
+	done
+	ROLE=$r pair_step "ib_send_lat -R, $who" ib_send_lat -d $dev -F -R -n 200 -p $port -- \
+		ib_send_lat -d $dev -F -R -n 200 -p $port $srv
+done
+
 step "counters"
 rdma statistic show link $dev/1 |
 	awk '{ for (i = 1; i < NF; i++) if ($i ~ /^(sent|rcvd)_pkts$/) print "  " $i, $(i + 1) }'

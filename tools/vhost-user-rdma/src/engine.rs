@@ -723,7 +723,10 @@ pub fn discard(ctrl: &Ctrl, qpn: u32) {
     };
     let on_wire = wire::flush_rc(ctrl, qpn);
     if let Some(sq) = sq_of(ctrl, qpn) {
-        for head in pending.into_iter().chain(on_wire.into_iter().map(|(h, _)| h)) {
+        for head in pending
+            .into_iter()
+            .chain(on_wire.into_iter().map(|(h, _)| h))
+        {
             sq.give_back(ctrl, head);
         }
         discard_all(ctrl, &sq);

@@ -60,8 +60,12 @@ pub const VENDOR_ID: u32 = 0x1af4;
 pub const VENDOR_PART_ID: u32 = 42;
 /// Hardware version.
 pub const HW_VER: u32 = 1;
-/// Outstanding RDMA reads/atomics per QP, as responder and as initiator.
-pub const MAX_QP_RD_ATOM: u32 = 16;
+/// Outstanding RDMA reads/atomics per QP, as responder and as initiator:
+/// rxe's (`RXE_MAX_QP_RD_ATOM`), because a peer's is what a QP connected
+/// to it is given (perftest sets `max_rd_atomic` to the remote's
+/// `max_dest_rd_atomic`), and a smaller limit would refuse the RTS of a QP
+/// connected to rxe.
+pub const MAX_QP_RD_ATOM: u32 = 128;
 /// Fast-registration page list length.
 pub const MAX_FAST_REG_PAGE_LIST_LEN: u32 = 512;
 /// Bytes of inline data per send WR.

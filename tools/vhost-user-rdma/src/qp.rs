@@ -15,9 +15,9 @@ use crate::ib::*;
 use crate::limits;
 use crate::ring::WorkRing;
 use crate::srq::SrqLink;
-pub use crate::transport::rnr_delay_us;
 use crate::transport::requester::Requester;
 use crate::transport::responder::Responder;
+pub use crate::transport::rnr_delay_us;
 use crate::transport::PSN_MASK;
 use crate::wqe::{RecvWqe, SendWqe};
 

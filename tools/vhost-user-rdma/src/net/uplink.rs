@@ -26,6 +26,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::net::IpAddr;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -129,6 +130,9 @@ const IFF_TAP: u16 = 0x0002;
 const IFF_NO_PI: u16 = 0x1000;
 ioctl_iow_nr!(TUNSETIFF, b'T' as u32, 202, std::os::raw::c_int);
 
+/// Frames the reader takes in a row before it looks at the timers.
+const READ_BUDGET: usize = 256;
+
 /// Neighbours kept at most: a sender on the link cannot grow the table
 /// without bound (a new address then replaces an arbitrary old one).
 const MAX_NEIGHBOURS: usize = 1024;
@@ -202,9 +206,11 @@ impl Uplink {
     /// Opens the uplink `spec` names.
     pub fn open(spec: UplinkSpec) -> io::Result<Self> {
         let UplinkSpec::Tap(name) = spec;
+        // Non-blocking: the reader takes what waits, then sleeps in poll.
         let tap = OpenOptions::new()
             .read(true)
             .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
             .open("/dev/net/tun")
             .map_err(|e| io::Error::new(e.kind(), format!("/dev/net/tun: {e}")))?;
         let mut req = IfReq {
@@ -261,47 +267,55 @@ impl Uplink {
         stop.store(false, Ordering::Relaxed);
         let name = format!("vrdma-up-{}", self.spec_name());
         thread::Builder::new().name(name).spawn(move || {
-            // One frame at a time; the largest a 1500-byte MTU and a VLAN
-            // tag give, with room to spare for a jumbo frame to be seen
-            // (and dropped) rather than cut.
+            // The largest frame a 1500-byte MTU and a VLAN tag give, with
+            // room to spare for a jumbo frame to be seen (and dropped)
+            // rather than cut.
             let mut buf = vec![0u8; 65536];
             while !stop.load(Ordering::Relaxed) {
                 let (Some(up), Some(dev)) = (up.upgrade(), dev.upgrade()) else {
                     break;
                 };
-                let fd = up.tap.as_raw_fd();
-                // Wakes for the armed timer, and every 200 ms to see the
-                // stop flag.
+                // Frames first, as many as wait (up to a budget): what
+                // arrived may answer what a timer would send again.
+                let mut frames = 0;
+                while frames < READ_BUDGET {
+                    match (&up.tap).read(&mut buf) {
+                        Ok(n) => {
+                            frames += 1;
+                            up.neighbours.learn(&buf[..n]);
+                            dev.from_uplink(&buf[..n]);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) => {
+                            warn!("uplink {}: read: {e}; reader stops", up.spec);
+                            return;
+                        }
+                    }
+                }
+                // Then the engine's transport timers, if due.
                 let now = crate::engine::wire::now_us();
-                let timer = up.timer.load(Ordering::Relaxed);
-                if timer <= now {
+                if up.timer.load(Ordering::Relaxed) <= now {
                     up.timer.store(u64::MAX, Ordering::Relaxed);
                     crate::engine::wire::tick(&dev);
+                }
+                if frames == READ_BUDGET {
                     continue;
                 }
-                let wait_ms = ((timer - now).div_ceil(1000)).min(200) as u16;
+                // Sleep until a frame, the armed timer, or 200 ms (to see
+                // the stop flag).
+                let now = crate::engine::wire::now_us();
+                let timer = up.timer.load(Ordering::Relaxed);
+                let wait_ms = timer.saturating_sub(now).div_ceil(1000).min(200) as u16;
+                let fd = up.tap.as_raw_fd();
                 // SAFETY: `fd` is the TAP's, which `up` keeps open while
                 // the borrow lives.
                 let bfd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
                 let mut fds = [PollFd::new(bfd, PollFlags::POLLIN)];
                 match poll(&mut fds, PollTimeout::from(wait_ms)) {
-                    Ok(0) => continue,
-                    Ok(_) => {}
-                    Err(nix::errno::Errno::EINTR) => continue,
+                    Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                     Err(e) => {
                         warn!("uplink {}: poll: {e}; reader stops", up.spec);
-                        break;
-                    }
-                }
-                match (&up.tap).read(&mut buf) {
-                    Ok(n) => {
-                        up.neighbours.learn(&buf[..n]);
-                        dev.from_uplink(&buf[..n]);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => {
-                        warn!("uplink {}: read: {e}; reader stops", up.spec);
                         break;
                     }
                 }

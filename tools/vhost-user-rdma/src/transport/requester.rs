@@ -569,7 +569,21 @@ impl Requester {
                 return self.fail(Status::RetryExceeded, done);
             }
             self.retries_left -= 1;
-            self.resend_from(self.una, now, out);
+            // Only the oldest unacknowledged packet, asking for an ACK:
+            // nothing was heard for a whole timeout, so the path or the
+            // responder is lost or slow, and the window sent again at once
+            // would only add to a slow responder's backlog (a TCG guest's
+            // rxe fell behind for good that way). Its ACK sends the rest
+            // again, go-back-N from there.
+            let end = psn_add(self.una, 1);
+            for i in 0..self.pending.len() {
+                self.emit(i, self.una, end, out);
+            }
+            if let Some(p) = out.last_mut() {
+                p.ack_req = true;
+            }
+            self.sent_to = end;
+            self.deadline = Some(now + self.timeout());
         }
     }
 }

@@ -64,8 +64,8 @@ enum Resource {
 }
 
 /// READs and atomics remembered (IB's responder resources, the QP's
-/// `max_dest_rd_atomic`).
-const RESOURCES: usize = 16;
+/// `max_dest_rd_atomic` at most).
+const RESOURCES: usize = crate::limits::MAX_QP_RD_ATOM as usize;
 
 /// A message that spans packets, between its first and last.
 #[derive(Clone, Copy, Debug)]

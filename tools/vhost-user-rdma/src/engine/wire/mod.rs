@@ -32,8 +32,8 @@ use crate::stats::Counter;
 
 mod rc;
 
-pub use rc::{now_us, tick};
 pub(in crate::engine) use rc::{flush as flush_rc, on_wire, post as post_rc};
+pub use rc::{now_us, tick};
 
 /// The default partition's P_Key, full membership: the only one RoCEv2
 /// peers use.

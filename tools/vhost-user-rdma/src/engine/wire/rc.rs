@@ -132,7 +132,10 @@ fn transmit(ctrl: &Ctrl, qpn: u32, out: &mut Vec<Packet>) {
         return;
     };
     let Some(ep) = path(ctrl, &up, qpn) else {
-        debug!("{}: QP {qpn}: peer's MAC unknown; packets lost", ctrl.name());
+        debug!(
+            "{}: QP {qpn}: peer's MAC unknown; packets lost",
+            ctrl.name()
+        );
         out.clear();
         return;
     };
@@ -209,10 +212,15 @@ pub(in crate::engine) fn post(
         return false;
     };
     if c.requester.is_none() {
-        c.requester = ctrl
-            .lock()
-            .qp(qpn)
-            .map(|q| crate::transport::requester::Requester::new(config(q), q.attr.sq_psn.get()));
+        c.requester = ctrl.lock().qp(qpn).map(|q| {
+            debug!(
+                "{}: QP {qpn}: requester from PSN {:#x}: {:?}",
+                ctrl.name(),
+                q.attr.sq_psn.get(),
+                config(q)
+            );
+            crate::transport::requester::Requester::new(config(q), q.attr.sq_psn.get())
+        });
     }
     let (mut out, mut done) = (Vec::new(), Vec::new());
     let sent = match &req {
@@ -284,6 +292,14 @@ fn complete_all(
             IB_WR_RDMA_READ | IB_WR_ATOMIC_FETCH_AND_ADD => d.data.len() as u32,
             _ => u32::try_from(w.payload_len()).unwrap_or(u32::MAX),
         };
+        if status != IB_WC_SUCCESS {
+            debug!(
+                "{}: QP {qpn}: wr_id {} ({:?}) ends with status {status}",
+                ctrl.name(),
+                w.wr_id,
+                d.status
+            );
+        }
         finish(fabric, ctrl, qpn, &s, head, &w, status, len);
         ok &= status == IB_WC_SUCCESS;
     }
@@ -302,7 +318,13 @@ pub(super) fn received(dev: &Arc<RdmaDevice>, ep: &Endpoints, p: &Packet) {
         .map(|q| (ip_of(&q.attr.ah_attr.dgid), q.counters.clone()));
     let Some((peer_ip, counters)) = peer_ip else {
         ctrl.stats().inc(Counter::WireRxDropped);
-        debug!("{}: RC packet for QP {qpn}, not a connected RC QP", ctrl.name());
+        debug!(
+            "{}: {:?} PSN {:#x} for QP {qpn} (state {:?}), not a connected RC QP",
+            ctrl.name(),
+            p.opcode.op,
+            p.psn,
+            ctrl.lock().qp(qpn).map(|q| (q.qp_type, q.state()))
+        );
         return fabric::unlock_fair(fabric);
     };
     let tally = ctrl.stats().of(counters.as_deref());
@@ -413,6 +435,12 @@ pub fn tick(dev: &Arc<RdmaDevice>) {
             let (mut out, mut done) = (Vec::new(), Vec::new());
             if let Some(r) = c.requester.as_mut() {
                 r.on_timer(now_us(), &mut out, &mut done);
+                debug!(
+                    "{}: QP {qpn}: transport timer: {} packets again, {} outstanding",
+                    ctrl.name(),
+                    out.len(),
+                    r.outstanding()
+                );
             }
             let ended = settle(&mut c, done);
             put(ctrl, qpn, c);
@@ -529,9 +557,16 @@ impl Target for WireTarget<'_> {
             let _gate = ctrl.mr_gate().read();
             let mem = ctrl.mem().memory();
             let n = part.data.len() as u64;
-            let dst = span(&ctrl.lock(), pdn, &sges, IB_ACCESS_LOCAL_WRITE, part.offset, n)
-                .ok()
-                .and_then(|r| slices(&mem, &r));
+            let dst = span(
+                &ctrl.lock(),
+                pdn,
+                &sges,
+                IB_ACCESS_LOCAL_WRITE,
+                part.offset,
+                n,
+            )
+            .ok()
+            .and_then(|r| slices(&mem, &r));
             dst.map(|d| write_bytes(part.data, &d)).is_some()
         };
         if !placed {
