@@ -391,8 +391,8 @@ fn config_space_values() {
     assert_eq!(le32(72), 1024, "max_cqe");
     assert_eq!(le32(76), 65536, "max_mr");
     assert_eq!(le32(80), 65536, "max_pd");
-    assert_eq!(le32(84), 16, "max_qp_rd_atom");
-    assert_eq!(le32(92), 16, "max_qp_init_rd_atom");
+    assert_eq!(le32(84), 128, "max_qp_rd_atom");
+    assert_eq!(le32(92), 128, "max_qp_init_rd_atom");
     assert_eq!(le32(116), 512, "max_fast_reg_page_list_len");
     assert_eq!(le32(124), 64, "max_inline_data");
     assert_eq!(&cfg[128..130], &[1, 0], "max_pkeys");
