@@ -10,10 +10,16 @@
 #   Ethernet through the uplink: ping both ways (the guest's ARP, answered
 #   from the wire, is also what teaches the backend its neighbour's MAC);
 #   ibv_ud_pingpong with data checked, rxe as server and virtio-rdma as
-#   client, then the other way round; each side's counters show the
-#   packets went over the wire (rxe counts what it sent and received).
-# Connections (RC/UC) do not go on the wire yet: the backend counts their
-# frames as refused (wire_rx_dropped).
+#   client, then the other way round; then, each way, RC: ibv_rc_pingpong
+#   (4 KiB messages, data checked), rping with its data verified (rdma_cm:
+#   the CM's MADs are datagrams on the wire; SEND, RDMA READ and WRITE),
+#   ib_write_bw, ib_read_bw, ib_atomic_bw and ib_send_lat; each side's
+#   counters show the packets went over the wire (rxe counts what it sent
+#   and received).
+# Not yet: perftest over rdma_cm (-R: its client crashes in librdmacm when
+# a connect is rejected because the peer's server is not listening yet,
+# and this script cannot see the peer's listener), NVMe over RDMA, UC,
+# and a lossy link (netem in the rxe guest).
 # peer: bash tools/testing/e2e/wire-rxe.sh peer
 # peer-rdma: rxe
 # backend-args: --net --rings
@@ -63,16 +69,16 @@ for dir in 0 1; do
 		ROLE=$r pair_step "$t, $who" $t -d $dev -x "$gid" -F -n 200 -p $port -- \
 			$t -d $dev -x "$gid" -F -n 200 -p $port $srv
 	done
-	ROLE=$r pair_step "ib_send_lat -R, $who" ib_send_lat -d $dev -F -R -n 200 -p $port -- \
-		ib_send_lat -d $dev -F -R -n 200 -p $port $srv
+	ROLE=$r pair_step "ib_send_lat, $who" ib_send_lat -d $dev -x "$gid" -F -n 200 -p $port -- \
+		ib_send_lat -d $dev -x "$gid" -F -n 200 -p $port $srv
 done
 
 step "counters"
 rdma statistic show link $dev/1 |
 	awk '{ for (i = 1; i < NF; i++) if ($i ~ /^(sent|rcvd)_pkts$/) print "  " $i, $(i + 1) }'
 if [ "$ROLE" = peer ]; then
-	# rxe counts only what went over its netdev: 2 × 200 round trips of
-	# a datagram each way, whatever else (MADs) on top.
+	# rxe counts only what went over its netdev: at least 2 × 200 round
+	# trips of a datagram each way, whatever else (RC, MADs) on top.
 	sent=$(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts)
 	rcvd=$(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts)
 	[ "$sent" -ge 400 ] && [ "$rcvd" -ge 400 ] || fail "rxe0 sent $sent and received $rcvd packets, not 400 each"
