@@ -5,6 +5,11 @@
 //! would (copies, atomics, UD with its GRH, delivery from one device to
 //! the other, RNR retries, flushes).
 //!
+//! Records may also be frames from the network to `b` (RoCEv2, as its
+//! uplink's reader hands them to `engine::wire`): requests of any opcode
+//! and headers to its RC and UD QPs, from its RC QP's peer address or
+//! another.
+//!
 //! The oracle, besides "no panic": device `b` (the responder, which has no
 //! DMA MR) changes only its used rings, the device-writable buffers its
 //! driver posted (CQEs, events) and its one remote-access MR's pages. So no
@@ -323,10 +328,11 @@ fn outside(mem: &GuestMemoryMmap, allowed: &[Range<u64>]) -> Vec<u8> {
 }
 
 /// Fuzz target `data_path`: records of a tag byte, a length byte and that
-/// many bytes. Tag bit 0: device (`a` or `b`); bits 1-2: the QP (RC, UC,
-/// UD; 3 is the event and CQ buffers being refilled); bit 3: SQ or RQ. The
-/// bytes are one element, made available on that queue and kicked; after
-/// each record due RNR retries run. Returns the number of records run.
+/// many bytes. Tag bit 4: the bytes are a frame from the network to `b`.
+/// Else bit 0: device (`a` or `b`); bits 1-2: the QP (RC, UC, UD; 3 is the
+/// event and CQ buffers being refilled); bit 3: SQ or RQ. The bytes are
+/// one element, made available on that queue and kicked; after each record
+/// due RNR retries run. Returns the number of records run.
 pub fn data_path(data: &[u8]) -> usize {
     run(data).0
 }
@@ -359,6 +365,15 @@ fn run(mut data: &[u8]) -> Ran {
         let (element, tail) = rest.split_at(len);
         data = tail;
         n += 1;
+        if tag & WIRE != 0 {
+            let before = outside(&b.mem, &allowed);
+            engine::wire::received(&b.dev, element);
+            assert!(
+                outside(&b.mem, &allowed) == before,
+                "record {n} (a frame) wrote b's memory outside its MR and device-writable buffers"
+            );
+            continue;
+        }
         let side = if tag & 1 == 0 { &mut a } else { &mut b };
         let which = usize::from((tag >> 1) & 3);
         if which == 3 {
@@ -398,6 +413,90 @@ fn run(mut data: &[u8]) -> Ran {
         );
     }
     (n, Pair { a, b, _one: one })
+}
+
+/// Tag bit of a record that is a frame from the network to `b`.
+const WIRE: u8 = 0x10;
+
+/// A frame from `a`'s address to `b` carrying `p`.
+fn frame(p: &crate::packet::Packet) -> Vec<u8> {
+    use crate::engine::wire::ip_of;
+    let ep = crate::roce::Endpoints {
+        src_mac: [0x52, 0x54, 0, 0, 0xf0, 1],
+        dst_mac: limits(2).mac().0,
+        src_ip: ip_of(&gid(1)),
+        dst_ip: ip_of(&gid(2)),
+        src_port: crate::roce::source_port(2),
+        traffic_class: 0,
+        hop_limit: 64,
+        flow_label: 0,
+    };
+    let mut out = Vec::new();
+    crate::roce::encode(&ep, p, &mut out).expect("a seed frame");
+    out
+}
+
+/// Seed records of frames to `b`: after a receive on its RC and its UD
+/// QP, a SEND, a WRITE into its MR, a READ and a FETCH AND ADD there to
+/// its RC QP, a UD SEND, and a frame whose ICRC is wrong.
+fn wire_seed(bkey: u32, recv: impl Fn(u8) -> Vec<u8>) -> Vec<u8> {
+    use crate::packet::{AtomicEth, Deth, Op, Opcode, Packet, Reth, Transport};
+    use zerocopy::big_endian;
+    let rc = |op, psn| {
+        Packet::new(
+            Opcode {
+                transport: Transport::Rc,
+                op,
+            },
+            2,
+            psn,
+        )
+    };
+    let reth = |va: u64, len: u32| Reth {
+        va: big_endian::U64::new(va),
+        rkey: big_endian::U32::new(bkey),
+        dma_len: big_endian::U32::new(len),
+    };
+    let mut send = rc(Op::SendOnly, 0);
+    send.payload = b"a SEND from the wire".to_vec();
+    send.ack_req = true;
+    let mut write = rc(Op::WriteOnly, 1);
+    write.reth = Some(reth(MR_IOVA + 0x40, 16));
+    write.payload = vec![0x5a; 16];
+    let mut read = rc(Op::ReadRequest, 2);
+    read.reth = Some(reth(MR_IOVA, 64));
+    let mut add = rc(Op::FetchAdd, 3);
+    add.atomic_eth = Some(AtomicEth {
+        va: big_endian::U64::new(MR_IOVA + 0x1000),
+        rkey: big_endian::U32::new(bkey),
+        swap_add: big_endian::U64::new(1),
+        compare: big_endian::U64::new(0),
+    });
+    let mut ud = Packet::new(
+        Opcode {
+            transport: Transport::Ud,
+            op: Op::SendOnly,
+        },
+        4,
+        0,
+    );
+    ud.deth = Some(Deth {
+        qkey: QKEY.into(),
+        reserved: 0,
+        src_qp: [0, 0, 4],
+    });
+    ud.payload = b"a datagram".to_vec();
+    let mut s = recv(0);
+    s.extend(recv(2));
+    for p in [&send, &write, &read, &add, &ud] {
+        s.extend(rec(WIRE, &frame(p)));
+    }
+    let mut bad = frame(&send);
+    if let Some(last) = bad.last_mut() {
+        *last ^= 1;
+    }
+    s.extend(rec(WIRE, &bad));
+    s
 }
 
 /// A record.
@@ -509,7 +608,8 @@ pub fn data_path_seeds() -> Vec<Vec<u8>> {
     ));
     let mut refill = s.clone();
     refill.extend(rec(6, &[]));
-    vec![s, uc, u, refill]
+    let wire = wire_seed(bkey, recv);
+    vec![s, uc, u, refill, wire]
 }
 
 #[cfg(test)]
@@ -802,5 +902,38 @@ mod tests {
             .read_slice(&mut word, GuestAddress(MR_PAGES[1] + 0x800))
             .expect("read");
         assert_eq!(u64::from_le_bytes(word), 5, "the fetch-and-add");
+    }
+
+    /// The wire seed: frames from `b`'s RC peer's address reach its QPs as
+    /// requests do (the receives complete, the WRITE and the atomic land
+    /// in its MR), and the frame with a wrong ICRC is counted and dropped.
+    #[test]
+    fn frames_from_the_wire_reach_b() {
+        let seed = data_path_seeds().pop().expect("the wire seed");
+        let (_, pair) = run(&seed);
+        let b = &pair.b;
+        let recvs: Vec<_> = completions(b)
+            .iter()
+            .filter(|c| c.opcode == IB_WC_RECV)
+            .map(|c| (c.qp_num.get(), c.status, c.byte_len.get()))
+            .collect();
+        assert_eq!(
+            recvs,
+            [(2, IB_WC_SUCCESS, 20), (4, IB_WC_SUCCESS, 40 + 10)],
+            "the SEND and the datagram"
+        );
+        let mut w = [0u8; 16];
+        b.mem
+            .read_slice(&mut w, GuestAddress(MR_PAGES[0] + 0x800 + 0x40))
+            .expect("read");
+        assert_eq!(w, [0x5a; 16], "the WRITE");
+        let mut word = [0u8; 8];
+        b.mem
+            .read_slice(&mut word, GuestAddress(MR_PAGES[1] + 0x800))
+            .expect("read");
+        assert_eq!(u64::from_le_bytes(word), 1, "the fetch-and-add");
+        let stats = b.dev.ctrl().stats();
+        assert_eq!(stats.get(crate::stats::Counter::WireRxPkts), 5);
+        assert_eq!(stats.get(crate::stats::Counter::WireRxDropped), 1);
     }
 }
