@@ -123,10 +123,15 @@ fn path(ctrl: &Ctrl, up: &Uplink, qpn: u32) -> Option<Endpoints> {
     })
 }
 
-/// Sends QP `qpn`'s packets `out`.
+/// Sends QP `qpn`'s packets `out`, counted as the QP's sent packets
+/// (requests and answers alike, as rxe counts them).
 fn transmit(ctrl: &Ctrl, qpn: u32, out: &mut Vec<Packet>) {
     if out.is_empty() {
         return;
+    }
+    if let Some(s) = sender(ctrl, qpn) {
+        let bytes = out.iter().map(|p| p.payload.len() as u64).sum();
+        s.tally(ctrl).sent(out.len() as u32, bytes);
     }
     let Some(up) = uplink(ctrl) else {
         return;
@@ -223,10 +228,6 @@ pub(in crate::engine) fn post(
         });
     }
     let (mut out, mut done) = (Vec::new(), Vec::new());
-    let sent = match &req {
-        Request::Send { payload, .. } | Request::Write { payload, .. } => payload.len() as u64,
-        _ => 0,
-    };
     let id = c.next_id;
     c.next_id += 1;
     c.posted.push_back((id, head, w));
@@ -235,7 +236,6 @@ pub(in crate::engine) fn post(
     }
     let ended = settle(&mut c, done);
     put(ctrl, qpn, c);
-    s.tally(ctrl).sent(out.len() as u32, sent);
     transmit(ctrl, qpn, &mut out);
     complete_all(fabric, ctrl, qpn, ended)
 }
@@ -444,9 +444,6 @@ pub fn tick(dev: &Arc<RdmaDevice>) {
             }
             let ended = settle(&mut c, done);
             put(ctrl, qpn, c);
-            if let Some(s) = sender(ctrl, qpn) {
-                s.tally(ctrl).sent(out.len() as u32, 0);
-            }
             transmit(ctrl, qpn, &mut out);
             complete_all(&fabric, ctrl, qpn, ended);
         }
