@@ -760,7 +760,9 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
                 let user = q.rings.as_ref().is_some_and(|r| r.user).then(|| q.is_ud());
                 (
                     q.state(),
-                    q.resend.is_some(),
+                    // On RNR or unanswered, or (on the wire) with the
+                    // requester's buffer full: completions run it again.
+                    q.resend.is_some() || wire::holds_enough(q),
                     q.transfer.is_some(),
                     q.caps,
                     user,

@@ -129,10 +129,12 @@ pub struct WireRc {
     /// Made at the first request received (in RTR or RTS).
     pub responder: Option<Responder>,
     /// SQ elements posted and not completed, oldest first, under the ID
-    /// the requester knows each by: (ID, head, element).
-    pub posted: VecDeque<(u64, u16, SendWqe)>,
+    /// the requester knows each by: (ID, head, element, payload bytes).
+    pub posted: VecDeque<(u64, u16, SendWqe, u64)>,
     /// The next ID.
     pub next_id: u64,
+    /// Payload bytes the posted elements hold (gathered copies).
+    pub buffered: u64,
 }
 
 /// The rings of a QP whose queues are in guest memory.

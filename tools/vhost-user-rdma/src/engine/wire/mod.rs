@@ -32,7 +32,7 @@ use crate::stats::Counter;
 
 mod rc;
 
-pub(in crate::engine) use rc::{flush as flush_rc, on_wire, post as post_rc};
+pub(in crate::engine) use rc::{flush as flush_rc, holds_enough, on_wire, post as post_rc};
 pub use rc::{now_us, tick};
 
 /// The default partition's P_Key, full membership: the only one RoCEv2

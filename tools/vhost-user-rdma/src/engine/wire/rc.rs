@@ -55,11 +55,26 @@ use crate::transport::Status;
 /// perftest and the ULPs read far less per request.
 const MAX_WIRE_READ: u32 = 16 << 20;
 
+/// The payload a wire QP's requester holds at most before the SQ waits
+/// for completions (one message may be larger, up to [`MAX_WIRE_MSG`]): a
+/// guest's posts cannot make the backend copy its memory without bound.
+const WIRE_BUFFER: u64 = 4 << 20;
+
+/// The largest SEND or WRITE a wire QP carries (its payload is copied
+/// out when it is posted); a larger one fails with a local length error.
+const MAX_WIRE_MSG: u64 = 64 << 20;
+
 /// Microseconds since the process's first use of the wire: the transport
 /// state machines' clock.
 pub fn now_us() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     EPOCH.get_or_init(Instant::now).elapsed().as_micros() as u64
+}
+
+/// Whether QP `q`'s requester holds [`WIRE_BUFFER`] bytes or more (its
+/// SQ then waits; false for a QP not on the wire).
+pub(in crate::engine) fn holds_enough(q: &crate::qp::Qp) -> bool {
+    q.wire.as_ref().is_some_and(|w| w.buffered >= WIRE_BUFFER)
 }
 
 /// The uplink of `ctrl`'s device, if it is on one.
@@ -178,7 +193,11 @@ pub(in crate::engine) fn post(
 ) -> bool {
     let req = {
         let mem = ctrl.mem().memory();
-        let payload = || gather(ctrl, &mem, s.pdn, &w).map(|p| p.to_vec());
+        let payload = || match gather(ctrl, &mem, s.pdn, &w) {
+            Ok(p) if p.len() as u64 > MAX_WIRE_MSG => Err(IB_WC_LOC_LEN_ERR),
+            Ok(p) => Ok(p.to_vec()),
+            Err(status) => Err(status),
+        };
         let r = w.rdma();
         match w.opcode {
             IB_WR_SEND | IB_WR_SEND_WITH_IMM => payload().map(|payload| Request::Send {
@@ -230,7 +249,8 @@ pub(in crate::engine) fn post(
     let (mut out, mut done) = (Vec::new(), Vec::new());
     let id = c.next_id;
     c.next_id += 1;
-    c.posted.push_back((id, head, w));
+    c.buffered += held(&req);
+    c.posted.push_back((id, head, w, held(&req)));
     if let Some(r) = c.requester.as_mut() {
         r.post(id, req, now_us(), &mut out, &mut done);
     }
@@ -240,12 +260,21 @@ pub(in crate::engine) fn post(
     complete_all(fabric, ctrl, qpn, ended)
 }
 
+/// The payload bytes request `r` holds.
+fn held(r: &Request) -> u64 {
+    match r {
+        Request::Send { payload, .. } | Request::Write { payload, .. } => payload.len() as u64,
+        _ => 0,
+    }
+}
+
 /// The posted elements `done` completes, taken out of `c`, in order.
 fn settle(c: &mut WireRc, done: Vec<Completion>) -> Vec<(u16, SendWqe, Completion)> {
     let mut ended = Vec::with_capacity(done.len());
     for d in done {
         if let Some(at) = c.posted.iter().position(|(id, ..)| *id == d.wr_id) {
-            if let Some((_, head, w)) = c.posted.remove(at) {
+            if let Some((_, head, w, bytes)) = c.posted.remove(at) {
+                c.buffered = c.buffered.saturating_sub(bytes);
                 ended.push((head, w, d));
             }
         }
@@ -395,7 +424,7 @@ fn answered(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, p: &Packet) {
     put(ctrl, qpn, c);
     transmit(ctrl, qpn, &mut out);
     if !ended.is_empty() && complete_all(fabric, ctrl, qpn, ended) {
-        // Room in the window: the SQ may have more to send.
+        // Room in the requester's buffer: the SQ may have more to send.
         ctrl.schedule_sq(qpn);
     }
 }
@@ -445,7 +474,9 @@ pub fn tick(dev: &Arc<RdmaDevice>) {
             let ended = settle(&mut c, done);
             put(ctrl, qpn, c);
             transmit(ctrl, qpn, &mut out);
-            complete_all(&fabric, ctrl, qpn, ended);
+            if !ended.is_empty() && complete_all(&fabric, ctrl, qpn, ended) {
+                ctrl.schedule_sq(qpn);
+            }
         }
         fabric::unlock_fair(fabric);
     }
@@ -458,7 +489,7 @@ pub(in crate::engine) fn flush(ctrl: &Ctrl, qpn: u32) -> Vec<(u16, SendWqe)> {
     ctrl.lock()
         .qp_mut(qpn)
         .and_then(|q| q.wire.take())
-        .map(|c| c.posted.into_iter().map(|(_, h, w)| (h, w)).collect())
+        .map(|c| c.posted.into_iter().map(|(_, h, w, _)| (h, w)).collect())
         .unwrap_or_default()
 }
 
