@@ -451,7 +451,7 @@ fn place(
 }
 
 /// The held receive of `peer` named `token`, taken out of its QP.
-fn take_held(peer: &Peer, token: u64) -> Option<Recv> {
+pub(in crate::engine) fn take_held(peer: &Peer, token: u64) -> Option<Recv> {
     let mut st = peer.ctrl().lock();
     let q = st.qp_mut(peer.qpn)?;
     if q.held_recv.as_ref().map(|h| h.token) != Some(token) {

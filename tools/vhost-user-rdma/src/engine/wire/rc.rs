@@ -38,7 +38,7 @@ use vm_memory::GuestAddressSpace;
 use zerocopy::little_endian::U32;
 
 use super::super::responder::{complete_recv, recv_error, take_recv, Peer, Recv, Take};
-use super::super::transfer::span;
+use super::super::transfer::{span, take_held};
 use super::super::*;
 use super::{ip_of, DEFAULT_HOP_LIMIT, DEFAULT_PKEY};
 use crate::net::uplink::Uplink;
@@ -54,6 +54,10 @@ use crate::transport::Status;
 /// a READ whole), so a peer must not make the backend allocate gigabytes.
 /// perftest and the ULPs read far less per request.
 const MAX_WIRE_READ: u32 = 16 << 20;
+
+/// Names the receive a message from the wire holds in its QP (a chunked
+/// transfer's tokens start at 1).
+const WIRE_TOKEN: u64 = 0;
 
 /// The payload a wire QP's requester holds at most before the SQ waits
 /// for completions (one message may be larger, up to [`MAX_WIRE_MSG`]): a
@@ -518,17 +522,7 @@ impl WireTarget<'_> {
 
     /// Takes the held receive out of the QP.
     fn unhold(&self) -> Option<Recv> {
-        let mut st = self.ctrl().lock();
-        let q = st.qp_mut(self.peer.qpn)?;
-        let h = q.held_recv.take()?;
-        Some(Recv {
-            head: h.head,
-            wqe: h.wqe,
-            recv_cqn: h.cqn,
-            pdn: h.pdn,
-            qp_pdn: q.pdn,
-            xrc_srqn: h.xrc_srqn,
-        })
+        take_held(self.peer, WIRE_TOKEN)
     }
 
     /// The remote range `[va, va + len)` under `rkey` with `access`, as
@@ -570,7 +564,7 @@ impl Target for WireTarget<'_> {
                 q.held_recv = Some(HeldRecv {
                     head: r.head,
                     wqe: r.wqe,
-                    token: 0,
+                    token: WIRE_TOKEN,
                     cqn: r.recv_cqn,
                     pdn: r.pdn,
                     xrc_srqn: r.xrc_srqn,
