@@ -14,8 +14,9 @@
 #   e2e     end-to-end tests (tools/testing/e2e/*.sh) on the debug kernel:
 #           any WARN/lockdep/KASAN/kmemleak report fails the test. Tests
 #           that need their own backend options ("# backend-args:"), a peer
-#           guest ("# peer:", and "# peer-rdma: rxe" for a peer host with
-#           rxe on the main guest's uplink), a reboot ("# reboot", run.sh --reboot) or say
+#           guest ("# peer:", and "# peer-rdma: rxe" or "# hosts: 2" for a
+#           peer host with rxe or with its own backend on the main guest's
+#           network), a reboot ("# reboot", run.sh --reboot) or say
 #           "# guest: own" get a fresh guest each;
 #           the others share guests (run.sh --suite), each still with its
 #           own verdict, kernel log and leak check.
@@ -443,7 +444,7 @@ run_shared() {
 # run_e2e WANT: the e2e tests that WANT (want_e2e or want_e2e_rings) selects,
 # in the mode set in $mode and $mode_args.
 run_e2e() {
-	local want=$1 n t bargs tmo peer peer_rdma reboot cpus s shared=()
+	local want=$1 n t bargs tmo peer peer_rdma hosts reboot cpus s shared=()
 	for n in $e2e_names; do
 		$want "$n" || continue
 		t="$E2E/$n.sh"
@@ -451,15 +452,18 @@ run_e2e() {
 		# line, and a "# peer: CMD" line runs CMD in a second guest beside it
 		# (run.sh --peer), a "# peer-rdma: rxe" line makes that guest a
 		# host with rxe on the main guest's uplink (run.sh --peer-rdma), a
-		# "# reboot" line lets the guest reboot (run.sh --reboot), an
-		# "# own-cpus" line gives each guest CPUs of its own
-		# (run.sh --own-cpus), a "# timeout: SECONDS" line bounds its guest
+		# "# hosts: 2" line gives it a virtio-rdma device of a second
+		# backend on that network (run.sh --hosts), a "# reboot" line lets
+		# the guest reboot (run.sh --reboot), an "# own-cpus" line gives
+		# each guest CPUs of its own (run.sh --own-cpus), a "# timeout:
+		# SECONDS" line bounds its guest
 		# (else 900 s); such a test, and one that says "# guest: own", gets
 		# a guest of its own.
 		bargs=$(sed -n 's/^# backend-args: //p' "$t" | head -1)
 		tmo=$(sed -n 's/^# timeout: \([0-9]*\)$/\1/p' "$t" | head -1)
 		peer=$(sed -n 's/^# peer: //p' "$t" | head -1)
 		peer_rdma=$(sed -n 's/^# peer-rdma: //p' "$t" | head -1)
+		hosts=$(sed -n 's/^# hosts: //p' "$t" | head -1)
 		reboot=""
 		if grep -q '^# reboot$' "$t"; then reboot=--reboot; fi
 		cpus=""
@@ -489,7 +493,7 @@ run_e2e() {
 		in_budget "e2e: $n$mode" || continue
 		s=$SECONDS
 		"$RUN" --kmemleak --timeout "$(limit "${tmo:-900}")" --backend-args "$LANES${bargs:+ $bargs}" \
-			${peer:+--peer "$peer"} ${peer_rdma:+--peer-rdma "$peer_rdma"} \
+			${peer:+--peer "$peer"} ${peer_rdma:+--peer-rdma "$peer_rdma"} ${hosts:+--hosts "$hosts"} \
 			$reboot $cpus --out "$logs/e2e-$n$mode" -- "bash tools/testing/e2e/$n.sh" >"$logs/e2e-$n$mode.log" 2>&1
 		result "e2e: $n$mode (own guest)" $? $((SECONDS - s)) "$logs/e2e-$n$mode.log"
 	done

@@ -18,7 +18,9 @@
 # With PEER-RDMA=rxe the peer has no virtio-rdma device: its NIC is QEMU's
 # virtio-net on TAP vr1, the main guest's device's uplink is TAP vr0 (the
 # backend's --uplink), both on bridge br0 of a network namespace this
-# makes for the run.
+# makes for the run. With PEER-RDMA=remote the peer's device is served by
+# a second backend process (another host), its uplink TAP vr1 on the same
+# bridge; the test's backend kill and restart reach the first one only.
 # The main guest can kill and restart the backend (as a crash and an
 # operator's restart): it writes "kill" or "start" to /mnt/run/backend.ctl
 # and waits for /mnt/run/backend.state to say "killed" or "started"
@@ -29,11 +31,14 @@ mode=$1 timeout=$2 kmemleak=$3 share=$4 bzimage=$5 qemu=$6 backend=$7 extra=$8
 # Extra backend options, split on spaces (e.g. --config-override FIELD=VALUE).
 read -r -a BACKEND_ARGS <<<"${9:-}"
 num_queues=${10:-} peer=${11:-0} reboot=${12:-0} own_cpus=${13:-0} peer_rdma=${14:-virtio}
-if [ "$peer_rdma" = rxe ] && [ -z "${VRDMA_NETNS:-}" ]; then
+# Whether the guests meet on a network (rather than in one backend).
+wired=0
+[ "$peer_rdma" = virtio ] || wired=1
+if [ $wired = 1 ] && [ -z "${VRDMA_NETNS:-}" ]; then
 	# A network of the run's own: a bridge, a TAP for each guest.
 	VRDMA_NETNS=1 exec unshare --net -- "$0" "$@"
 fi
-if [ "$peer_rdma" = rxe ]; then
+if [ $wired = 1 ]; then
 	ip -batch - <<-EOF || { echo "error: cannot make the run's network (bridge, TAPs)" >&2; exit 2; }
 		link set lo up
 		link add br0 type bridge
@@ -73,35 +78,58 @@ for a in "${BACKEND_ARGS[@]}"; do [ "$a" = --net ] && net_personality=1; done
 mac() { echo "52:54:00:12:34:5$((6 + $1))"; }
 rundir=/tmp/vrdma
 mkdir -p "$rundir"
-devices=()
-# Guests with a virtio-rdma device: both, or the main one if the peer is rxe.
-rdma_guests=$guests
-[ "$peer_rdma" = rxe ] && rdma_guests=1
-for ((i = 0; i < rdma_guests; i++)); do
-	devices+=(--socket "$rundir/vrdma$i.sock" --mac "$(mac $i)")
+# device_args INDEX: the backend options of guest INDEX's device.
+device_args() {
+	local i=$1
+	dev_args=(--socket "$rundir/vrdma$i.sock" --mac "$(mac "$i")")
 	# Two guests are two tenants: each device takes only its guest's
 	# address (and its MAC's link-local GID), as an operator would pin them.
-	[ $guests = 1 ] || devices+=(--ip "10.0.2.$((15 + i))")
-	[ -z "${pins[i]:-}" ] || devices+=(--cpus "${pins[i]}")
-	[ "$peer_rdma" = rxe ] && devices+=(--uplink "tap:vr$i")
+	[ $guests = 1 ] || dev_args+=(--ip "10.0.2.$((15 + i))")
+	[ -z "${pins[i]:-}" ] || dev_args+=(--cpus "${pins[i]}")
+	[ $wired = 0 ] || dev_args+=(--uplink "tap:vr$i")
+}
+# The first backend serves the main guest's device, and the peer's unless
+# the peer is on another host (or is rxe).
+devices=()
+served=1
+[ "$peer_rdma" = virtio ] && served=$guests
+for ((i = 0; i < served; i++)); do
+	device_args $i
+	devices+=("${dev_args[@]}")
 done
-# start_backend: starts the backend and waits for its sockets; false if
-# it did not come up.
-start_backend() {
-	rm -f "$rundir"/vrdma*.sock
-	"$backend" "${devices[@]}" --max-qp 16 --max-cq 32 "${BACKEND_ARGS[@]}" 2>>"$share/backend.log" &
-	backend_pid=$!
+# run_backend LOG SOCKET ARGS...: starts a backend (its pid in $last_pid)
+# and waits for its last socket; false if it did not come up.
+run_backend() {
+	local log=$1 sock=$2
+	shift 2
+	"$backend" "$@" --max-qp 16 --max-cq 32 "${BACKEND_ARGS[@]}" 2>>"$log" &
+	last_pid=$!
 	for _ in $(seq 100); do
-		[ -S "$rundir/vrdma$((rdma_guests - 1)).sock" ] && return 0
-		kill -0 $backend_pid 2>/dev/null || return 1
+		[ -S "$sock" ] && return 0
+		kill -0 $last_pid 2>/dev/null || return 1
 		sleep 0.1
 	done
 	return 1
+}
+# start_backend: starts the (first) backend; false if it did not come up.
+start_backend() {
+	rm -f "$rundir/vrdma0.sock" "$rundir/vrdma$((served - 1)).sock"
+	run_backend "$share/backend.log" "$rundir/vrdma$((served - 1)).sock" "${devices[@]}" || return 1
+	backend_pid=$last_pid
 }
 if ! start_backend; then
 	echo "error: the device backend did not start:" >&2
 	cat "$share/backend.log" >&2
 	exit 2
+fi
+if [ "$peer_rdma" = remote ]; then
+	# The other host's backend, for the peer's device.
+	device_args 1
+	if ! run_backend "$share/peer/backend.log" "$rundir/vrdma1.sock" "${dev_args[@]}"; then
+		echo "error: the second host's backend did not start:" >&2
+		cat "$share/peer/backend.log" >&2
+		exit 2
+	fi
 fi
 # The guest's requests to kill or restart the backend (see the header).
 (

@@ -5,7 +5,7 @@
 #   run.sh [--shell] [--timeout SECONDS] [--kmemleak] [--out DIR]
 #          [--append KERNEL-PARAMS] [--backend-args ARGS] [--num-queues N]
 #          [--peer PEER-CMD] [--suite FILE] [--reboot] [--personality id42|net]
-#          [--own-cpus] [--peer-rdma rxe] [--] CMD...
+#          [--own-cpus] [--peer-rdma rxe] [--hosts 2] [--] CMD...
 #
 # The guest is the project's kernel under the project's QEMU (TCG unless a
 # real KVM module is loaded), its root is the build sysroot over virtio-9p,
@@ -38,6 +38,10 @@
 # the net personality; its device's uplink (the backend's --uplink) is a
 # TAP on the same bridge, in a network namespace of the run's own: one L2,
 # as two hosts on a switch, RoCEv2 frames and all.
+# --hosts 2 (with --peer) puts the peer on another host the same way, with
+# a virtio-rdma device of its own: a second backend process serves it, its
+# uplink a TAP on the same bridge, so the two devices meet only on the wire.
+# The test's backend kill and restart reach the main guest's backend.
 # --suite FILE runs the test scripts FILE lists (one path a line, relative
 # to the checkout) one after the other in this one guest instead of CMD,
 # each with its own verdict in results/NAME/ (see init.sh); the run's own
@@ -52,7 +56,7 @@
 source "$(dirname "$0")/../../build/lib.sh"
 
 mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append="" backend_args="" num_queues=""
-peer_cmd="" suite="" reboot=0 personality_args="" own_cpus=0 peer_rdma=virtio
+peer_cmd="" suite="" reboot=0 personality_args="" own_cpus=0 peer_rdma=virtio hosts2=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--shell) mode=shell ;;
@@ -73,6 +77,14 @@ while [ $# -gt 0 ]; do
 		esac
 		shift
 		;;
+	--hosts)
+		case "$2" in
+		1) ;;
+		2) hosts2=1 ;;
+		*) die "--hosts: 1 or 2, not '$2'" ;;
+		esac
+		shift
+		;;
 	--personality)
 		case "$2" in
 		id42) ;;
@@ -88,9 +100,13 @@ while [ $# -gt 0 ]; do
 	shift
 done
 backend_args="$backend_args${personality_args:+ $personality_args}"
-if [ $peer_rdma = rxe ]; then
-	[ -n "$peer_cmd" ] || die "--peer-rdma rxe needs --peer"
-	[[ " $backend_args " == *" --net "* ]] || die "--peer-rdma rxe needs the net personality (--personality net)"
+if [ $hosts2 = 1 ]; then
+	[ $peer_rdma = virtio ] || die "--hosts 2 gives the peer virtio-rdma, not --peer-rdma $peer_rdma"
+	peer_rdma=remote
+fi
+if [ $peer_rdma != virtio ]; then
+	[ -n "$peer_cmd" ] || die "--peer-rdma rxe and --hosts 2 need --peer"
+	[[ " $backend_args " == *" --net "* ]] || die "--peer-rdma rxe and --hosts 2 need the net personality (--personality net)"
 fi
 [ $mode = shell ] || [ $# -gt 0 ] || [ -n "$suite" ] || die "no command given (or use --shell or --suite)"
 

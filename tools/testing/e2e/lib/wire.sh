@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: GPL-2.0
+# The body of the wire tests (wire-rxe.sh, wire-hosts.sh; sourced): this
+# guest's virtio_rdma0 (net personality, its port on an uplink) and a peer
+# host on the same network, whose RDMA device is $PEER_KIND: "rxe" (rxe0
+# on its NIC) or "virtio" (virtio_rdma0 of another backend process).
+#   Ethernet through the uplink: ping both ways (the guest's ARP, answered
+#   from the wire, is also what teaches the backend its neighbour's MAC);
+#   ibv_ud_pingpong with data checked, the peer as server and this guest
+#   as client, then the other way round; then, each way, RC:
+#   ibv_rc_pingpong (4 KiB messages, data checked), rping with its data
+#   verified (rdma_cm: the CM's MADs are datagrams on the wire; SEND, RDMA
+#   READ and WRITE), ib_write_bw, ib_read_bw, ib_atomic_bw and
+#   ib_send_lat; each side's counters show the packets went over the wire.
+# Not yet: perftest over rdma_cm (-R: its client crashes in librdmacm when
+# a connect is rejected because the peer's server is not listening yet,
+# and this script cannot see the peer's listener), NVMe over RDMA, UC,
+# and a lossy link (netem in a guest).
+
+ROLE=${1:-main}
+if [ "$ROLE" = main ] || [ "$PEER_KIND" = virtio ]; then
+	dev=virtio_rdma0
+	driver_up
+else
+	dev=rxe0
+	modprobe rdma_rxe
+	rdma link add rxe0 type rxe netdev eth0
+	wait_for "rxe0's RoCEv2 GID of $MY_IP" v4_gid rxe0
+fi
+if [ "$ROLE" = main ]; then other=10.0.2.16; else other=10.0.2.15; fi
+# Who serves in each direction.
+there="the peer ($PEER_KIND) serves" here="this side serves"
+gid=$(v4_gid_index $dev)
+diagnose() {
+	rdma res show qp link $dev/1 2>/dev/null | head -20
+	ip neigh show dev eth0 || true
+	rdma statistic show link $dev/1 2>/dev/null || true
+}
+echo "$ROLE: $MY_IP, $dev GID index $gid ($(cat /sys/class/infiniband/$dev/ports/1/gids/"$gid"))"
+
+step "ping $other"
+wait_for "$other answers on the link" ping -c 1 -W 1 "$other"
+ping -c 3 -i 0.2 "$other" >/dev/null || fail "ping $other"
+
+# other_role: the role whose half a reversed step runs here.
+other_role() { if [ "$ROLE" = main ]; then echo peer; else echo main; fi; }
+
+pair_step "ibv_ud_pingpong, $there" ibv_ud_pingpong -d $dev -g "$gid" -n 200 -s 1024 -c -p $port -- \
+	ibv_ud_pingpong -d $dev -g "$gid" -n 200 -s 1024 -c -p $port 10.0.2.16
+# The other way round: the server here, the client on the peer.
+ROLE=$(other_role) pair_step "ibv_ud_pingpong, $here" \
+	ibv_ud_pingpong -d $dev -g "$gid" -n 200 -s 1024 -c -p $port -- \
+	ibv_ud_pingpong -d $dev -g "$gid" -n 200 -s 1024 -c -p $port 10.0.2.15
+
+for dir in 0 1; do
+	# The peer serves, then this side does.
+	if [ $dir = 0 ]; then r=$ROLE srv=10.0.2.16 who=$there; else r=$(other_role) srv=10.0.2.15 who=$here; fi
+	ROLE=$r pair_step "ibv_rc_pingpong, $who" ibv_rc_pingpong -d $dev -g "$gid" -n 200 -s 4096 -c -p $port -- \
+		ibv_rc_pingpong -d $dev -g "$gid" -n 200 -s 4096 -c -p $port $srv
+	ROLE=$r pair_step "rping, $who" rping -s -a $srv -p $port -C 50 -- rping -c -a $srv -p $port -C 50 -V -v
+	for t in ib_write_bw ib_read_bw ib_atomic_bw; do
+		ROLE=$r pair_step "$t, $who" $t -d $dev -x "$gid" -F -n 200 -p $port -- \
+			$t -d $dev -x "$gid" -F -n 200 -p $port $srv
+	done
+	ROLE=$r pair_step "ib_send_lat, $who" ib_send_lat -d $dev -x "$gid" -F -n 200 -p $port -- \
+		ib_send_lat -d $dev -x "$gid" -F -n 200 -p $port $srv
+done
+
+step "counters"
+rdma statistic show link $dev/1 |
+	awk '{ for (i = 1; i < NF; i++) if ($i ~ /^(sent|rcvd)_pkts$/) print "  " $i, $(i + 1) }'
+# Every packet of this port went over the wire (its peer is in no backend
+# of this one): at least 2 × 200 datagrams each way, whatever else (RC,
+# MADs) on top. rxe counts what went over its netdev.
+hw=/sys/class/infiniband/$dev/ports/1/hw_counters
+sent=$(cat $hw/sent_pkts) rcvd=$(cat $hw/rcvd_pkts)
+[ "$sent" -ge 400 ] && [ "$rcvd" -ge 400 ] || fail "$dev sent $sent and received $rcvd packets, not 400 each"
