@@ -69,16 +69,25 @@ pub struct RdmaDevice {
     mem: Mem,
     /// The Ethernet side of the net personality; `None` on ID 42.
     net: Option<NetPort>,
+    /// The port's host network (`--uplink`, the net personality's), if
+    /// it has one: then not the process's switch.
+    uplink: Option<Arc<Uplink>>,
 }
 
 impl RdmaDevice {
-    /// A device named `name` (for logs) serving `limits` over `mem`.
+    /// A device named `name` (for logs) serving `limits` over `mem`, on
+    /// the uplink they name, if any.
     pub fn new(name: &str, limits: Limits, mem: Mem) -> io::Result<Self> {
+        let uplink = limits.uplink().map(Uplink::open).transpose()?;
+        Self::on(name, limits, mem, uplink)
+    }
+
+    /// [`RdmaDevice::new`] on `uplink` (tests: an uplink over a socket).
+    pub fn on(name: &str, limits: Limits, mem: Mem, uplink: Option<Uplink>) -> io::Result<Self> {
         let ctrl = Ctrl::new(name, limits, mem.clone())?;
         let (config, net) = if limits.net() {
             ctrl.stats().show_net();
-            let uplink = limits.uplink().map(Uplink::open).transpose()?;
-            let port = NetPort::new(limits.mac(), uplink.map(Arc::new));
+            let port = NetPort::new(limits.mac());
             (net::config_space(&limits), Some(port))
         } else {
             (limits.config_space(), None)
@@ -90,6 +99,7 @@ impl RdmaDevice {
             ctrl,
             mem,
             net,
+            uplink: uplink.map(Arc::new),
         })
     }
 
@@ -125,9 +135,9 @@ impl RdmaDevice {
         self.ctrl.set_vrings(roce);
     }
 
-    /// The port's uplink, if this is the net personality on one.
+    /// The port's uplink, if it is on one.
     pub fn uplink(&self) -> Option<&Arc<Uplink>> {
-        self.net.as_ref().and_then(NetPort::uplink)
+        self.uplink.as_ref()
     }
 
     /// Takes `frame`, from the network on the uplink: a RoCEv2 frame to the
@@ -401,7 +411,7 @@ pub fn serve_with(
     // In the switch while the frontend is served (dropped at return),
     // unless on an uplink: then on the network.
     let _attachment = match &dev.net {
-        Some(port) if port.uplink().is_none() => {
+        Some(port) if dev.uplink.is_none() => {
             Some(switch::attach(&dev, port.mac()).map_err(setup)?)
         }
         _ => None,

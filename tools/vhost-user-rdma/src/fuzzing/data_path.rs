@@ -81,10 +81,15 @@ struct Side {
 
 impl Side {
     fn new(name: &str, mac: u8) -> Side {
+        Self::on(name, mac, None)
+    }
+
+    /// A device on `uplink` (an uplink over a socket).
+    fn on(name: &str, mac: u8, uplink: Option<crate::net::uplink::Uplink>) -> Side {
         let mem = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), MEM)]).expect("memory");
         let atomic = GuestMemoryAtomic::new(mem.clone());
         let l = limits(mac);
-        let mut dev = RdmaDevice::new(name, l, atomic.clone()).expect("device");
+        let mut dev = RdmaDevice::on(name, l, atomic.clone(), uplink).expect("device");
         dev.fix_key_byte(0);
         let dev = Arc::new(dev);
         let hub = VringHub::new(1).expect("hub");
@@ -261,6 +266,12 @@ fn setup() -> Pair {
 }
 
 fn connect(s: &Side, qpn: u32, t: u8, dgid: [u8; 16], sq_psn: u32) {
+    connect_timed(s, qpn, t, dgid, sq_psn, 0);
+}
+
+/// [`connect`], with the transport timer of `timeout` and three retries
+/// (0: no timer, no retry).
+fn connect_timed(s: &Side, qpn: u32, t: u8, dgid: [u8; 16], sq_psn: u32, timeout: u8) {
     let modify = |mask: u32, a: &VirtioRdmaQpAttr| {
         let m = VirtioRdmaCmdModifyQp {
             qpn: U32::new(qpn),
@@ -280,6 +291,8 @@ fn connect(s: &Side, qpn: u32, t: u8, dgid: [u8; 16], sq_psn: u32) {
     a.ah_attr.port_num = 1;
     a.min_rnr_timer = 1;
     a.rnr_retry = 1;
+    a.timeout = timeout;
+    a.retry_cnt = if timeout == 0 { 0 } else { 3 };
     a.sq_psn = U32::new(sq_psn);
     let base = IB_QP_STATE | IB_QP_PKEY_INDEX;
     let (init, rtr, rts) = match t {
@@ -935,5 +948,200 @@ mod tests {
         let stats = b.dev.ctrl().stats();
         assert_eq!(stats.get(crate::stats::Counter::WireRxPkts), 5);
         assert_eq!(stats.get(crate::stats::Counter::WireRxDropped), 1);
+    }
+
+    /// Every frame waiting on `sock`.
+    fn frames(sock: &std::os::unix::net::UnixDatagram) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 2048];
+        while let Ok(n) = sock.recv(&mut buf) {
+            out.push(buf[..n].to_vec());
+        }
+        out
+    }
+
+    /// The remote peer's side: received messages.
+    #[derive(Default)]
+    struct Peer(Vec<Vec<u8>>);
+
+    impl crate::transport::responder::Target for Peer {
+        fn receive(
+            &mut self,
+            part: crate::transport::responder::SendPart<'_>,
+        ) -> Result<(), crate::transport::responder::Refusal> {
+            if part.first {
+                self.0.push(Vec::new());
+            }
+            if let Some(m) = self.0.last_mut() {
+                m.extend_from_slice(part.data);
+            }
+            Ok(())
+        }
+        fn write(
+            &mut self,
+            _: u64,
+            _: u32,
+            _: &[u8],
+        ) -> Result<(), crate::transport::responder::Refusal> {
+            Err(crate::transport::responder::Refusal::Access)
+        }
+        fn read(
+            &mut self,
+            _: u64,
+            _: u32,
+            _: u32,
+        ) -> Result<Vec<u8>, crate::transport::responder::Refusal> {
+            Err(crate::transport::responder::Refusal::Access)
+        }
+        fn fetch_add(
+            &mut self,
+            _: u64,
+            _: u32,
+            _: u64,
+        ) -> Result<u64, crate::transport::responder::Refusal> {
+            Err(crate::transport::responder::Refusal::Access)
+        }
+    }
+
+    /// An RC QP whose peer is on the wire (a device on an uplink, over a
+    /// socket here): its SENDs leave as RoCEv2 frames cut at the path MTU,
+    /// from its MAC and GID to the MAC its port learnt for the peer's
+    /// address; the peer's ACKs (IB's responder on the other end) complete
+    /// them; a frame the link loses goes again on the transport timer, and
+    /// answers from another address are not taken.
+    #[test]
+    fn an_rc_qp_on_the_wire_runs_ibs_transport() {
+        use crate::engine::wire::ip_of;
+        use crate::roce::{decode, encode, Endpoints};
+        use std::os::unix::net::UnixDatagram;
+
+        let _one = ONE_PAIR.lock().unwrap_or_else(|e| e.into_inner());
+        let (ours, theirs) = UnixDatagram::pair().expect("socket pair");
+        ours.set_nonblocking(true).expect("non-blocking");
+        theirs.set_nonblocking(true).expect("non-blocking");
+        let up = crate::net::uplink::Uplink::over(
+            "test".into(),
+            std::fs::File::from(std::os::fd::OwnedFd::from(ours)),
+        );
+        let a = Side::on("wire-a", 1, Some(up));
+        let mut g = VirtioRdmaCmdAddGid::new_zeroed();
+        g.gid = gid(1);
+        g.gid_type = U32::new(2);
+        g.port_num = U32::new(1);
+        a.ok(VIRTIO_RDMA_CMD_ADD_GID, g.as_bytes());
+        a.ok(VIRTIO_RDMA_CMD_CREATE_PD, &[]);
+        a.ok(VIRTIO_RDMA_CMD_CREATE_CQ, &pair(u32::from(QSIZE), 0));
+        let mut a = a;
+        a.fill(virtio_rdma_cq_vq(CQN) as usize, QSIZE);
+        a.ok(VIRTIO_RDMA_CMD_GET_DMA_MR, &pair(1, IB_ACCESS_LOCAL_WRITE));
+        let mut c = VirtioRdmaCmdCreateQp::new_zeroed();
+        c.pdn = U32::new(1);
+        c.qp_type = IB_QPT_RC;
+        c.max_send_wr = U32::new(u32::from(QSIZE));
+        c.max_recv_wr = U32::new(u32::from(QSIZE));
+        c.max_send_sge = U32::new(4);
+        c.max_recv_sge = U32::new(4);
+        c.send_cqn = U32::new(CQN);
+        c.recv_cqn = U32::new(CQN);
+        let qpn = u32::from_le_bytes(
+            a.ok(VIRTIO_RDMA_CMD_CREATE_QP, c.as_bytes())[..4]
+                .try_into()
+                .expect("qpn"),
+        );
+        // The peer is gid(9), QP 7; timeout 1 (8 µs).
+        connect_timed(&a, qpn, IB_QPT_RC, gid(9), 0x10, 1);
+        let peer_mac = [0x02, 0, 0, 0, 0, 9];
+        let (me, peer) = (ip_of(&gid(1)), ip_of(&gid(9)));
+        // What the peer's address was seen to come from (an IPv6 packet).
+        let mut hello = Vec::new();
+        etherparse::PacketBuilder::ethernet2(peer_mac, limits(1).mac().0)
+            .ipv6(gid(9), gid(1), 64)
+            .udp(1, 2)
+            .write(&mut hello, b"hi")
+            .expect("frame");
+        a.dev.uplink().expect("uplink").learn(&hello);
+
+        let key = crate::mr::make_key(1, 0);
+        let payload: Vec<u8> = (0..3000u32).map(|i| (i * 13) as u8).collect();
+        a.mem
+            .write_slice(&payload, GuestAddress(A_DATA))
+            .expect("payload");
+        let sq = virtio_rdma_sq_vq(1, qpn) as usize;
+        a.post(
+            sq,
+            &sq_element(IB_WR_SEND, &[], &[(A_DATA, 3000, key)]),
+            false,
+        );
+        engine::sq_kicked(a.dev.ctrl(), qpn);
+        let sent = frames(&theirs);
+        assert_eq!(sent.len(), 3, "3000 bytes at a 1024-byte path MTU");
+
+        // The peer: IB's responder, answering what it is sent.
+        let mut responder = crate::transport::responder::Responder::new(qpn, 1024, 0x10, 0);
+        let mut peer_mem = Peer::default();
+        let answer = |a: &Side,
+                      from: std::net::IpAddr,
+                      sent: Vec<Vec<u8>>,
+                      r: &mut crate::transport::responder::Responder,
+                      m: &mut Peer| {
+            let mut out = Vec::new();
+            for f in sent {
+                let (ep, p) = decode(&f).expect("a RoCEv2 frame");
+                assert_eq!((ep.src_ip, ep.dst_ip, ep.dst_mac), (me, peer, peer_mac));
+                assert_eq!(ep.src_mac, limits(1).mac().0);
+                r.on_packet(&p, m, &mut out);
+            }
+            for p in out {
+                let ep = Endpoints {
+                    src_mac: peer_mac,
+                    dst_mac: limits(1).mac().0,
+                    src_ip: from,
+                    dst_ip: me,
+                    src_port: crate::roce::source_port(7),
+                    traffic_class: 0,
+                    hop_limit: 64,
+                    flow_label: 0,
+                };
+                let mut f = Vec::new();
+                encode(&ep, &p, &mut f).expect("encode");
+                engine::wire::received(&a.dev, &f);
+            }
+        };
+        // An ACK from another address: not the QP's peer, not taken.
+        answer(
+            &a,
+            ip_of(&gid(8)),
+            sent.clone(),
+            &mut crate::transport::responder::Responder::new(qpn, 1024, 0x10, 0),
+            &mut Peer::default(),
+        );
+        assert!(
+            completions(&a).is_empty(),
+            "an ACK from another host completed the SEND"
+        );
+        answer(&a, peer, sent, &mut responder, &mut peer_mem);
+        assert_eq!(peer_mem.0.len(), 1, "the message, once");
+        assert_eq!(peer_mem.0[0], payload, "whole");
+        assert_eq!(status_of(&completions(&a)), [(0x77, IB_WC_SUCCESS)]);
+
+        // The next one is lost on the way: the timer sends it again.
+        a.post(
+            sq,
+            &sq_element(IB_WR_SEND, &[], &[(A_DATA, 100, key)]),
+            false,
+        );
+        engine::sq_kicked(a.dev.ctrl(), qpn);
+        assert_eq!(frames(&theirs).len(), 1, "sent, and lost");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        engine::wire::tick(&a.dev);
+        let again = frames(&theirs);
+        assert_eq!(again.len(), 1, "sent again");
+        answer(&a, peer, again, &mut responder, &mut peer_mem);
+        assert_eq!(peer_mem.0.len(), 2);
+        assert_eq!(peer_mem.0[1], payload[..100]);
+        assert_eq!(
+            status_of(&completions(&a)),
+            [(0x77, IB_WC_SUCCESS), (0x77, IB_WC_SUCCESS)]
+        );
     }
 }

@@ -27,7 +27,7 @@ pub mod uplink;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use log::debug;
 use virtio_bindings::bindings::virtio_net::{
@@ -41,7 +41,6 @@ use crate::abi::{VIRTIO_NET_F_ROCE, VIRTIO_RDMA_CONFIG_SPACE_SIZE, VIRTIO_RDMA_F
 use crate::device::{self, RdmaDevice};
 use crate::limits::{Limits, Mac};
 use crate::vring::RdmaVring;
-use uplink::Uplink;
 
 /// receiveq1.
 pub const RXQ: usize = 0;
@@ -194,26 +193,18 @@ pub struct NetPort {
     promisc: AtomicBool,
     /// `VIRTIO_NET_CTRL_RX_ALLMULTI` (recorded only, likewise).
     allmulti: AtomicBool,
-    /// The port's host network, if it has one (then not the switch).
-    uplink: Option<Arc<Uplink>>,
 }
 
 impl NetPort {
-    /// The port of a device with MAC `mac`, on `uplink` if given.
-    pub fn new(mac: Mac, uplink: Option<Arc<Uplink>>) -> Self {
+    /// The port of a device with MAC `mac`.
+    pub fn new(mac: Mac) -> Self {
         NetPort {
             mac,
             vrings: OnceLock::new(),
             rx: Mutex::new(()),
             promisc: AtomicBool::new(false),
             allmulti: AtomicBool::new(false),
-            uplink,
         }
-    }
-
-    /// The port's uplink, if it has one.
-    pub fn uplink(&self) -> Option<&Arc<Uplink>> {
-        self.uplink.as_ref()
     }
 
     /// The device's MAC: the only source its frames may have, and the

@@ -51,7 +51,7 @@ pub fn process(dev: &RdmaDevice, port: &NetPort, vring: &RdmaVring) -> io::Resul
             num_buffers: 1.into(),
             ..VirtioNetHdr::default()
         };
-        if let Some(up) = port.uplink() {
+        if let Some(up) = dev.uplink() {
             // On a network: the frame goes out as it is.
             match up.send(&buf[HDR_LEN..HDR_LEN + frame]) {
                 Ok(()) => {

@@ -191,7 +191,10 @@ impl Neighbours {
 /// One device's uplink: its TAP and its neighbours.
 #[derive(Debug)]
 pub struct Uplink {
-    spec: UplinkSpec,
+    /// What it is, for logs (`tap:NAME`).
+    name: String,
+    /// The TAP (or, in tests, any descriptor that reads and writes one
+    /// frame at a time).
     tap: File,
     neighbours: Neighbours,
     /// Tells the reader to end (the device stopped serving).
@@ -226,18 +229,26 @@ impl Uplink {
             let e = io::Error::last_os_error();
             return Err(io::Error::new(e.kind(), format!("TAP {name}: {e}")));
         }
-        Ok(Uplink {
-            spec,
-            tap,
+        Ok(Self::over(spec.to_string(), tap))
+    }
+
+    /// An uplink `name` over `frames`, a descriptor that reads and writes
+    /// whole frames, non-blocking (a TAP, or in tests one end of a
+    /// datagram socket pair).
+    pub fn over(name: String, frames: File) -> Self {
+        Uplink {
+            name,
+            tap: frames,
             neighbours: Neighbours::default(),
             stop: Arc::new(AtomicBool::new(false)),
             timer: AtomicU64::new(u64::MAX),
-        })
+        }
     }
 
-    /// What the operator named.
-    pub fn spec(&self) -> UplinkSpec {
-        self.spec
+    /// Remembers who sent `frame` ([`Neighbours::learn`]): the reader
+    /// does for every frame it takes.
+    pub fn learn(&self, frame: &[u8]) {
+        self.neighbours.learn(frame);
     }
 
     /// Puts `frame` (Ethernet header on) on the network. A TAP whose link
@@ -265,7 +276,7 @@ impl Uplink {
         let up = Arc::downgrade(self);
         let stop = self.stop.clone();
         stop.store(false, Ordering::Relaxed);
-        let name = format!("vrdma-up-{}", self.spec_name());
+        let name = format!("vrdma-up-{}", self.name);
         thread::Builder::new().name(name).spawn(move || {
             // The largest frame a 1500-byte MTU and a VLAN tag give, with
             // room to spare for a jumbo frame to be seen (and dropped)
@@ -288,7 +299,7 @@ impl Uplink {
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) => {
-                            warn!("uplink {}: read: {e}; reader stops", up.spec);
+                            warn!("uplink {}: read: {e}; reader stops", up.name);
                             return;
                         }
                     }
@@ -315,7 +326,7 @@ impl Uplink {
                 match poll(&mut fds, PollTimeout::from(wait_ms)) {
                     Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                     Err(e) => {
-                        warn!("uplink {}: poll: {e}; reader stops", up.spec);
+                        warn!("uplink {}: poll: {e}; reader stops", up.name);
                         break;
                     }
                 }
@@ -328,11 +339,6 @@ impl Uplink {
     /// Ends the reader (within 200 ms).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
-    }
-
-    fn spec_name(&self) -> String {
-        let UplinkSpec::Tap(name) = self.spec;
-        name.to_string()
     }
 }
 
