@@ -11,10 +11,8 @@
 #   verified (rdma_cm: the CM's MADs are datagrams on the wire; SEND, RDMA
 #   READ and WRITE), ib_write_bw, ib_read_bw, ib_atomic_bw and
 #   ib_send_lat; each side's counters show the packets went over the wire.
-# Not yet: perftest over rdma_cm (-R: its client crashes in librdmacm when
-# a connect is rejected because the peer's server is not listening yet,
-# and this script cannot see the peer's listener), NVMe over RDMA, UC,
-# and a lossy link (netem in a guest).
+#   And perftest over rdma_cm (ib_send_bw -R) each way.
+# Not yet: NVMe over RDMA, UC, and a lossy link (netem in a guest).
 
 ROLE=${1:-main}
 if [ "$ROLE" = main ] || [ "$PEER_KIND" = virtio ]; then
@@ -41,6 +39,50 @@ step "ping $other"
 wait_for "$other answers on the link" ping -c 1 -W 1 "$other"
 ping -c 3 -i 0.2 "$other" >/dev/null || fail "ping $other"
 
+# cm_step NAME SERVER... -- CLIENT...: a pair_step whose client connects
+# through rdma_cm (perftest -R). Its client crashes in librdmacm when a
+# connect is rejected because nobody listens yet, and this side cannot see
+# the other's listener: the server's side says when it listens (a TCP
+# connection to port 9998 of its host, $srv).
+cm_step() {
+	local name=$1 spid i
+	shift
+	local server=()
+	while [ "$1" != -- ]; do server+=("$1"); shift; done
+	shift
+	if [ "$ROLE" = peer ]; then
+		step "$name (server)"
+		timeout 300 "${server[@]}" >/tmp/server.log 2>&1 &
+		spid=$!
+		for i in $(seq 600); do
+			rdma res show cm_id src-port "$port" 2>/dev/null | grep -q "state LISTEN" && break
+			sleep 0.2
+		done
+		# The IB CM listener comes a moment after rdma_cm lists its ID
+		# (see pair in common.sh).
+		sleep 1
+		timeout 120 python3 -c 'import socket; socket.create_server(("", 9998)).accept()' ||
+			fail "$name: the client never asked whether the server listens"
+		if ! wait "$spid"; then
+			sed 's/^/  server: /' /tmp/server.log | tail -20
+			fail "$name: server failed"
+		fi
+		sed 's/^/  server: /' /tmp/server.log | tail -4
+	else
+		step "$name (client)"
+		for i in $(seq 600); do
+			(echo >"/dev/tcp/$srv/9998") 2>/dev/null && break
+			sleep 0.2
+		done
+		if ! timeout 120 "$@" >/tmp/client.log 2>&1; then
+			sed 's/^/  client: /' /tmp/client.log | tail -20
+			fail "$name: client failed"
+		fi
+		sed 's/^/  client: /' /tmp/client.log | tail -6
+	fi
+	port=$((port + 1))
+}
+
 # other_role: the role whose half a reversed step runs here.
 other_role() { if [ "$ROLE" = main ]; then echo peer; else echo main; fi; }
 
@@ -63,6 +105,8 @@ for dir in 0 1; do
 	done
 	ROLE=$r pair_step "ib_send_lat, $who" ib_send_lat -d $dev -x "$gid" -F -n 200 -p $port -- \
 		ib_send_lat -d $dev -x "$gid" -F -n 200 -p $port $srv
+	ROLE=$r cm_step "ib_send_bw -R, $who" ib_send_bw -d $dev -F -R -n 200 -p $port -- \
+		ib_send_bw -d $dev -F -R -n 200 -p $port $srv
 done
 
 step "counters"
