@@ -39,6 +39,8 @@ pub enum Request {
         payload: Vec<u8>,
         /// Immediate data.
         imm: Option<u32>,
+        /// SEND with Invalidate: the responder's rkey to invalidate.
+        inv: Option<u32>,
     },
     /// RDMA WRITE.
     Write {
@@ -268,9 +270,12 @@ impl Requester {
                             pkt.reth = Some(reth(*va, *rkey, payload.len() as u32));
                         }
                     }
-                    if shape.imm {
-                        if let Request::Send { imm: Some(i), .. } = &p.req {
-                            pkt.imm = Some(*i);
+                    if let Request::Send { imm, inv, .. } = &p.req {
+                        if shape.imm {
+                            pkt.imm = *imm;
+                        }
+                        if shape.ieth {
+                            pkt.ieth = *inv;
                         }
                     }
                     out.push(pkt);
@@ -598,9 +603,9 @@ fn reth(va: u64, rkey: u32, len: u32) -> Reth {
 
 fn segments_of(req: &Request, len: u64, mtu: u32) -> impl Iterator<Item = crate::packet::Segment> {
     let msg = match req {
-        Request::Send { imm, .. } => Message::Send {
+        Request::Send { imm, inv, .. } => Message::Send {
             imm: imm.is_some(),
-            inv: false,
+            inv: inv.is_some(),
         },
         _ => Message::Write { imm: false },
     };

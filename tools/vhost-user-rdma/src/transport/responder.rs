@@ -23,6 +23,9 @@ pub enum Refusal {
     /// The receive is too small or the request malformed: invalid
     /// request NAK.
     Invalid,
+    /// The responder could not carry it out (a SEND with Invalidate whose
+    /// rkey it cannot invalidate): remote operational error NAK.
+    Operation,
 }
 
 /// One SEND packet's part of its message.
@@ -40,6 +43,8 @@ pub struct SendPart<'a> {
     pub imm: Option<u32>,
     /// Solicited event (a last packet's).
     pub solicited: bool,
+    /// SEND with Invalidate: the rkey to invalidate (a last packet's).
+    pub invalidate: Option<u32>,
 }
 
 /// What a responder's requests reach: the QP's memory and receives.
@@ -194,6 +199,7 @@ impl Responder {
             Refusal::NoReceive => syndrome::RNR_NAK | self.min_rnr_timer,
             Refusal::Access => syndrome::NAK_REMOTE_ACCESS,
             Refusal::Invalid => syndrome::NAK_INVALID_REQUEST,
+            Refusal::Operation => syndrome::NAK_REMOTE_OP,
         };
         if why != Refusal::NoReceive {
             self.error = true;
@@ -213,6 +219,7 @@ impl Responder {
             data: &pkt.payload,
             imm: pkt.imm,
             solicited: pkt.se,
+            invalidate: pkt.ieth,
         })?;
         let offset = offset + pkt.payload.len() as u64;
         self.ongoing = (!s.last).then_some(Ongoing::Send { offset });

@@ -81,6 +81,8 @@ struct Mem {
     receives: u32,
     rnr_first: u32,
     atomics: u32,
+    /// The rkeys SENDs with Invalidate named, as they completed.
+    invalidated: Vec<u32>,
 }
 
 const RKEY: u32 = 0x1234;
@@ -95,6 +97,7 @@ impl Default for Mem {
             receives: 0,
             rnr_first: 0,
             atomics: 0,
+            invalidated: Vec::new(),
         }
     }
 }
@@ -126,6 +129,9 @@ impl Target for Mem {
         let m = self.received.last_mut().ok_or(Refusal::Invalid)?;
         assert_eq!(m.len() as u64, offset, "in order, once");
         m.extend_from_slice(data);
+        if part.last {
+            self.invalidated.extend(part.invalidate);
+        }
         Ok(())
     }
 
@@ -290,6 +296,7 @@ fn a_lossy_link_delivers_every_message_once_and_intact() {
             Request::Send {
                 payload: pattern(300_000, 9),
                 imm: Some(7),
+                inv: None,
             },
         );
         r.post(
@@ -365,6 +372,7 @@ fn an_rnr_nak_waits_its_timer_then_succeeds() {
         Request::Send {
             payload: b"hello".to_vec(),
             imm: None,
+            inv: None,
         },
     );
     assert!(r.done.is_empty(), "RNR NAK'd");
@@ -382,6 +390,7 @@ fn an_rnr_nak_waits_its_timer_then_succeeds() {
         Request::Send {
             payload: b"x".to_vec(),
             imm: None,
+            inv: None,
         },
     );
     r.until(1, 10_000_000);
@@ -411,6 +420,7 @@ fn a_peer_that_never_answers_ends_in_retry_exceeded() {
             Request::Send {
                 payload: vec![2; 10],
                 imm: None,
+                inv: None,
             },
         );
         r.until(2, u64::MAX / 4);
@@ -455,6 +465,7 @@ fn a_nak_fails_the_request_and_flushes_the_rest() {
         Request::Send {
             payload: vec![1],
             imm: None,
+            inv: None,
         },
     );
     r.until(3, 1_000_000);
@@ -463,4 +474,24 @@ fn a_nak_fails_the_request_and_flushes_the_rest() {
         [Status::Success, Status::RemoteAccess, Status::Flushed]
     );
     assert!(r.resp.in_error());
+}
+
+/// SEND with Invalidate: its rkey rides in the last packet's IETH and
+/// reaches the target with the message's end, once.
+#[test]
+fn a_send_with_invalidate_carries_its_rkey_to_the_end() {
+    let mut r = Run::new(cfg(7, 7), 0, Link::new(1, 0, 0, 0), Link::new(2, 0, 0, 0));
+    r.mem.receives = 1;
+    r.post(
+        1,
+        Request::Send {
+            payload: vec![7; 2500],
+            imm: None,
+            inv: Some(0xabcd),
+        },
+    );
+    r.until(1, 10_000_000);
+    assert_eq!(r.done[0].status, Status::Success);
+    assert_eq!(r.mem.received, [vec![7; 2500]]);
+    assert_eq!(r.mem.invalidated, [0xabcd]);
 }

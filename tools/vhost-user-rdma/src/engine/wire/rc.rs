@@ -24,8 +24,8 @@
 //! wakes for it.
 //!
 //! Opcodes the transport state machines do not carry yet (WRITE with
-//! immediate, SEND with Invalidate, COMPARE AND SWAP, ATOMIC WRITE,
-//! FLUSH) complete with a local QP operation error; UC and XRC do not go
+//! immediate, COMPARE AND SWAP, ATOMIC WRITE, FLUSH) complete with a local
+//! QP operation error; UC and XRC do not go
 //! on the wire yet.
 
 use std::net::IpAddr;
@@ -204,10 +204,13 @@ pub(in crate::engine) fn post(
         };
         let r = w.rdma();
         match w.opcode {
-            IB_WR_SEND | IB_WR_SEND_WITH_IMM => payload().map(|payload| Request::Send {
-                payload,
-                imm: (w.opcode == IB_WR_SEND_WITH_IMM).then_some(w.ex),
-            }),
+            IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_SEND_WITH_INV => {
+                payload().map(|payload| Request::Send {
+                    payload,
+                    imm: (w.opcode == IB_WR_SEND_WITH_IMM).then_some(w.ex),
+                    inv: (w.opcode == IB_WR_SEND_WITH_INV).then_some(w.ex),
+                })
+            }
             IB_WR_RDMA_WRITE => payload().map(|payload| Request::Write {
                 va: r.remote_addr.get(),
                 rkey: r.rkey.get(),
@@ -602,6 +605,20 @@ impl Target for WireTarget<'_> {
         if part.last {
             if let Some(r) = self.unhold() {
                 let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV, qpn);
+                if let Some(rkey) = part.invalidate {
+                    // Under the gate: no copy through the MR is between its
+                    // check and its end meanwhile.
+                    let done = {
+                        let _gate = ctrl.mr_gate().write();
+                        invalidate(ctrl, r.qp_pdn, rkey)
+                    };
+                    if !done {
+                        recv_error(self.fabric, self.peer, &r, IB_WC_LOC_PROT_ERR);
+                        return Err(Refusal::Operation);
+                    }
+                    c.wc_flags = U32::new(IB_WC_WITH_INVALIDATE);
+                    c.ex = U32::new(rkey);
+                }
                 if let Some(imm) = part.imm {
                     c.wc_flags = U32::new(IB_WC_WITH_IMM);
                     c.ex = U32::new(imm);
