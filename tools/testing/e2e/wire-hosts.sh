@@ -14,5 +14,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
 PEER_KIND=virtio
+# The other way round and NVMe: see wire-rxe.sh (and make check's budget).
+WIRE_ONE_WAY=1
 source "$(dirname "$0")/lib/wire.sh"
 echo "wire-hosts: ok"

@@ -11,8 +11,12 @@
 #   verified (rdma_cm: the CM's MADs are datagrams on the wire; SEND, RDMA
 #   READ and WRITE), ib_write_bw, ib_read_bw, ib_atomic_bw and
 #   ib_send_lat; each side's counters show the packets went over the wire.
-#   And perftest over rdma_cm (ib_send_bw -R) each way.
-# Not yet: NVMe over RDMA, UC, and a lossy link (netem in a guest).
+#   And perftest over rdma_cm (ib_send_bw -R) each way, and NVMe over RDMA
+#   each way (the target on the serving side, fio with crc32c verify on
+#   the other).
+# WIRE_ONE_WAY=1 runs the RC steps with the peer serving only, and no
+# NVMe: what the other way adds is proven by wire-rxe.sh.
+# Not yet: UC, and a lossy link (netem in a guest).
 
 ROLE=${1:-main}
 if [ "$ROLE" = main ] || [ "$PEER_KIND" = virtio ]; then
@@ -83,6 +87,41 @@ cm_step() {
 	port=$((port + 1))
 }
 
+# nvme_step WHO N: NVMe over RDMA, the target (NQN and port of direction
+# N) on the serving side ($srv), the host on the other: connect, 8 MiB of
+# random 4 KiB writes verified (crc32c), disconnect.
+nvme_step() {
+	local who=$1 nqn=nqn.2026-12.org.virtio-rdma:wire$2 svc=$((4420 + $2)) c ctrl="" hostid deadline
+	modprobe -a nvmet nvmet-rdma nvme-rdma
+	if [ "$ROLE" = peer ]; then
+		step "NVMe/RDMA target, $who"
+		nvmet_subsystem "$nqn" 16M
+		nvmet_port $((10 + $2)) rdma "$svc" "$nqn"
+		timeout 600 python3 -c 'import socket; socket.create_server(("", 9997)).accept()' ||
+			fail "NVMe/RDMA, $who: the host never said it was done"
+		return
+	fi
+	step "NVMe/RDMA host, $who: fio, crc32c verified"
+	hostid=$(cat /proc/sys/kernel/random/uuid)
+	deadline=$((SECONDS + 240))
+	until nvme connect -t rdma -a "$srv" -s "$svc" -n "$nqn" \
+		--hostnqn "nqn.2014-08.org.nvmexpress:uuid:$hostid" --hostid "$hostid" 2>/tmp/connect.log; do
+		[ $SECONDS -lt $deadline ] || { cat /tmp/connect.log; fail "nvme connect to $srv failed"; }
+		sleep 2
+	done
+	for c in /sys/class/nvme/nvme*; do
+		[ "$(cat "$c/subsysnqn" 2>/dev/null)" = "$nqn" ] && ctrl=$(basename "$c")
+	done
+	[ -n "$ctrl" ] || fail "no controller of $nqn"
+	wait_for "/dev/${ctrl}n1" test -b "/dev/${ctrl}n1"
+	fio --eta=never --name=rand4k --filename="/dev/${ctrl}n1" --ioengine=libaio --direct=1 \
+		--iodepth=16 --rw=randwrite --bs=4k --size=8M --verify=crc32c --do_verify=1 \
+		--verify_fatal=1 --verify_state_save=0 --output=/tmp/fio.txt || { cat /tmp/fio.txt; fail "fio"; }
+	grep -E "WRITE:|READ:" /tmp/fio.txt
+	nvme disconnect -n "$nqn" || fail "nvme disconnect failed"
+	echo >"/dev/tcp/$srv/9997" || fail "cannot tell the target that we are done"
+}
+
 # other_role: the role whose half a reversed step runs here.
 other_role() { if [ "$ROLE" = main ]; then echo peer; else echo main; fi; }
 
@@ -93,7 +132,9 @@ ROLE=$(other_role) pair_step "ibv_ud_pingpong, $here" \
 	ibv_ud_pingpong -d $dev -g "$gid" -n 200 -s 1024 -c -p $port -- \
 	ibv_ud_pingpong -d $dev -g "$gid" -n 200 -s 1024 -c -p $port 10.0.2.15
 
-for dir in 0 1; do
+dirs="0 1"
+[ -z "${WIRE_ONE_WAY:-}" ] || dirs=0
+for dir in $dirs; do
 	# The peer serves, then this side does.
 	if [ $dir = 0 ]; then r=$ROLE srv=10.0.2.16 who=$there; else r=$(other_role) srv=10.0.2.15 who=$here; fi
 	ROLE=$r pair_step "ibv_rc_pingpong, $who" ibv_rc_pingpong -d $dev -g "$gid" -n 200 -s 4096 -c -p $port -- \
@@ -107,6 +148,7 @@ for dir in 0 1; do
 		ib_send_lat -d $dev -x "$gid" -F -n 200 -p $port $srv
 	ROLE=$r cm_step "ib_send_bw -R, $who" ib_send_bw -d $dev -F -R -n 200 -p $port -- \
 		ib_send_bw -d $dev -F -R -n 200 -p $port $srv
+	[ -n "${WIRE_ONE_WAY:-}" ] || ROLE=$r nvme_step "$who" $dir
 done
 
 step "counters"
