@@ -65,21 +65,9 @@ if [ "$ROLE" = peer ]; then
 fi
 
 step "nvme connect -t rdma -a $PEER"
-hostid=$(cat /proc/sys/kernel/random/uuid)
-deadline=$((SECONDS + 240))
-until nvme connect -t rdma -a "$PEER" -s "$NVME_PORT" -n "$NQN" \
-	--hostnqn "nqn.2014-08.org.nvmexpress:uuid:$hostid" --hostid "$hostid" 2>/tmp/connect.log; do
-	[ $SECONDS -lt $deadline ] || { cat /tmp/connect.log; fail "nvme connect to the peer failed"; }
-	sleep 2
-done
-nvmedev=""
-for c in /sys/class/nvme/nvme*; do
-	[ "$(cat "$c/subsysnqn" 2>/dev/null)" = "$NQN" ] && nvmedev=$(basename "$c")
-done
-[ -n "$nvmedev" ] || fail "no controller of $NQN"
-echo "$nvmedev: $(cat "/sys/class/nvme/$nvmedev/address")"
-ns=/dev/${nvmedev}n1
-wait_for "$ns" test -b "$ns"
+ADDR=$PEER PORT=$NVME_PORT NVME_RETRY=240 nvme_connect_rdma "$NQN"
+echo "$NVME_CTRL: $(cat "/sys/class/nvme/$NVME_CTRL/address")"
+ns=$NVME_NS
 step "fio: 32 MiB of random 4 KiB writes to the peer's namespace, verified (crc32c)"
 fio --eta=never --name=rand4k --filename="$ns" --ioengine=libaio --direct=1 --iodepth=16 \
 	--rw=randwrite --bs=4k --size=32M --verify=crc32c --do_verify=1 \

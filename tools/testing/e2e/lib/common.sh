@@ -87,13 +87,17 @@ nvmet_port() {
 # nvme_connect_rdma NQN [OPTION...]: connects to NQN over RDMA at
 # $ADDR:$PORT (a new host identity, the options added) and sets NVME_CTRL to
 # its controller and NVME_NS to its namespace's block device, once present.
+# With NVME_RETRY=SECONDS it connects again every 2 s while that fails (a
+# target in another guest may not listen yet).
 nvme_connect_rdma() {
-	local nqn=$1 hostid c
+	local nqn=$1 hostid c deadline=$((SECONDS + ${NVME_RETRY:-0}))
 	shift
 	hostid=$(cat /proc/sys/kernel/random/uuid)
-	nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$nqn" "$@" \
-		--hostnqn "nqn.2014-08.org.nvmexpress:uuid:$hostid" --hostid "$hostid" ||
-		fail "nvme connect failed"
+	until nvme connect -t rdma -a "$ADDR" -s "$PORT" -n "$nqn" "$@" \
+		--hostnqn "nqn.2014-08.org.nvmexpress:uuid:$hostid" --hostid "$hostid" 2>/tmp/connect.log; do
+		[ $SECONDS -lt $deadline ] || { cat /tmp/connect.log; fail "nvme connect failed"; }
+		sleep 2
+	done
 	NVME_CTRL=""
 	for c in /sys/class/nvme/nvme*; do
 		[ "$(cat "$c/subsysnqn" 2>/dev/null)" = "$nqn" ] && NVME_CTRL=$(basename "$c")

@@ -91,7 +91,7 @@ cm_step() {
 # N) on the serving side ($srv), the host on the other: connect, 8 MiB of
 # random 4 KiB writes verified (crc32c), disconnect.
 nvme_step() {
-	local who=$1 nqn=nqn.2026-12.org.virtio-rdma:wire$2 svc=$((4420 + $2)) c ctrl="" hostid deadline
+	local who=$1 nqn=nqn.2026-12.org.virtio-rdma:wire$2 svc=$((4420 + $2))
 	modprobe -a nvmet nvmet-rdma nvme-rdma
 	if [ "$ROLE" = peer ]; then
 		step "NVMe/RDMA target, $who"
@@ -102,19 +102,8 @@ nvme_step() {
 		return
 	fi
 	step "NVMe/RDMA host, $who: fio, crc32c verified"
-	hostid=$(cat /proc/sys/kernel/random/uuid)
-	deadline=$((SECONDS + 240))
-	until nvme connect -t rdma -a "$srv" -s "$svc" -n "$nqn" \
-		--hostnqn "nqn.2014-08.org.nvmexpress:uuid:$hostid" --hostid "$hostid" 2>/tmp/connect.log; do
-		[ $SECONDS -lt $deadline ] || { cat /tmp/connect.log; fail "nvme connect to $srv failed"; }
-		sleep 2
-	done
-	for c in /sys/class/nvme/nvme*; do
-		[ "$(cat "$c/subsysnqn" 2>/dev/null)" = "$nqn" ] && ctrl=$(basename "$c")
-	done
-	[ -n "$ctrl" ] || fail "no controller of $nqn"
-	wait_for "/dev/${ctrl}n1" test -b "/dev/${ctrl}n1"
-	fio --eta=never --name=rand4k --filename="/dev/${ctrl}n1" --ioengine=libaio --direct=1 \
+	ADDR=$srv PORT=$svc NVME_RETRY=240 nvme_connect_rdma "$nqn"
+	fio --eta=never --name=rand4k --filename="$NVME_NS" --ioengine=libaio --direct=1 \
 		--iodepth=16 --rw=randwrite --bs=4k --size=8M --verify=crc32c --do_verify=1 \
 		--verify_fatal=1 --verify_state_save=0 --output=/tmp/fio.txt || { cat /tmp/fio.txt; fail "fio"; }
 	grep -E "WRITE:|READ:" /tmp/fio.txt
