@@ -60,6 +60,28 @@ pub(crate) fn gid_of(ip: &IpAddr) -> [u8; 16] {
     }
 }
 
+/// The IPv4 TTL or IPv6 hop limit of an address vector's `hop_limit`.
+fn hop_limit(av: u8) -> u8 {
+    match av {
+        0 => DEFAULT_HOP_LIMIT,
+        h => h,
+    }
+}
+
+/// Puts `p` on `up` from and to `ep`, counted as sent or as dropped: the
+/// one way the engine's packets leave.
+fn send_packet(ctrl: &Ctrl, up: &Uplink, ep: &Endpoints, p: &Packet, frame: &mut Vec<u8>) {
+    frame.clear();
+    match roce::encode(ep, p, frame).map_err(|e| e.to_string()) {
+        Ok(()) => match up.send(frame) {
+            Ok(()) => return ctrl.stats().inc(Counter::WireTxPkts),
+            Err(e) => debug!("{}: to {}: uplink: {e}; lost", ctrl.name(), ep.dst_ip),
+        },
+        Err(e) => debug!("{}: to {}: {e}; lost", ctrl.name(), ep.dst_ip),
+    }
+    ctrl.stats().inc(Counter::WireTxDropped);
+}
+
 /// The MAC frames to `ip` go to: a multicast group's own, or the
 /// neighbour the uplink has seen with it.
 fn dest_mac(up: &Uplink, ip: &IpAddr) -> Option<[u8; 6]> {
@@ -95,7 +117,6 @@ pub(super) fn send_datagram(ctrl: &Ctrl, up: &Uplink, m: &Request<'_>) {
         m.dest_qp,
         m.psn,
     );
-    p.pkey = DEFAULT_PKEY;
     p.se = m.se;
     p.imm = m.imm;
     let q = m.src_qp.to_be_bytes();
@@ -112,25 +133,11 @@ pub(super) fn send_datagram(ctrl: &Ctrl, up: &Uplink, m: &Request<'_>) {
         dst_ip,
         src_port: roce::source_port(m.src_qp),
         traffic_class: m.frame.traffic_class,
-        hop_limit: match m.frame.hop_limit {
-            0 => DEFAULT_HOP_LIMIT,
-            h => h,
-        },
+        hop_limit: hop_limit(m.frame.hop_limit),
         flow_label: m.frame.flow_label,
     };
     let mut frame = Vec::with_capacity(roce::ETH_LEN + 80 + p.payload.len());
-    if let Err(e) = roce::encode(&ep, &p, &mut frame) {
-        stats.inc(Counter::WireTxDropped);
-        debug!("{}: datagram to {dst_ip}: {e}; lost", ctrl.name());
-        return;
-    }
-    match up.send(&frame) {
-        Ok(()) => stats.inc(Counter::WireTxPkts),
-        Err(e) => {
-            stats.inc(Counter::WireTxDropped);
-            debug!("{}: datagram to {dst_ip}: uplink: {e}; lost", ctrl.name());
-        }
-    }
+    send_packet(ctrl, up, &ep, &p, &mut frame);
 }
 
 /// Takes `frame`, from `dev`'s uplink, if it is RoCEv2: whether it was

@@ -28,7 +28,6 @@
 //! QP operation error; UC and XRC do not go
 //! on the wire yet.
 
-use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -40,7 +39,7 @@ use zerocopy::little_endian::U32;
 use super::super::responder::{complete_recv, recv_error, take_recv, Peer, Recv, Take};
 use super::super::transfer::{span, take_held};
 use super::super::*;
-use super::{ip_of, DEFAULT_HOP_LIMIT, DEFAULT_PKEY};
+use super::{dest_mac, hop_limit, ip_of, send_packet};
 use crate::net::uplink::Uplink;
 use crate::packet::Packet;
 use crate::qp::{HeldRecv, WireRc};
@@ -123,7 +122,7 @@ fn path(ctrl: &Ctrl, up: &Uplink, qpn: u32) -> Option<Endpoints> {
     let av = &q.attr.ah_attr;
     let sgid = st.gids.get(usize::from(av.sgid_index))?.gid;
     let dst_ip = ip_of(&av.dgid);
-    let Some(dst_mac) = up.neighbour(&dst_ip) else {
+    let Some(dst_mac) = dest_mac(up, &dst_ip) else {
         ctrl.stats().inc(Counter::WireNoNeighbour);
         return None;
     };
@@ -134,10 +133,7 @@ fn path(ctrl: &Ctrl, up: &Uplink, qpn: u32) -> Option<Endpoints> {
         dst_ip,
         src_port: roce::source_port(qpn),
         traffic_class: av.traffic_class,
-        hop_limit: match av.hop_limit {
-            0 => DEFAULT_HOP_LIMIT,
-            h => h,
-        },
+        hop_limit: hop_limit(av.hop_limit),
         flow_label: av.flow_label.get(),
     })
 }
@@ -164,13 +160,8 @@ fn transmit(ctrl: &Ctrl, qpn: u32, out: &mut Vec<Packet>) {
         return;
     };
     let mut frame = Vec::new();
-    for mut p in out.drain(..) {
-        p.pkey = DEFAULT_PKEY;
-        frame.clear();
-        match roce::encode(&ep, &p, &mut frame).map(|()| up.send(&frame)) {
-            Ok(Ok(())) => ctrl.stats().inc(Counter::WireTxPkts),
-            _ => ctrl.stats().inc(Counter::WireTxDropped),
-        }
+    for p in out.drain(..) {
+        send_packet(ctrl, &up, &ep, &p, &mut frame);
     }
 }
 
@@ -371,7 +362,7 @@ pub(super) fn received(dev: &Arc<RdmaDevice>, ep: &Endpoints, p: &Packet) {
     tally.rcvd(1, p.payload.len() as u64);
     ctrl.stats().inc(Counter::WireRxPkts);
     if p.opcode.op.shape().request {
-        respond(&fabric, dev, qpn, p, ep.src_ip);
+        respond(&fabric, dev, qpn, p);
     } else {
         answered(&fabric, ctrl, qpn, p);
     }
@@ -379,7 +370,7 @@ pub(super) fn received(dev: &Arc<RdmaDevice>, ep: &Endpoints, p: &Packet) {
 }
 
 /// A request packet for QP `qpn`'s responder.
-fn respond(fabric: &Fabric, dev: &Arc<RdmaDevice>, qpn: u32, p: &Packet, _from: IpAddr) {
+fn respond(fabric: &Fabric, dev: &Arc<RdmaDevice>, qpn: u32, p: &Packet) {
     let ctrl = dev.ctrl();
     let Some(mut c) = take(ctrl, qpn) else {
         return;
