@@ -120,6 +120,12 @@ pub enum Counter {
     /// Uplink: packets not sent for want of their destination's MAC (no
     /// frame from that IP seen on the link).
     WireNoNeighbour,
+    /// Uplink: RC packets sent again (after a NAK, an RNR wait or the
+    /// transport timer: something was lost or late on the wire).
+    WireResent,
+    /// Uplink: RC requests from the wire that were duplicates, answered
+    /// again without touching memory.
+    WireDuplicates,
 }
 
 impl Counter {
@@ -161,7 +167,7 @@ impl Counter {
     }
 }
 
-const COUNTERS: [(Counter, &str); 37] = [
+const COUNTERS: [(Counter, &str); 39] = [
     (Counter::SentPkts, "sent_pkts"),
     (Counter::SentBytes, "sent_bytes"),
     (Counter::RcvdPkts, "rcvd_pkts"),
@@ -199,6 +205,8 @@ const COUNTERS: [(Counter, &str); 37] = [
     (Counter::WireTxDropped, "wire_tx_dropped"),
     (Counter::WireRxDropped, "wire_rx_dropped"),
     (Counter::WireNoNeighbour, "wire_no_neighbour"),
+    (Counter::WireResent, "wire_resent"),
+    (Counter::WireDuplicates, "wire_duplicates"),
 ];
 
 /// The port counters of QUERY_COUNTERS, in `enum virtio_rdma_counter`
@@ -418,7 +426,7 @@ mod tests {
                 "logs_suppressed=0 net_tx_frames=0 net_tx_bytes=0 net_rx_frames=0 \
                  net_rx_bytes=60 net_tx_dropped=0 net_rx_dropped=0 net_spoofed=0 \
                  wire_tx_pkts=0 wire_rx_pkts=0 wire_tx_dropped=0 wire_rx_dropped=0 \
-                 wire_no_neighbour=0"
+                 wire_no_neighbour=0 wire_resent=0 wire_duplicates=0"
             ),
             "{text}"
         );

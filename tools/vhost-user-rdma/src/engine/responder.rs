@@ -21,6 +21,7 @@ use zerocopy::little_endian::U32;
 use super::message::{Frame, Nak, Request, Response};
 use super::*;
 use crate::packet::Op;
+use crate::transport::AtomicOp;
 
 /// Why a request reaches no responder.
 pub(super) enum Refused {
@@ -619,31 +620,42 @@ fn on_cell<'p>(
     }
 }
 
-/// COMPARE AND SWAP, FETCH AND ADD: the original value goes back. A host
+/// Atomic `op` on `cell` as one host atomic: the original value. A host
 /// atomic makes the read-modify-write atomic against every other atomic,
 /// whichever thread (lane) or device runs it (IB_ATOMIC_HCA asks for no
-/// more). The value is little endian.
+/// more). The value is little endian; a failed compare writes nothing.
+pub(in crate::engine) fn rmw(cell: &AtomicU64, op: AtomicOp) -> u64 {
+    let update = |raw: u64| {
+        let v = u64::from_le(raw);
+        let new = match op {
+            AtomicOp::CompareSwap { compare, swap } => (v == compare).then_some(swap)?,
+            AtomicOp::FetchAdd { add } => v.wrapping_add(add),
+        };
+        Some(new.to_le())
+    };
+    let raw = match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, update) {
+        Ok(raw) | Err(raw) => raw,
+    };
+    u64::from_le(raw)
+}
+
+/// COMPARE AND SWAP, FETCH AND ADD: the original value goes back.
 fn atomic<'p>(
     fabric: &Fabric,
     peer: &Peer,
     pmem: &'p GuestMemoryMmap,
     m: &Request<'_>,
 ) -> Response<'p> {
-    let update = |raw: u64| {
-        let v = u64::from_le(raw);
-        let new = if m.op == Op::CompareSwap {
-            // A failed compare writes nothing.
-            (v == m.compare_add).then_some(m.swap)?
-        } else {
-            v.wrapping_add(m.compare_add)
-        };
-        Some(new.to_le())
+    let op = if m.op == Op::CompareSwap {
+        AtomicOp::CompareSwap {
+            compare: m.compare_add,
+            swap: m.swap,
+        }
+    } else {
+        AtomicOp::FetchAdd { add: m.compare_add }
     };
     on_cell(fabric, peer, pmem, m, IB_ACCESS_REMOTE_ATOMIC, |cell| {
-        let raw = match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, update) {
-            Ok(raw) | Err(raw) => raw,
-        };
-        let orig = u64::from_le(raw);
+        let orig = rmw(cell, op);
         // Kept to answer a duplicate of this request.
         if let Some(q) = peer.ctrl().lock().qp_mut(peer.qpn) {
             if q.atomic_replies.len() == ATOMIC_REPLIES {
@@ -673,15 +685,44 @@ fn atomic_write<'p>(
 }
 
 /// FLUSH (IBA 1.5) of a range or of the whole MR its rkey names, to global
-/// visibility: the responder checks the QP's and the MR's FLUSH rights of
-/// each placement asked for (a persistent one no MR here can grant) and
-/// the range's bounds. Every earlier request of the QP finished its copy
-/// before this one started, so a fence is all the placement needs.
+/// visibility. Every earlier request of the QP finished its copy before
+/// this one started, so a fence is all the placement needs.
 fn flush<'p>(fabric: &Fabric, peer: &Peer, m: &Request<'_>) -> Response<'p> {
     let (flush_type, flush_level) = m.flush;
+    match flush_granted(
+        peer,
+        m.remote.rkey,
+        m.remote.va,
+        m.remote.len,
+        flush_type,
+        flush_level,
+    ) {
+        Ok(()) => {
+            std::sync::atomic::fence(Ordering::SeqCst);
+            Response::Ack
+        }
+        Err(Nak::InvalidRequest) => {
+            refuse(fabric, peer, Event::QpReqErr(peer.qpn), Nak::InvalidRequest)
+        }
+        Err(nak) => refuse(fabric, peer, Event::QpAccessErr(peer.qpn), nak),
+    }
+}
+
+/// Whether a FLUSH of placement `flush_type` at selectivity `flush_level`
+/// of `len` bytes at `va` under `rkey` may run at `peer`: the QP's and the
+/// MR's FLUSH rights of each placement asked for (a persistent one no MR
+/// here can grant) and, for a range, its bounds.
+pub(in crate::engine) fn flush_granted(
+    peer: &Peer,
+    rkey: u32,
+    va: u64,
+    len: u64,
+    flush_type: u8,
+    flush_level: u8,
+) -> Result<(), Nak> {
     let placements = IB_FLUSH_GLOBAL | IB_FLUSH_PERSISTENT;
     if flush_type == 0 || flush_type & !placements != 0 || flush_level > IB_FLUSH_MR {
-        return refuse(fabric, peer, Event::QpReqErr(peer.qpn), Nak::InvalidRequest);
+        return Err(Nak::InvalidRequest);
     }
     let mut access = 0;
     if flush_type & IB_FLUSH_GLOBAL != 0 {
@@ -690,35 +731,23 @@ fn flush<'p>(fabric: &Fabric, peer: &Peer, m: &Request<'_>) -> Response<'p> {
     if flush_type & IB_FLUSH_PERSISTENT != 0 {
         access |= IB_ACCESS_FLUSH_PERSISTENT;
     }
-    let rkey = m.remote.rkey;
-    let granted = {
-        let st = peer.ctrl().lock();
-        st.qp(peer.qpn).is_some_and(|qp| {
-            let pdn = peer.xrc.map_or(qp.pdn, |t| t.pdn);
-            qp.attr.qp_access_flags.get() & access == access
-                && match flush_level {
-                    // The whole MR: its key and rights, whatever the range.
-                    IB_FLUSH_MR => st
-                        .mrs
-                        .by_key(rkey)
-                        .is_some_and(|mr| mr.pdn == pdn && mr.access & access == access),
-                    _ => st
-                        .mrs
-                        .remote(rkey, peer.qpn, pdn, m.remote.va, m.remote.len, access)
-                        .is_some(),
-                }
-        })
-    };
-    if !granted {
-        return refuse(
-            fabric,
-            peer,
-            Event::QpAccessErr(peer.qpn),
-            Nak::RemoteAccess,
-        );
-    }
-    std::sync::atomic::fence(Ordering::SeqCst);
-    Response::Ack
+    let st = peer.ctrl().lock();
+    let granted = st.qp(peer.qpn).is_some_and(|qp| {
+        let pdn = peer.xrc.map_or(qp.pdn, |t| t.pdn);
+        qp.attr.qp_access_flags.get() & access == access
+            && match flush_level {
+                // The whole MR: its key and rights, whatever the range.
+                IB_FLUSH_MR => st
+                    .mrs
+                    .by_key(rkey)
+                    .is_some_and(|mr| mr.pdn == pdn && mr.access & access == access),
+                _ => st
+                    .mrs
+                    .remote(rkey, peer.qpn, pdn, va, len, access)
+                    .is_some(),
+            }
+    });
+    granted.then_some(()).ok_or(Nak::RemoteAccess)
 }
 
 /// The 40-byte GRH area of a RoCEv2 UD receive: an IPv4 header in its last

@@ -206,7 +206,8 @@ fn setup() -> Pair {
     let all = IB_ACCESS_LOCAL_WRITE
         | IB_ACCESS_REMOTE_WRITE
         | IB_ACCESS_REMOTE_READ
-        | IB_ACCESS_REMOTE_ATOMIC;
+        | IB_ACCESS_REMOTE_ATOMIC
+        | IB_ACCESS_FLUSH_GLOBAL;
     a.ok(VIRTIO_RDMA_CMD_GET_DMA_MR, &pair(1, all));
     let payload: Vec<u8> = (0..0x1000u32).map(|i| (i * 7 + 3) as u8).collect();
     a.mem
@@ -282,8 +283,12 @@ fn connect_timed(s: &Side, qpn: u32, t: u8, dgid: [u8; 16], sq_psn: u32, timeout
     };
     let mut a = VirtioRdmaQpAttr::new_zeroed();
     a.port_num = 1;
-    a.qp_access_flags =
-        U32::new(IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC);
+    a.qp_access_flags = U32::new(
+        IB_ACCESS_REMOTE_WRITE
+            | IB_ACCESS_REMOTE_READ
+            | IB_ACCESS_REMOTE_ATOMIC
+            | IB_ACCESS_FLUSH_GLOBAL,
+    );
     a.qkey = U32::new(QKEY);
     a.path_mtu = 3;
     a.dest_qp_num = U32::new(qpn);
@@ -485,6 +490,24 @@ fn wire_seed(bkey: u32, recv: impl Fn(u8) -> Vec<u8>) -> Vec<u8> {
         swap_add: big_endian::U64::new(1),
         compare: big_endian::U64::new(0),
     });
+    // IBA 1.5's and the immediate-data requests.
+    let mut write_imm = rc(Op::WriteOnlyImm, 4);
+    write_imm.reth = Some(reth(MR_IOVA + 0x60, 8));
+    write_imm.imm = Some(0x99);
+    write_imm.payload = vec![0xa5; 8];
+    let mut swap = rc(Op::CompareSwap, 5);
+    swap.atomic_eth = Some(AtomicEth {
+        va: big_endian::U64::new(MR_IOVA + 0x1000),
+        rkey: big_endian::U32::new(bkey),
+        swap_add: big_endian::U64::new(7),
+        compare: big_endian::U64::new(1),
+    });
+    let mut atomic_write = rc(Op::AtomicWrite, 6);
+    atomic_write.reth = Some(reth(MR_IOVA + 0x1008, 8));
+    atomic_write.payload = b"8 bytes!".to_vec();
+    let mut flush = rc(Op::Flush, 7);
+    flush.reth = Some(reth(MR_IOVA, 64));
+    flush.feth = Some(u32::from(IB_FLUSH_GLOBAL));
     let mut ud = Packet::new(
         Opcode {
             transport: Transport::Ud,
@@ -500,8 +523,19 @@ fn wire_seed(bkey: u32, recv: impl Fn(u8) -> Vec<u8>) -> Vec<u8> {
     });
     ud.payload = b"a datagram".to_vec();
     let mut s = recv(0);
+    s.extend(recv(0));
     s.extend(recv(2));
-    for p in [&send, &write, &read, &add, &ud] {
+    for p in [
+        &send,
+        &write,
+        &read,
+        &add,
+        &write_imm,
+        &swap,
+        &atomic_write,
+        &flush,
+        &ud,
+    ] {
         s.extend(rec(WIRE, &frame(p)));
     }
     let mut bad = frame(&send);
@@ -935,18 +969,34 @@ mod tests {
             [(2, IB_WC_SUCCESS, 20), (4, IB_WC_SUCCESS, 40 + 10)],
             "the SEND and the datagram"
         );
-        let mut w = [0u8; 16];
+        let imms: Vec<_> = completions(b)
+            .iter()
+            .filter(|c| c.opcode == IB_WC_RECV_RDMA_WITH_IMM)
+            .map(|c| (c.qp_num.get(), c.status, c.byte_len.get(), c.ex.get()))
+            .collect();
+        assert_eq!(
+            imms,
+            [(2, IB_WC_SUCCESS, 8, 0x99)],
+            "the WRITE with immediate"
+        );
+        let mut w = [0u8; 0x28];
         b.mem
             .read_slice(&mut w, GuestAddress(MR_PAGES[0] + 0x800 + 0x40))
             .expect("read");
-        assert_eq!(w, [0x5a; 16], "the WRITE");
-        let mut word = [0u8; 8];
+        assert_eq!(w[..16], [0x5a; 16], "the WRITE");
+        assert_eq!(w[0x20..], [0xa5; 8], "the WRITE with immediate's bytes");
+        let mut word = [0u8; 16];
         b.mem
             .read_slice(&mut word, GuestAddress(MR_PAGES[1] + 0x800))
             .expect("read");
-        assert_eq!(u64::from_le_bytes(word), 1, "the fetch-and-add");
+        // The fetch-and-add made it 1, the compare-and-swap 7.
+        assert_eq!(word[..8], 7u64.to_le_bytes(), "the atomics");
+        assert_eq!(&word[8..], b"8 bytes!", "the ATOMIC WRITE");
         let stats = b.dev.ctrl().stats();
-        assert_eq!(stats.get(crate::stats::Counter::WireRxPkts), 5);
+        assert_eq!(stats.get(crate::stats::Counter::WireRxPkts), 9);
+        // The FLUSH was granted: a refused one is a NAK, and the QP in error.
+        let ok = b.dev.ctrl().lock().qp(2).map(|q| q.can_receive());
+        assert_eq!(ok, Some(true), "QP 2 still works");
         assert_eq!(stats.get(crate::stats::Counter::WireRxDropped), 1);
     }
 
@@ -963,6 +1013,9 @@ mod tests {
     /// The remote peer's side: received messages.
     #[derive(Default)]
     struct Peer(Vec<Vec<u8>>);
+
+    use crate::transport::responder::Refusal;
+    use crate::transport::AtomicOp;
 
     impl crate::transport::responder::Target for Peer {
         fn receive(
@@ -993,13 +1046,17 @@ mod tests {
         ) -> Result<Vec<u8>, crate::transport::responder::Refusal> {
             Err(crate::transport::responder::Refusal::Access)
         }
-        fn fetch_add(
-            &mut self,
-            _: u64,
-            _: u32,
-            _: u64,
-        ) -> Result<u64, crate::transport::responder::Refusal> {
-            Err(crate::transport::responder::Refusal::Access)
+        fn write_imm(&mut self, _: u32, _: u32, _: bool) -> Result<(), Refusal> {
+            Err(Refusal::NoReceive)
+        }
+        fn atomic(&mut self, _: u64, _: u32, _: AtomicOp) -> Result<u64, Refusal> {
+            Err(Refusal::Access)
+        }
+        fn atomic_write(&mut self, _: u64, _: u32, _: [u8; 8]) -> Result<(), Refusal> {
+            Err(Refusal::Access)
+        }
+        fn flush(&mut self, _: u64, _: u32, _: u32, _: u32) -> Result<(), Refusal> {
+            Err(Refusal::Access)
         }
     }
 

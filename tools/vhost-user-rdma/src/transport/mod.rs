@@ -65,6 +65,38 @@ pub enum Status {
     Flushed,
 }
 
+/// An atomic's operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomicOp {
+    /// FETCH AND ADD.
+    FetchAdd {
+        /// Addend.
+        add: u64,
+    },
+    /// COMPARE AND SWAP: `swap` stored if the cell holds `compare`.
+    CompareSwap {
+        /// The value expected.
+        compare: u64,
+        /// The value stored.
+        swap: u64,
+    },
+}
+
+/// What a state machine saw that a device counts, since the caller last
+/// took it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// Responder: requests after a gap in the PSNs, dropped.
+    pub out_of_sequence: u32,
+    /// Responder: requests from the past, answered again without touching
+    /// memory.
+    pub duplicates: u32,
+    /// RNR NAKs the responder sent, or the requester got.
+    pub rnr_naks: u32,
+    /// Requester: packets sent again.
+    pub resent: u32,
+}
+
 /// The transport timer of a QP's `timeout` (IBA's local ACK timeout):
 /// 4.096 µs × 2^timeout, in microseconds; `None` for 0, which IB defines as
 /// infinite.

@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 
-use super::{ack_timeout_us, psn_add, psn_diff, rnr_delay_us, Status};
+use super::{ack_timeout_us, psn_add, psn_diff, rnr_delay_us, AtomicOp, Seen, Status};
 use crate::packet::{segments, syndrome, AtomicEth, Message, Op, Opcode, Packet, Reth, Transport};
 use zerocopy::big_endian::{U32, U64};
 
@@ -50,6 +50,8 @@ pub enum Request {
         rkey: u32,
         /// The message.
         payload: Vec<u8>,
+        /// RDMA WRITE with immediate: the data its receive completes with.
+        imm: Option<u32>,
     },
     /// RDMA READ.
     Read {
@@ -60,14 +62,35 @@ pub enum Request {
         /// Bytes.
         len: u32,
     },
-    /// ATOMIC FETCH AND ADD.
-    FetchAdd {
+    /// An atomic read-modify-write of 8 bytes; its original value comes
+    /// back.
+    Atomic {
         /// Remote address.
         va: u64,
         /// Remote key.
         rkey: u32,
-        /// Addend.
-        add: u64,
+        /// What it does there.
+        op: AtomicOp,
+    },
+    /// ATOMIC WRITE (IBA 1.5): 8 bytes stored at once.
+    AtomicWrite {
+        /// Remote address.
+        va: u64,
+        /// Remote key.
+        rkey: u32,
+        /// The bytes, in memory order.
+        value: [u8; 8],
+    },
+    /// FLUSH (IBA 1.5) of a remote range or MR to a placement.
+    Flush {
+        /// Remote address.
+        va: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Bytes (of a range; ignored for a whole MR).
+        len: u32,
+        /// FETH: selectivity level (bits 5-4), placement type (bits 3-0).
+        feth: u32,
     },
 }
 
@@ -108,6 +131,15 @@ impl Pending {
     fn acked_by_ack(&self) -> bool {
         matches!(self.req, Request::Send { .. } | Request::Write { .. })
     }
+
+    /// Whether an empty READ response completes it: the answer IBA 1.5
+    /// gives ATOMIC WRITE and FLUSH (rxe's too).
+    fn acked_by_empty_response(&self) -> bool {
+        matches!(
+            self.req,
+            Request::AtomicWrite { .. } | Request::Flush { .. }
+        )
+    }
 }
 
 /// Packets between AckReqs within a long message (the last packet of
@@ -138,6 +170,7 @@ pub struct Requester {
     /// The PSN of the sequence NAK last answered, until progress: the same
     /// NAK again (duplicated on the way) is not answered twice.
     nak_psn: Option<u32>,
+    seen: Seen,
 }
 
 fn rc(op: Op) -> Opcode {
@@ -162,7 +195,13 @@ impl Requester {
             rnr_until: None,
             error: false,
             nak_psn: None,
+            seen: Seen::default(),
         }
+    }
+
+    /// What it saw since this was last called.
+    pub fn take_seen(&mut self) -> Seen {
+        std::mem::take(&mut self.seen)
     }
 
     /// Whether the QP went to error.
@@ -210,7 +249,7 @@ impl Requester {
             Request::Read { len, .. } => {
                 u64::from(*len).div_ceil(u64::from(self.cfg.mtu)).max(1) as u32
             }
-            Request::FetchAdd { .. } => 1,
+            Request::Atomic { .. } | Request::AtomicWrite { .. } | Request::Flush { .. } => 1,
         };
         self.next_psn = psn_add(psn, npsn);
         self.pending.push_back(Pending {
@@ -265,18 +304,24 @@ impl Requester {
                     pkt.ack_req = shape.last || (n as u32 + 1) % ACK_REQ_EVERY == 0;
                     let at = s.offset as usize;
                     pkt.payload = payload[at..at + s.len as usize].to_vec();
-                    if let Request::Write { va, rkey, .. } = &p.req {
-                        if shape.reth {
-                            pkt.reth = Some(reth(*va, *rkey, payload.len() as u32));
+                    match &p.req {
+                        Request::Write { va, rkey, imm, .. } => {
+                            if shape.reth {
+                                pkt.reth = Some(reth(*va, *rkey, payload.len() as u32));
+                            }
+                            if shape.imm {
+                                pkt.imm = *imm;
+                            }
                         }
-                    }
-                    if let Request::Send { imm, inv, .. } = &p.req {
-                        if shape.imm {
-                            pkt.imm = *imm;
+                        Request::Send { imm, inv, .. } => {
+                            if shape.imm {
+                                pkt.imm = *imm;
+                            }
+                            if shape.ieth {
+                                pkt.ieth = *inv;
+                            }
                         }
-                        if shape.ieth {
-                            pkt.ieth = *inv;
-                        }
+                        _ => {}
                     }
                     out.push(pkt);
                 }
@@ -295,18 +340,40 @@ impl Requester {
                 pkt.reth = Some(reth(va + done, *rkey, rest));
                 out.push(pkt);
             }
-            Request::FetchAdd { va, rkey, add } => {
-                if !in_range(p.psn) {
-                    return;
-                }
-                let mut pkt = Packet::new(rc(Op::FetchAdd), dest, p.psn);
+            // One packet each, asking for its answer.
+            _ if !in_range(p.psn) => {}
+            Request::Atomic { va, rkey, op } => {
+                let (op, swap_add, compare) = match *op {
+                    AtomicOp::FetchAdd { add } => (Op::FetchAdd, add, 0),
+                    AtomicOp::CompareSwap { compare, swap } => (Op::CompareSwap, swap, compare),
+                };
+                let mut pkt = Packet::new(rc(op), dest, p.psn);
                 pkt.ack_req = true;
                 pkt.atomic_eth = Some(AtomicEth {
                     va: U64::new(*va),
                     rkey: U32::new(*rkey),
-                    swap_add: U64::new(*add),
-                    compare: U64::new(0),
+                    swap_add: U64::new(swap_add),
+                    compare: U64::new(compare),
                 });
+                out.push(pkt);
+            }
+            Request::AtomicWrite { va, rkey, value } => {
+                let mut pkt = Packet::new(rc(Op::AtomicWrite), dest, p.psn);
+                pkt.ack_req = true;
+                pkt.reth = Some(reth(*va, *rkey, 8));
+                pkt.payload = value.to_vec();
+                out.push(pkt);
+            }
+            Request::Flush {
+                va,
+                rkey,
+                len,
+                feth,
+            } => {
+                let mut pkt = Packet::new(rc(Op::Flush), dest, p.psn);
+                pkt.ack_req = true;
+                pkt.reth = Some(reth(*va, *rkey, *len));
+                pkt.feth = Some(*feth);
                 out.push(pkt);
             }
         }
@@ -323,7 +390,13 @@ impl Requester {
         } else {
             from
         };
+        let (before, sent_to) = (out.len(), self.sent_to);
         self.pump(from, out);
+        let again = out[before..]
+            .iter()
+            .filter(|p| psn_diff(p.psn, sent_to) < 0)
+            .count();
+        self.seen.resent += again as u32;
         self.deadline = Some(now + self.timeout());
     }
 
@@ -432,6 +505,7 @@ impl Requester {
                             return;
                         }
                         self.retire(psn, true, done);
+                        self.seen.rnr_naks += 1;
                         if self.rnr_left == 0 {
                             return self.fail(Status::RnrRetryExceeded, done);
                         }
@@ -480,7 +554,7 @@ impl Requester {
                 let Some(p) = self.pending.iter_mut().find(|p| p.psn == psn) else {
                     return;
                 };
-                if !matches!(p.req, Request::FetchAdd { .. }) || p.answered {
+                if !matches!(p.req, Request::Atomic { .. }) || p.answered {
                     return;
                 }
                 p.got = orig.to_le_bytes().to_vec();
@@ -514,6 +588,20 @@ impl Requester {
         done: &mut Vec<Completion>,
     ) {
         self.retire(pkt.psn, true, done);
+        if let Some(p) = self
+            .pending
+            .iter_mut()
+            .find(|p| p.psn == pkt.psn && p.acked_by_empty_response())
+        {
+            // ATOMIC WRITE's and FLUSH's answer: one empty response.
+            if pkt.opcode.op != Op::ReadResponseOnly || !pkt.payload.is_empty() || p.answered {
+                return;
+            }
+            p.answered = true;
+            self.complete_answered(done);
+            self.progress(now);
+            return self.pump(self.sent_to, out);
+        }
         let mtu = self.cfg.mtu as usize;
         let Some(p) = self.pending.front_mut() else {
             return;
@@ -580,10 +668,11 @@ impl Requester {
             // would only add to a slow responder's backlog (a TCG guest's
             // rxe fell behind for good that way). Its ACK sends the rest
             // again, go-back-N from there.
-            let end = psn_add(self.una, 1);
+            let (end, before) = (psn_add(self.una, 1), out.len());
             for i in 0..self.pending.len() {
                 self.emit(i, self.una, end, out);
             }
+            self.seen.resent += (out.len() - before) as u32;
             if let Some(p) = out.last_mut() {
                 p.ack_req = true;
             }
@@ -607,6 +696,7 @@ fn segments_of(req: &Request, len: u64, mtu: u32) -> impl Iterator<Item = crate:
             imm: imm.is_some(),
             inv: inv.is_some(),
         },
+        Request::Write { imm, .. } => Message::Write { imm: imm.is_some() },
         _ => Message::Write { imm: false },
     };
     segments(msg, len, mtu)

@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 
-use super::{ack, psn_add, psn_diff};
+use super::{ack, psn_add, psn_diff, AtomicOp, Seen};
 use crate::packet::{segments, syndrome, Message, Op, Opcode, Packet, Transport};
 
 /// Why the target refused a request.
@@ -53,10 +53,18 @@ pub trait Target {
     fn receive(&mut self, part: SendPart<'_>) -> Result<(), Refusal>;
     /// An RDMA WRITE's bytes at `va` under `rkey`.
     fn write(&mut self, va: u64, rkey: u32, data: &[u8]) -> Result<(), Refusal>;
+    /// The end of an RDMA WRITE with immediate data of `len` bytes: it
+    /// takes a receive and completes it with `imm`.
+    fn write_imm(&mut self, len: u32, imm: u32, solicited: bool) -> Result<(), Refusal>;
     /// `len` bytes at `va` under `rkey`, for a READ.
     fn read(&mut self, va: u64, rkey: u32, len: u32) -> Result<Vec<u8>, Refusal>;
-    /// FETCH AND ADD of `add` at `va` under `rkey`: the original value.
-    fn fetch_add(&mut self, va: u64, rkey: u32, add: u64) -> Result<u64, Refusal>;
+    /// Atomic `op` on the 8 bytes at `va` under `rkey`: the original value.
+    fn atomic(&mut self, va: u64, rkey: u32, op: AtomicOp) -> Result<u64, Refusal>;
+    /// ATOMIC WRITE of `value` at `va` under `rkey`.
+    fn atomic_write(&mut self, va: u64, rkey: u32, value: [u8; 8]) -> Result<(), Refusal>;
+    /// FLUSH of `len` bytes at `va` under `rkey` (or of its whole MR),
+    /// `feth` saying which.
+    fn flush(&mut self, va: u64, rkey: u32, len: u32, feth: u32) -> Result<(), Refusal>;
 }
 
 /// A READ or atomic the responder executed, kept to answer its duplicate.
@@ -66,6 +74,8 @@ enum Resource {
     Read { psn: u32, npsn: u32 },
     /// An atomic: its PSN and original value.
     Atomic { psn: u32, orig: u64 },
+    /// An ATOMIC WRITE or FLUSH done: its PSN.
+    Done { psn: u32 },
 }
 
 /// READs and atomics remembered (IB's responder resources, the QP's
@@ -77,8 +87,8 @@ const RESOURCES: usize = crate::limits::MAX_QP_RD_ATOM as usize;
 enum Ongoing {
     /// A SEND: the next byte's offset.
     Send { offset: u64 },
-    /// An RDMA WRITE: where the next byte goes.
-    Write { va: u64, rkey: u32 },
+    /// An RDMA WRITE: where the next byte goes, and the message's length.
+    Write { va: u64, rkey: u32, len: u32 },
 }
 
 /// The responder's side of one RC QP.
@@ -99,6 +109,7 @@ pub struct Responder {
     min_rnr_timer: u8,
     /// An access or invalid-request NAK moved the QP to error.
     error: bool,
+    seen: Seen,
 }
 
 fn rc(op: Op) -> Opcode {
@@ -121,7 +132,13 @@ impl Responder {
             nak_sent: false,
             min_rnr_timer: min_rnr_timer & 0x1f,
             error: false,
+            seen: Seen::default(),
         }
+    }
+
+    /// What it saw since this was last called.
+    pub fn take_seen(&mut self) -> Seen {
+        std::mem::take(&mut self.seen)
     }
 
     /// The PSN it expects next.
@@ -147,6 +164,7 @@ impl Responder {
         }
         let d = psn_diff(pkt.psn, self.epsn);
         if d > 0 {
+            self.seen.out_of_sequence += 1;
             if !self.nak_sent {
                 self.nak_sent = true;
                 out.push(self.ack(self.epsn, syndrome::NAK_PSN_SEQ_ERR));
@@ -154,6 +172,7 @@ impl Responder {
             return;
         }
         if d < 0 {
+            self.seen.duplicates += 1;
             return self.duplicate(pkt, target, out);
         }
         self.nak_sent = false;
@@ -168,15 +187,16 @@ impl Responder {
                 Some(Ongoing::Send { offset }),
             ) => self.send(pkt, offset, target),
             (Op::WriteFirst | Op::WriteOnly | Op::WriteOnlyImm, None) => match pkt.reth {
-                Some(r) => self.write(pkt, r.va.get(), r.rkey.get(), target),
+                Some(r) => self.write(pkt, r.va.get(), r.rkey.get(), r.dma_len.get(), target),
                 None => Err(Refusal::Invalid),
             },
             (
                 Op::WriteMiddle | Op::WriteLast | Op::WriteLastImm,
-                Some(Ongoing::Write { va, rkey }),
-            ) => self.write(pkt, va, rkey, target),
+                Some(Ongoing::Write { va, rkey, len }),
+            ) => self.write(pkt, va, rkey, len, target),
             (Op::ReadRequest, None) => return self.read(pkt, target, out, true),
-            (Op::FetchAdd, None) => return self.fetch_add(pkt, target, out),
+            (Op::FetchAdd | Op::CompareSwap, None) => return self.atomic(pkt, target, out),
+            (Op::AtomicWrite | Op::Flush, None) => return self.placement(pkt, target, out),
             _ => Err(Refusal::Invalid),
         };
         match result {
@@ -201,7 +221,9 @@ impl Responder {
             Refusal::Invalid => syndrome::NAK_INVALID_REQUEST,
             Refusal::Operation => syndrome::NAK_REMOTE_OP,
         };
-        if why != Refusal::NoReceive {
+        if why == Refusal::NoReceive {
+            self.seen.rnr_naks += 1;
+        } else {
             self.error = true;
         }
         out.push(self.ack(psn, syn));
@@ -226,11 +248,14 @@ impl Responder {
         Ok(())
     }
 
+    /// An RDMA WRITE's packet, its data for `va` under `rkey`, of a
+    /// message of `len` bytes.
     fn write(
         &mut self,
         pkt: &Packet,
         va: u64,
         rkey: u32,
+        len: u32,
         target: &mut impl Target,
     ) -> Result<(), Refusal> {
         let s = pkt.opcode.shape();
@@ -238,8 +263,13 @@ impl Responder {
             return Err(Refusal::Invalid);
         }
         target.write(va, rkey, &pkt.payload)?;
+        // With immediate data it takes a receive at its end; an RNR NAK
+        // brings this packet again, whose bytes land again, unchanged.
+        if let (true, Some(imm)) = (s.last, pkt.imm) {
+            target.write_imm(len, imm, pkt.se)?;
+        }
         let va = va + pkt.payload.len() as u64;
-        self.ongoing = (!s.last).then_some(Ongoing::Write { va, rkey });
+        self.ongoing = (!s.last).then_some(Ongoing::Write { va, rkey, len });
         Ok(())
     }
 
@@ -275,11 +305,22 @@ impl Responder {
         }
     }
 
-    fn fetch_add(&mut self, pkt: &Packet, target: &mut impl Target, out: &mut Vec<Packet>) {
+    /// COMPARE AND SWAP, FETCH AND ADD: executed once, its original value
+    /// kept for a duplicate.
+    fn atomic(&mut self, pkt: &Packet, target: &mut impl Target, out: &mut Vec<Packet>) {
         let Some(a) = pkt.atomic_eth else {
             return self.refuse(pkt.psn, Refusal::Invalid, out);
         };
-        match target.fetch_add(a.va.get(), a.rkey.get(), a.swap_add.get()) {
+        let op = match pkt.opcode.op {
+            Op::CompareSwap => AtomicOp::CompareSwap {
+                compare: a.compare.get(),
+                swap: a.swap_add.get(),
+            },
+            _ => AtomicOp::FetchAdd {
+                add: a.swap_add.get(),
+            },
+        };
+        match target.atomic(a.va.get(), a.rkey.get(), op) {
             Ok(orig) => {
                 self.epsn = psn_add(self.epsn, 1);
                 self.msn = psn_add(self.msn, 1);
@@ -288,6 +329,38 @@ impl Responder {
             }
             Err(why) => self.refuse(pkt.psn, why, out),
         }
+    }
+
+    /// ATOMIC WRITE (RETH and 8 bytes) or FLUSH (RETH and FETH): done
+    /// once, answered with an empty READ response (IBA 1.5, as rxe).
+    fn placement(&mut self, pkt: &Packet, target: &mut impl Target, out: &mut Vec<Packet>) {
+        let Some(r) = pkt.reth else {
+            return self.refuse(pkt.psn, Refusal::Invalid, out);
+        };
+        let (va, rkey) = (r.va.get(), r.rkey.get());
+        let result = match (pkt.opcode.op, pkt.feth) {
+            (Op::AtomicWrite, _) => match <[u8; 8]>::try_from(&pkt.payload[..]) {
+                Ok(value) if r.dma_len.get() == 8 => target.atomic_write(va, rkey, value),
+                _ => Err(Refusal::Invalid),
+            },
+            (_, Some(feth)) => target.flush(va, rkey, r.dma_len.get(), feth),
+            _ => Err(Refusal::Invalid),
+        };
+        match result {
+            Ok(()) => {
+                self.epsn = psn_add(self.epsn, 1);
+                self.msn = psn_add(self.msn, 1);
+                self.remember(Resource::Done { psn: pkt.psn });
+                out.push(self.empty_response(pkt.psn));
+            }
+            Err(why) => self.refuse(pkt.psn, why, out),
+        }
+    }
+
+    fn empty_response(&self, psn: u32) -> Packet {
+        let mut p = self.ack(psn, syndrome::ACK);
+        p.opcode = rc(Op::ReadResponseOnly);
+        p
     }
 
     fn atomic_ack(&self, psn: u32, orig: u64) -> Packet {
@@ -314,19 +387,28 @@ impl Responder {
                         let d = psn_diff(pkt.psn, psn);
                         d >= 0 && (d as u32) < npsn
                     }
-                    Resource::Atomic { .. } => false,
+                    _ => false,
                 });
                 if known {
                     self.read(pkt, target, out, false);
                 }
             }
-            Op::FetchAdd => {
+            Op::FetchAdd | Op::CompareSwap => {
                 let orig = self.resources.iter().find_map(|r| match *r {
                     Resource::Atomic { psn, orig } if psn == pkt.psn => Some(orig),
                     _ => None,
                 });
                 if let Some(orig) = orig {
                     out.push(self.atomic_ack(pkt.psn, orig));
+                }
+            }
+            Op::AtomicWrite | Op::Flush => {
+                let done = self
+                    .resources
+                    .iter()
+                    .any(|r| matches!(*r, Resource::Done { psn } if psn == pkt.psn));
+                if done {
+                    out.push(self.empty_response(pkt.psn));
                 }
             }
             // A SEND's or WRITE's: acknowledged again, as far as it got, if

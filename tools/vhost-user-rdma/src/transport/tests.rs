@@ -83,6 +83,10 @@ struct Mem {
     atomics: u32,
     /// The rkeys SENDs with Invalidate named, as they completed.
     invalidated: Vec<u32>,
+    /// Receives WRITEs with immediate completed: length, immediate data.
+    write_imms: Vec<(u32, u32)>,
+    /// FLUSHes executed.
+    flushes: u32,
 }
 
 const RKEY: u32 = 0x1234;
@@ -98,6 +102,8 @@ impl Default for Mem {
             rnr_first: 0,
             atomics: 0,
             invalidated: Vec::new(),
+            write_imms: Vec::new(),
+            flushes: 0,
         }
     }
 }
@@ -154,14 +160,46 @@ impl Target for Mem {
         Ok(self.bytes[span(va, len as usize)?].to_vec())
     }
 
-    fn fetch_add(&mut self, va: u64, rkey: u32, add: u64) -> Result<u64, Refusal> {
+    fn write_imm(&mut self, len: u32, imm: u32, _: bool) -> Result<(), Refusal> {
+        if self.rnr_first > 0 {
+            self.rnr_first -= 1;
+            return Err(Refusal::NoReceive);
+        }
+        if self.receives == 0 {
+            return Err(Refusal::NoReceive);
+        }
+        self.receives -= 1;
+        self.write_imms.push((len, imm));
+        Ok(())
+    }
+
+    fn atomic(&mut self, va: u64, rkey: u32, op: AtomicOp) -> Result<u64, Refusal> {
         if rkey != RKEY {
             return Err(Refusal::Access);
         }
         self.atomics += 1;
         let old = u64::from_le_bytes(self.read(va, rkey, 8)?.try_into().expect("8 bytes"));
-        self.write(va, rkey, &old.wrapping_add(add).to_le_bytes())?;
+        let new = match op {
+            AtomicOp::FetchAdd { add } => old.wrapping_add(add),
+            AtomicOp::CompareSwap { compare, swap } if old == compare => swap,
+            AtomicOp::CompareSwap { .. } => old,
+        };
+        self.write(va, rkey, &new.to_le_bytes())?;
         Ok(old)
+    }
+
+    fn atomic_write(&mut self, va: u64, rkey: u32, value: [u8; 8]) -> Result<(), Refusal> {
+        self.atomics += 1;
+        self.write(va, rkey, &value)
+    }
+
+    fn flush(&mut self, va: u64, rkey: u32, len: u32, _: u32) -> Result<(), Refusal> {
+        if rkey != RKEY {
+            return Err(Refusal::Access);
+        }
+        span(va, len as usize)?;
+        self.flushes += 1;
+        Ok(())
     }
 }
 
@@ -289,6 +327,7 @@ fn a_lossy_link_delivers_every_message_once_and_intact() {
                 va: 0x10_0000,
                 rkey: RKEY,
                 payload: mib.clone(),
+                imm: None,
             },
         );
         r.post(
@@ -309,18 +348,18 @@ fn a_lossy_link_delivers_every_message_once_and_intact() {
         );
         r.post(
             4,
-            Request::FetchAdd {
+            Request::Atomic {
                 va: 0x40_0000,
                 rkey: RKEY,
-                add: 5,
+                op: AtomicOp::FetchAdd { add: 5 },
             },
         );
         r.post(
             5,
-            Request::FetchAdd {
+            Request::Atomic {
                 va: 0x40_0000,
                 rkey: RKEY,
-                add: 5,
+                op: AtomicOp::FetchAdd { add: 5 },
             },
         );
         r.until(5, 600_000_000);
@@ -359,6 +398,13 @@ fn a_lossy_link_delivers_every_message_once_and_intact() {
             r.sent > 1024 + 293 + 3,
             "seed {seed}: packets were sent again"
         );
+        // And the counters saw it: what was sent again, the gaps, the
+        // duplicates.
+        let (asked, answered) = (r.req.take_seen(), r.resp.take_seen());
+        assert!(asked.resent > 0, "seed {seed}: {asked:?}");
+        assert!(answered.out_of_sequence > 0, "seed {seed}: {answered:?}");
+        assert!(answered.duplicates > 0, "seed {seed}: {answered:?}");
+        assert_eq!(r.req.take_seen(), Seen::default(), "taken once");
     }
 }
 
@@ -380,6 +426,8 @@ fn an_rnr_nak_waits_its_timer_then_succeeds() {
     assert_eq!(r.done[0].status, Status::Success);
     // Two waits of min_rnr_timer 1 (10 µs each).
     assert_eq!(r.now, 20);
+    assert_eq!(r.req.take_seen().rnr_naks, 2);
+    assert_eq!(r.resp.take_seen().rnr_naks, 2);
     assert_eq!(r.mem.received, [b"hello".to_vec()]);
 
     // rnr_retry 3: the fourth RNR NAK ends it.
@@ -413,6 +461,7 @@ fn a_peer_that_never_answers_ends_in_retry_exceeded() {
                 va: 0,
                 rkey: RKEY,
                 payload: vec![1; 10],
+                imm: None,
             },
         );
         r.post(
@@ -450,6 +499,7 @@ fn a_nak_fails_the_request_and_flushes_the_rest() {
             va: 0,
             rkey: RKEY,
             payload: vec![1; 10],
+            imm: None,
         },
     );
     r.post(
@@ -458,6 +508,7 @@ fn a_nak_fails_the_request_and_flushes_the_rest() {
             va: 0,
             rkey: 0xbad,
             payload: vec![1; 10],
+            imm: None,
         },
     );
     r.post(
@@ -494,4 +545,133 @@ fn a_send_with_invalidate_carries_its_rkey_to_the_end() {
     assert_eq!(r.done[0].status, Status::Success);
     assert_eq!(r.mem.received, [vec![7; 2500]]);
     assert_eq!(r.mem.invalidated, [0xabcd]);
+}
+
+/// The IBA 1.5 and immediate-data requests rxe speaks, over a lossy link:
+/// a WRITE with immediate data lands once and completes one receive with
+/// its length and data (after an RNR NAK for want of one); COMPARE AND
+/// SWAP runs once each (the second sees the first's swap and fails its
+/// compare); ATOMIC WRITE stores its bytes; FLUSH is answered by an empty
+/// READ response, and none of them runs twice under duplicates.
+#[test]
+fn write_with_imm_compare_swap_atomic_write_and_flush_arrive_once() {
+    for seed in 1..=3 {
+        let mut r = Run::new(
+            cfg(7, 7),
+            PSN_MASK - 2,
+            Link::new(seed, 10, 10, 5),
+            Link::new(seed * 17, 10, 10, 5),
+        );
+        r.mem.receives = 1;
+        r.mem.rnr_first = 1;
+        let data = pattern(5000, seed as u8);
+        r.post(
+            1,
+            Request::Write {
+                va: 0x1000,
+                rkey: RKEY,
+                payload: data.clone(),
+                imm: Some(0xfeed),
+            },
+        );
+        let cell = 0x40_0000u64;
+        r.mem.bytes[cell as usize..cell as usize + 8].copy_from_slice(&3u64.to_le_bytes());
+        for id in [2, 3] {
+            r.post(
+                id,
+                Request::Atomic {
+                    va: cell,
+                    rkey: RKEY,
+                    op: AtomicOp::CompareSwap {
+                        compare: 3,
+                        swap: 9,
+                    },
+                },
+            );
+        }
+        r.post(
+            4,
+            Request::AtomicWrite {
+                va: 0x40_0010,
+                rkey: RKEY,
+                value: *b"8 bytes!",
+            },
+        );
+        r.post(
+            5,
+            Request::Flush {
+                va: 0x1000,
+                rkey: RKEY,
+                len: 5000,
+                feth: 1,
+            },
+        );
+        r.until(5, 600_000_000);
+        let ids: Vec<_> = r.done.iter().map(|c| (c.wr_id, c.status)).collect();
+        assert_eq!(
+            ids,
+            (1..=5).map(|i| (i, Status::Success)).collect::<Vec<_>>(),
+            "seed {seed}"
+        );
+        assert!(
+            r.mem.bytes[0x1000..0x1000 + 5000] == data[..],
+            "seed {seed}"
+        );
+        assert_eq!(
+            r.mem.write_imms,
+            [(5000, 0xfeed)],
+            "seed {seed}: one receive"
+        );
+        let orig = |c: &Completion| u64::from_le_bytes(c.data.clone().try_into().expect("8"));
+        assert_eq!(orig(&r.done[1]), 3, "seed {seed}: the first swaps");
+        assert_eq!(orig(&r.done[2]), 9, "seed {seed}: the second sees it");
+        assert_eq!(&r.mem.bytes[0x40_0010..0x40_0018], b"8 bytes!");
+        // Two atomics and one ATOMIC WRITE, each once; one FLUSH.
+        assert_eq!(r.mem.atomics, 3, "seed {seed}");
+        assert_eq!(r.mem.flushes, 1, "seed {seed}");
+        assert!(r.done[3].data.is_empty() && r.done[4].data.is_empty());
+    }
+}
+
+/// A FLUSH the responder refuses (a key it does not know) fails with a
+/// remote access error, and an ATOMIC WRITE of other than 8 bytes is an
+/// invalid request.
+#[test]
+fn a_refused_flush_and_a_malformed_atomic_write_fail() {
+    let mut r = Run::new(cfg(7, 7), 0, Link::new(1, 0, 0, 0), Link::new(2, 0, 0, 0));
+    r.post(
+        1,
+        Request::Flush {
+            va: 0,
+            rkey: 0xbad,
+            len: 8,
+            feth: 1,
+        },
+    );
+    r.until(1, 1_000_000);
+    assert_eq!(r.done[0].status, Status::RemoteAccess);
+
+    let mut resp = Responder::new(1, 1024, 0, 1);
+    let mut mem = Mem::default();
+    let mut p = Packet::new(
+        crate::packet::Opcode {
+            transport: crate::packet::Transport::Rc,
+            op: crate::packet::Op::AtomicWrite,
+        },
+        1,
+        0,
+    );
+    p.reth = Some(crate::packet::Reth {
+        va: 0.into(),
+        rkey: RKEY.into(),
+        dma_len: 4.into(),
+    });
+    p.payload = vec![1; 4];
+    let mut out = Vec::new();
+    resp.on_packet(&p, &mut mem, &mut out);
+    assert_eq!(
+        out[0].aeth.map(|a| a.syndrome),
+        Some(crate::packet::syndrome::NAK_INVALID_REQUEST)
+    );
+    assert_eq!(mem.atomics, 0);
 }

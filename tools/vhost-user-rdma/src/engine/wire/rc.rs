@@ -23,10 +23,9 @@
 //! deadline of the device's wire QPs is armed on the uplink, whose reader
 //! wakes for it.
 //!
-//! Opcodes the transport state machines do not carry yet (WRITE with
-//! immediate, COMPARE AND SWAP, ATOMIC WRITE, FLUSH) complete with a local
-//! QP operation error; UC and XRC do not go
-//! on the wire yet.
+//! Every RC opcode goes: SEND (with immediate data or Invalidate), RDMA
+//! WRITE (with immediate data), READ, both atomics, and IBA 1.5's ATOMIC
+//! WRITE and FLUSH. XRC does not go on the wire yet.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -36,7 +35,10 @@ use log::debug;
 use vm_memory::GuestAddressSpace;
 use zerocopy::little_endian::U32;
 
-use super::super::responder::{complete_recv, recv_error, take_recv, Peer, Recv, Take};
+use super::super::message::Nak;
+use super::super::responder::{
+    complete_recv, flush_granted, recv_error, rmw, take_recv, Peer, Recv, Take,
+};
 use super::super::transfer::{span, take_held};
 use super::super::*;
 use super::{dest_mac, hop_limit, ip_of, send_packet};
@@ -46,6 +48,7 @@ use crate::qp::{HeldRecv, WireRc};
 use crate::roce::{self, Endpoints};
 use crate::transport::requester::{Completion, Config, Request};
 use crate::transport::responder::{Refusal, Responder, SendPart, Target};
+use crate::transport::AtomicOp;
 use crate::transport::Status;
 
 /// The longest RDMA READ a peer on the wire may ask for at once: its
@@ -102,12 +105,25 @@ fn take(ctrl: &Ctrl, qpn: u32) -> Option<Box<WireRc>> {
         .map(|q| q.wire.take().unwrap_or_default())
 }
 
-/// Puts connection `c` back into QP `qpn` and arms the uplink's timer for
-/// its requester's next deadline.
-fn put(ctrl: &Ctrl, qpn: u32, c: Box<WireRc>) {
+/// Puts connection `c` back into QP `qpn`, counts what its transport saw,
+/// and arms the uplink's timer for its requester's next deadline.
+fn put(ctrl: &Ctrl, qpn: u32, mut c: Box<WireRc>) {
     let deadline = c.requester.as_ref().and_then(|r| r.next_deadline());
-    if let Some(q) = ctrl.lock().qp_mut(qpn) {
+    let asked = c.requester.as_mut().map(|r| r.take_seen());
+    let answered = c.responder.as_mut().map(|r| r.take_seen());
+    let counters = ctrl.lock().qp_mut(qpn).and_then(|q| {
         q.wire = Some(c);
+        q.counters.clone()
+    });
+    let (asked, answered) = (asked.unwrap_or_default(), answered.unwrap_or_default());
+    if (asked, answered) != Default::default() {
+        let tally = ctrl.stats().of(counters.as_deref());
+        tally.add(Counter::BadPsn, answered.out_of_sequence.into());
+        tally.add(Counter::RnrNaksSent, answered.rnr_naks.into());
+        tally.add(Counter::RnrNaksRcvd, asked.rnr_naks.into());
+        ctrl.stats().add(Counter::WireResent, asked.resent.into());
+        ctrl.stats()
+            .add(Counter::WireDuplicates, answered.duplicates.into());
     }
     if let (Some(at), Some(up)) = (deadline, uplink(ctrl)) {
         up.arm(at);
@@ -188,40 +204,7 @@ pub(in crate::engine) fn post(
 ) -> bool {
     let req = {
         let mem = ctrl.mem().memory();
-        let payload = || match gather(ctrl, &mem, s.pdn, &w) {
-            Ok(p) if p.len() as u64 > MAX_WIRE_MSG => Err(IB_WC_LOC_LEN_ERR),
-            Ok(p) => Ok(p.to_vec()),
-            Err(status) => Err(status),
-        };
-        let r = w.rdma();
-        match w.opcode {
-            IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_SEND_WITH_INV => {
-                payload().map(|payload| Request::Send {
-                    payload,
-                    imm: (w.opcode == IB_WR_SEND_WITH_IMM).then_some(w.ex),
-                    inv: (w.opcode == IB_WR_SEND_WITH_INV).then_some(w.ex),
-                })
-            }
-            IB_WR_RDMA_WRITE => payload().map(|payload| Request::Write {
-                va: r.remote_addr.get(),
-                rkey: r.rkey.get(),
-                payload,
-            }),
-            IB_WR_RDMA_READ => Ok(Request::Read {
-                va: r.remote_addr.get(),
-                rkey: r.rkey.get(),
-                len: byte_len(&w),
-            }),
-            IB_WR_ATOMIC_FETCH_AND_ADD => {
-                let a = w.atomic();
-                Ok(Request::FetchAdd {
-                    va: a.remote_addr.get(),
-                    rkey: a.rkey.get(),
-                    add: a.compare_add.get(),
-                })
-            }
-            _ => Err(IB_WC_LOC_QP_OP_ERR),
-        }
+        local_side(ctrl, &mem, s, &w).and_then(|local| request(&w, local))
     };
     let req = match req {
         Ok(r) => r,
@@ -256,6 +239,71 @@ pub(in crate::engine) fn post(
     put(ctrl, qpn, c);
     transmit(ctrl, qpn, &mut out);
     complete_all(fabric, ctrl, qpn, ended)
+}
+
+/// The transport's request for SQ element `w`, whose local side `local`
+/// passed the requester's checks; `Err(status)` if it cannot go.
+fn request(w: &SendWqe, local: Local<'_>) -> Result<Request, u8> {
+    let payload = || match &local {
+        Local::Sends(p) if p.len() as u64 > MAX_WIRE_MSG => Err(IB_WC_LOC_LEN_ERR),
+        Local::Sends(p) => Ok(p.to_vec()),
+        _ => Ok(Vec::new()),
+    };
+    let (r, a) = (w.rdma(), w.atomic());
+    Ok(match w.opcode {
+        IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_SEND_WITH_INV => Request::Send {
+            payload: payload()?,
+            imm: (w.opcode == IB_WR_SEND_WITH_IMM).then_some(w.ex),
+            inv: (w.opcode == IB_WR_SEND_WITH_INV).then_some(w.ex),
+        },
+        IB_WR_RDMA_WRITE | IB_WR_RDMA_WRITE_WITH_IMM => Request::Write {
+            va: r.remote_addr.get(),
+            rkey: r.rkey.get(),
+            payload: payload()?,
+            imm: (w.opcode == IB_WR_RDMA_WRITE_WITH_IMM).then_some(w.ex),
+        },
+        IB_WR_RDMA_READ => Request::Read {
+            va: r.remote_addr.get(),
+            rkey: r.rkey.get(),
+            len: byte_len(w),
+        },
+        IB_WR_ATOMIC_FETCH_AND_ADD | IB_WR_ATOMIC_CMP_AND_SWP => Request::Atomic {
+            va: a.remote_addr.get(),
+            rkey: a.rkey.get(),
+            op: match w.opcode {
+                IB_WR_ATOMIC_CMP_AND_SWP => AtomicOp::CompareSwap {
+                    compare: a.compare_add.get(),
+                    swap: a.swap.get(),
+                },
+                _ => AtomicOp::FetchAdd {
+                    add: a.compare_add.get(),
+                },
+            },
+        },
+        // The 8 bytes as they were in the element (see the in-process
+        // responder's ATOMIC WRITE).
+        IB_WR_ATOMIC_WRITE => Request::AtomicWrite {
+            va: a.remote_addr.get(),
+            rkey: a.rkey.get(),
+            value: a.compare_add.get().to_le_bytes(),
+        },
+        IB_WR_FLUSH => {
+            let f = w.flush();
+            // A RETH's length is 32 bits; a whole MR's FLUSH names none.
+            let len = match u32::try_from(f.length.get()) {
+                Ok(len) => len,
+                Err(_) if f.flush_level == IB_FLUSH_MR => 0,
+                Err(_) => return Err(IB_WC_LOC_LEN_ERR),
+            };
+            Request::Flush {
+                va: f.remote_addr.get(),
+                rkey: f.rkey.get(),
+                len,
+                feth: (u32::from(f.flush_level & 3) << 4) | u32::from(f.flush_type & 0xf),
+            }
+        }
+        _ => return Err(IB_WC_LOC_QP_OP_ERR),
+    })
 }
 
 /// The payload bytes request `r` holds.
@@ -316,7 +364,9 @@ fn complete_all(
             }
         }
         let len = match w.opcode {
-            IB_WR_RDMA_READ | IB_WR_ATOMIC_FETCH_AND_ADD => d.data.len() as u32,
+            IB_WR_RDMA_READ | IB_WR_ATOMIC_FETCH_AND_ADD | IB_WR_ATOMIC_CMP_AND_SWP => {
+                d.data.len() as u32
+            }
             _ => u32::try_from(w.payload_len()).unwrap_or(u32::MAX),
         };
         if status != IB_WC_SUCCESS {
@@ -545,6 +595,30 @@ impl WireTarget<'_> {
     }
 }
 
+impl WireTarget<'_> {
+    /// Runs `f` on the 8 aligned bytes at `va` under `rkey` with `access`,
+    /// as one host atomic (an atomic's or ATOMIC WRITE's target).
+    fn on_cell<R>(
+        &mut self,
+        va: u64,
+        rkey: u32,
+        access: u32,
+        f: impl FnOnce(&AtomicU64) -> R,
+    ) -> Result<R, Refusal> {
+        if va % 8 != 0 {
+            return Err(Refusal::Invalid);
+        }
+        let done = self.remote(va, rkey, 8, access, |cell| {
+            // Aligned 8 bytes are one slice, aligned in the mapping too.
+            match cell.as_slice() {
+                [c] => c.get_atomic_ref::<AtomicU64>(0).ok().map(f),
+                _ => None,
+            }
+        })?;
+        done.ok_or(Refusal::Access)
+    }
+}
+
 impl Target for WireTarget<'_> {
     fn receive(&mut self, part: SendPart<'_>) -> Result<(), Refusal> {
         let qpn = self.peer.qpn;
@@ -641,22 +715,42 @@ impl Target for WireTarget<'_> {
         })
     }
 
-    fn fetch_add(&mut self, va: u64, rkey: u32, add: u64) -> Result<u64, Refusal> {
-        if va % 8 != 0 {
-            return Err(Refusal::Invalid);
+    fn write_imm(&mut self, len: u32, imm: u32, solicited: bool) -> Result<(), Refusal> {
+        let r = match take_recv(self.fabric, self.peer) {
+            Take::Got(r) => r,
+            Take::Empty(_) => return Err(Refusal::NoReceive),
+            Take::Bad => return Err(Refusal::Invalid),
+        };
+        let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV_RDMA_WITH_IMM, self.peer.qpn);
+        c.byte_len = U32::new(len);
+        c.wc_flags = U32::new(IB_WC_WITH_IMM);
+        c.ex = U32::new(imm);
+        complete_recv(self.fabric, self.peer, &r, c, solicited);
+        Ok(())
+    }
+
+    fn atomic(&mut self, va: u64, rkey: u32, op: AtomicOp) -> Result<u64, Refusal> {
+        self.on_cell(va, rkey, IB_ACCESS_REMOTE_ATOMIC, |cell| rmw(cell, op))
+    }
+
+    fn atomic_write(&mut self, va: u64, rkey: u32, value: [u8; 8]) -> Result<(), Refusal> {
+        self.on_cell(va, rkey, IB_ACCESS_REMOTE_WRITE, |cell| {
+            cell.store(u64::from_ne_bytes(value), Ordering::SeqCst)
+        })
+    }
+
+    fn flush(&mut self, va: u64, rkey: u32, len: u32, feth: u32) -> Result<(), Refusal> {
+        let (flush_type, flush_level) = ((feth & 0xf) as u8, ((feth >> 4) & 3) as u8);
+        match flush_granted(self.peer, rkey, va, u64::from(len), flush_type, flush_level) {
+            Ok(()) => {
+                std::sync::atomic::fence(Ordering::SeqCst);
+                Ok(())
+            }
+            Err(Nak::InvalidRequest) => Err(Refusal::Invalid),
+            Err(_) => {
+                self.failed = Some(Event::QpAccessErr(self.peer.qpn));
+                Err(Refusal::Access)
+            }
         }
-        let orig = self.remote(va, rkey, 8, IB_ACCESS_REMOTE_ATOMIC, |cell| {
-            // Aligned 8 bytes are one slice, aligned in the mapping too.
-            let cell = match cell.as_slice() {
-                [c] => c.get_atomic_ref::<AtomicU64>(0).ok(),
-                _ => None,
-            }?;
-            let add_le = |raw: u64| Some(u64::from_le(raw).wrapping_add(add).to_le());
-            let raw = match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add_le) {
-                Ok(raw) | Err(raw) => raw,
-            };
-            Some(u64::from_le(raw))
-        })?;
-        orig.ok_or(Refusal::Access)
     }
 }
