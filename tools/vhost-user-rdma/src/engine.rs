@@ -646,7 +646,7 @@ pub fn flush(_fabric: &Fabric, ctrl: &Ctrl, qpn: u32) {
         }
     };
     // Elements on the wire, in the requester's hands, come next.
-    let on_wire = wire::flush_rc(ctrl, qpn);
+    let on_wire = wire::flush_connected(ctrl, qpn);
     if let Some(sq) = sq_of(ctrl, qpn) {
         for (head, w) in pending.into_iter().chain(on_wire) {
             sq.give_back(ctrl, head);
@@ -721,7 +721,7 @@ pub fn discard(ctrl: &Ctrl, qpn: u32) {
             .map(|t| t.head);
         stalled.or(moving)
     };
-    let on_wire = wire::flush_rc(ctrl, qpn);
+    let on_wire = wire::flush_connected(ctrl, qpn);
     if let Some(sq) = sq_of(ctrl, qpn) {
         for head in pending
             .into_iter()
@@ -826,7 +826,7 @@ fn sq_step(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, sq: &Wq<'_>) -> bool {
         let local = matches!(wqe.opcode, IB_WR_REG_MR | IB_WR_LOCAL_INV | IB_WR_BIND_MW);
         if !local && wire::on_wire(fabric, ctrl, &s) {
             // A peer on the network: the transport's requester carries it.
-            if !wire::post_rc(fabric, ctrl, qpn, &s, head, wqe) {
+            if !wire::post_connected(fabric, ctrl, qpn, &s, head, wqe) {
                 return false;
             }
             continue;

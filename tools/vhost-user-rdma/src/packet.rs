@@ -565,15 +565,16 @@ impl Packet {
         };
         out.extend_from_slice(bth.as_bytes());
         // IBA 9.2: RDETH, DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt,
-        // IETH; FETH (IBA 1.5) follows the RETH it comes with.
+        // IETH; FETH (IBA 1.5) comes before the RETH of its FLUSH (as rxe
+        // sends and reads it).
         if let Some(d) = &self.deth {
             out.extend_from_slice(d.as_bytes());
         }
-        if let Some(r) = &self.reth {
-            out.extend_from_slice(r.as_bytes());
-        }
         if let Some(f) = self.feth {
             out.extend_from_slice(&f.to_be_bytes());
+        }
+        if let Some(r) = &self.reth {
+            out.extend_from_slice(r.as_bytes());
         }
         if let Some(a) = &self.atomic_eth {
             out.extend_from_slice(a.as_bytes());
@@ -616,11 +617,11 @@ impl Packet {
         if s.deth {
             p.deth = Some(take(&mut rest)?);
         }
-        if s.reth {
-            p.reth = Some(take(&mut rest)?);
-        }
         if s.feth {
             p.feth = Some(take::<U32>(&mut rest)?.get());
+        }
+        if s.reth {
+            p.reth = Some(take(&mut rest)?);
         }
         if s.atomic_eth {
             p.atomic_eth = Some(take(&mut rest)?);
@@ -801,6 +802,40 @@ mod tests {
         assert_eq!(&b[BTH_LEN + 16..BTH_LEN + 20], &[1, 2, 3, 4]);
         assert_eq!(&b[BTH_LEN + 20..], b"xyz\0");
         assert_eq!(b.len(), BTH_LEN + 16 + 4 + 4);
+    }
+
+    /// A FLUSH carries its FETH right after the BTH and its RETH after
+    /// that: where rxe (rxe_opcode.c, IB_OPCODE_RC_FLUSH) reads them. An
+    /// ATOMIC WRITE is a RETH and its 8 bytes.
+    #[test]
+    fn a_flush_has_its_feth_before_its_reth() {
+        let mut p = Packet::new(rc(Op::Flush), 5, 1);
+        p.feth = Some(0x11);
+        p.reth = Some(Reth {
+            va: U64::new(0x1000),
+            rkey: U32::new(0xabcd),
+            dma_len: U32::new(64),
+        });
+        let mut b = Vec::new();
+        p.emit(&mut b).expect("well formed");
+        assert_eq!(&b[BTH_LEN..BTH_LEN + 4], &[0, 0, 0, 0x11], "FETH");
+        assert_eq!(
+            &b[BTH_LEN + 4..BTH_LEN + 12],
+            &0x1000u64.to_be_bytes(),
+            "RETH"
+        );
+        assert_eq!(b.len(), BTH_LEN + 4 + 16);
+        assert_eq!(Packet::parse(&b), Ok(p));
+        let mut w = Packet::new(rc(Op::AtomicWrite), 5, 2);
+        w.reth = Some(Reth {
+            va: U64::new(0x1008),
+            rkey: U32::new(0xabcd),
+            dma_len: U32::new(8),
+        });
+        w.payload = b"8 bytes!".to_vec();
+        let mut b = Vec::new();
+        w.emit(&mut b).expect("well formed");
+        assert_eq!(&b[BTH_LEN + 16..], b"8 bytes!");
     }
 
     #[test]

@@ -118,12 +118,13 @@ pub struct HeldRecv {
     pub xrc_srqn: Option<u32>,
 }
 
-/// An RC QP's connection to a peer on the network (`engine/wire/rc.rs`):
-/// IB's requester and responder on packets (`transport/`), made when the
-/// QP first sends or receives there, and the SQ elements the requester
-/// carries.
+/// A connected QP's link to its peer on the network
+/// (`engine/wire/connected.rs`): for RC, IB's requester and responder on
+/// packets (`transport/`) and the SQ elements the requester carries; for
+/// UC, its sender and receiver. Each half is made when the QP first sends
+/// or receives there.
 #[derive(Debug, Default)]
-pub struct WireRc {
+pub struct WireConn {
     /// Made at the first send (in RTS, where `sq_psn` is final).
     pub requester: Option<Requester>,
     /// Made at the first request received (in RTR or RTS).
@@ -135,6 +136,10 @@ pub struct WireRc {
     pub next_id: u64,
     /// Payload bytes the posted elements hold (gathered copies).
     pub buffered: u64,
+    /// UC: made at the first send (in RTS).
+    pub uc_sender: Option<crate::transport::uc::Sender>,
+    /// UC: made at the first packet received (in RTR or RTS).
+    pub uc_receiver: Option<crate::transport::uc::Receiver>,
 }
 
 /// The rings of a QP whose queues are in guest memory.
@@ -183,8 +188,8 @@ pub struct Qp {
     pub counters: Option<Arc<CounterSet>>,
     /// An XRC_TGT QP's domain (`xrcd.rs`).
     pub xrcdn: Option<u32>,
-    /// An RC QP's connection on the network, if its peer is there.
-    pub wire: Option<Box<WireRc>>,
+    /// A connected QP's link to its peer on the network, if the peer is there.
+    pub wire: Option<Box<WireConn>>,
 }
 
 impl Qp {

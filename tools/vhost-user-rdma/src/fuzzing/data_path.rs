@@ -1000,6 +1000,79 @@ mod tests {
         assert_eq!(stats.get(crate::stats::Counter::WireRxDropped), 1);
     }
 
+    /// A UC QP whose peer is on the wire: its SEND leaves as UC packets
+    /// cut at the path MTU and completes at once (nothing acknowledges
+    /// UC); of the peer's messages, one that lost a packet on the way is
+    /// dropped and the next arrives whole, in the receive the dropped one
+    /// had begun to fill; nothing moves the QP to error.
+    #[test]
+    fn a_uc_qp_on_the_wire_drops_a_message_with_a_gap() {
+        use crate::engine::wire::ip_of;
+        use crate::packet::Transport;
+        use crate::transport::requester::Request;
+        use crate::transport::uc;
+
+        let _one = ONE_PAIR.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut a, theirs, qpn, peer_mac) = on_the_wire(IB_QPT_UC);
+        let key = crate::mr::make_key(1, 0);
+        let payload: Vec<u8> = (0..3000u32).map(|i| (i * 11) as u8).collect();
+        a.mem
+            .write_slice(&payload, GuestAddress(A_DATA))
+            .expect("payload");
+        a.post(
+            virtio_rdma_sq_vq(1, qpn) as usize,
+            &sq_element(IB_WR_SEND, &[], &[(A_DATA, 3000, key)]),
+            false,
+        );
+        engine::sq_kicked(a.dev.ctrl(), qpn);
+        let mut rx = uc::Receiver::new(1024, 0x10);
+        let mut peer_mem = Peer::default();
+        for f in frames(&theirs) {
+            let (_, p) = crate::roce::decode(&f).expect("a RoCEv2 frame");
+            assert_eq!(p.opcode.transport, Transport::Uc);
+            rx.on_packet(&p, &mut peer_mem);
+        }
+        assert_eq!(peer_mem.0, [payload], "the SEND, whole, once");
+        assert_eq!(status_of(&completions(&a)), [(0x77, IB_WC_SUCCESS)]);
+
+        // One receive, 4 KiB at A_DATA + 0x1000.
+        a.post(
+            virtio_rdma_rq_vq(1, qpn) as usize,
+            &rq_element(&[(A_DATA + 0x1000, 4096, key)]),
+            false,
+        );
+        engine::rq_kicked(a.dev.ctrl(), qpn);
+        let mut tx = uc::Sender::new(qpn, 1024, 0);
+        let send = |len: usize, seed: u8| Request::Send {
+            payload: (0..len).map(|i| (i as u8) ^ seed).collect(),
+            imm: None,
+            inv: None,
+        };
+        let mut out = Vec::new();
+        tx.send(&send(3000, 0x5a), &mut out);
+        out.remove(1);
+        tx.send(&send(1500, 0xa5), &mut out);
+        let peer = ip_of(&gid(9));
+        for p in &out {
+            engine::wire::received(&a.dev, &from_peer(peer, peer_mac, p));
+        }
+        let recvs: Vec<_> = completions(&a)
+            .iter()
+            .filter(|c| c.opcode == IB_WC_RECV)
+            .map(|c| (c.status, c.byte_len.get()))
+            .collect();
+        assert_eq!(recvs, [(IB_WC_SUCCESS, 1500)], "only the second message");
+        let mut got = vec![0u8; 1500];
+        a.mem
+            .read_slice(&mut got, GuestAddress(A_DATA + 0x1000))
+            .expect("read");
+        assert!(got.iter().enumerate().all(|(i, b)| *b == (i as u8) ^ 0xa5));
+        let state = a.dev.ctrl().lock().qp(qpn).map(|q| q.can_receive());
+        assert_eq!(state, Some(true), "the QP still takes packets");
+        let stats = a.dev.ctrl().stats();
+        assert_eq!(stats.get(crate::stats::Counter::BadPsn), 1, "the gap");
+    }
+
     /// Every frame waiting on `sock`.
     fn frames(sock: &std::os::unix::net::UnixDatagram) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
@@ -1060,19 +1133,13 @@ mod tests {
         }
     }
 
-    /// An RC QP whose peer is on the wire (a device on an uplink, over a
-    /// socket here): its SENDs leave as RoCEv2 frames cut at the path MTU,
-    /// from its MAC and GID to the MAC its port learnt for the peer's
-    /// address; the peer's ACKs (IB's responder on the other end) complete
-    /// them; a frame the link loses goes again on the transport timer, and
-    /// answers from another address are not taken.
-    #[test]
-    fn an_rc_qp_on_the_wire_runs_ibs_transport() {
-        use crate::engine::wire::ip_of;
-        use crate::roce::{decode, encode, Endpoints};
+    /// Device `a` (gid(1)) on an uplink that is a socket pair, with a PD,
+    /// a CQ, its DMA MR and a connected QP of type `t` whose peer is
+    /// gid(9), QP 7, at PSN 0x10 with transport timeout 1 (8 µs); the
+    /// peer's MAC learnt. The other end of the pair, the QP number and the
+    /// peer's MAC.
+    fn on_the_wire(t: u8) -> (Side, std::os::unix::net::UnixDatagram, u32, [u8; 6]) {
         use std::os::unix::net::UnixDatagram;
-
-        let _one = ONE_PAIR.lock().unwrap_or_else(|e| e.into_inner());
         let (ours, theirs) = UnixDatagram::pair().expect("socket pair");
         ours.set_nonblocking(true).expect("non-blocking");
         theirs.set_nonblocking(true).expect("non-blocking");
@@ -1093,7 +1160,7 @@ mod tests {
         a.ok(VIRTIO_RDMA_CMD_GET_DMA_MR, &pair(1, IB_ACCESS_LOCAL_WRITE));
         let mut c = VirtioRdmaCmdCreateQp::new_zeroed();
         c.pdn = U32::new(1);
-        c.qp_type = IB_QPT_RC;
+        c.qp_type = t;
         c.max_send_wr = U32::new(u32::from(QSIZE));
         c.max_recv_wr = U32::new(u32::from(QSIZE));
         c.max_send_sge = U32::new(4);
@@ -1105,10 +1172,8 @@ mod tests {
                 .try_into()
                 .expect("qpn"),
         );
-        // The peer is gid(9), QP 7; timeout 1 (8 µs).
-        connect_timed(&a, qpn, IB_QPT_RC, gid(9), 0x10, 1);
+        connect_timed(&a, qpn, t, gid(9), 0x10, 1);
         let peer_mac = [0x02, 0, 0, 0, 0, 9];
-        let (me, peer) = (ip_of(&gid(1)), ip_of(&gid(9)));
         // What the peer's address was seen to come from (an IPv6 packet).
         let mut hello = Vec::new();
         etherparse::PacketBuilder::ethernet2(peer_mac, limits(1).mac().0)
@@ -1117,6 +1182,40 @@ mod tests {
             .write(&mut hello, b"hi")
             .expect("frame");
         a.dev.uplink().expect("uplink").learn(&hello);
+        (a, theirs, qpn, peer_mac)
+    }
+
+    /// The frame of packet `p` from the peer at `from` to `a`.
+    fn from_peer(from: std::net::IpAddr, peer_mac: [u8; 6], p: &crate::packet::Packet) -> Vec<u8> {
+        let ep = crate::roce::Endpoints {
+            src_mac: peer_mac,
+            dst_mac: limits(1).mac().0,
+            src_ip: from,
+            dst_ip: crate::engine::wire::ip_of(&gid(1)),
+            src_port: crate::roce::source_port(7),
+            traffic_class: 0,
+            hop_limit: 64,
+            flow_label: 0,
+        };
+        let mut f = Vec::new();
+        crate::roce::encode(&ep, p, &mut f).expect("encode");
+        f
+    }
+
+    /// An RC QP whose peer is on the wire (a device on an uplink, over a
+    /// socket here): its SENDs leave as RoCEv2 frames cut at the path MTU,
+    /// from its MAC and GID to the MAC its port learnt for the peer's
+    /// address; the peer's ACKs (IB's responder on the other end) complete
+    /// them; a frame the link loses goes again on the transport timer, and
+    /// answers from another address are not taken.
+    #[test]
+    fn an_rc_qp_on_the_wire_runs_ibs_transport() {
+        use crate::engine::wire::ip_of;
+        use crate::roce::decode;
+
+        let _one = ONE_PAIR.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut a, theirs, qpn, peer_mac) = on_the_wire(IB_QPT_RC);
+        let (me, peer) = (ip_of(&gid(1)), ip_of(&gid(9)));
 
         let key = crate::mr::make_key(1, 0);
         let payload: Vec<u8> = (0..3000u32).map(|i| (i * 13) as u8).collect();
@@ -1149,19 +1248,7 @@ mod tests {
                 r.on_packet(&p, m, &mut out);
             }
             for p in out {
-                let ep = Endpoints {
-                    src_mac: peer_mac,
-                    dst_mac: limits(1).mac().0,
-                    src_ip: from,
-                    dst_ip: me,
-                    src_port: crate::roce::source_port(7),
-                    traffic_class: 0,
-                    hop_limit: 64,
-                    flow_label: 0,
-                };
-                let mut f = Vec::new();
-                encode(&ep, &p, &mut f).expect("encode");
-                engine::wire::received(&a.dev, &f);
+                engine::wire::received(&a.dev, &from_peer(from, peer_mac, &p));
             }
         };
         // An ACK from another address: not the QP's peer, not taken.

@@ -5,7 +5,7 @@
 //! transport timer; the [`responder`] admits only the PSN it expects,
 //! answers duplicates without touching memory twice (replaying READ and
 //! atomic results from its resources) and answers with ACKs, NAKs and
-//! responses.
+//! responses. [`uc`] is UC's unacknowledged half of the same rules.
 //!
 //! Both are plain state machines: time is a number of microseconds the
 //! caller passes in, and packets go out through a vector, so that the same
@@ -25,6 +25,7 @@ pub mod requester;
 pub mod responder;
 #[cfg(test)]
 mod tests;
+pub mod uc;
 
 /// PSNs and QP numbers are 24 bits.
 pub const PSN_MASK: u32 = (1 << 24) - 1;

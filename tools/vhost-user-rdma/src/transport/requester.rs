@@ -12,7 +12,9 @@
 use std::collections::VecDeque;
 
 use super::{ack_timeout_us, psn_add, psn_diff, rnr_delay_us, AtomicOp, Seen, Status};
-use crate::packet::{segments, syndrome, AtomicEth, Message, Op, Opcode, Packet, Reth, Transport};
+use crate::packet::{
+    segments, syndrome, AtomicEth, Message, Op, Opcode, Packet, Reth, Segment, Transport,
+};
 use zerocopy::big_endian::{U32, U64};
 
 /// The QP attributes the requester works with.
@@ -299,30 +301,8 @@ impl Requester {
                     if !in_range(psn) {
                         continue;
                     }
-                    let mut pkt = Packet::new(rc(s.op), dest, psn);
-                    let shape = pkt.opcode.shape();
-                    pkt.ack_req = shape.last || (n as u32 + 1) % ACK_REQ_EVERY == 0;
-                    let at = s.offset as usize;
-                    pkt.payload = payload[at..at + s.len as usize].to_vec();
-                    match &p.req {
-                        Request::Write { va, rkey, imm, .. } => {
-                            if shape.reth {
-                                pkt.reth = Some(reth(*va, *rkey, payload.len() as u32));
-                            }
-                            if shape.imm {
-                                pkt.imm = *imm;
-                            }
-                        }
-                        Request::Send { imm, inv, .. } => {
-                            if shape.imm {
-                                pkt.imm = *imm;
-                            }
-                            if shape.ieth {
-                                pkt.ieth = *inv;
-                            }
-                        }
-                        _ => {}
-                    }
+                    let mut pkt = message_packet(&p.req, Transport::Rc, dest, psn, s);
+                    pkt.ack_req = pkt.opcode.shape().last || (n as u32 + 1) % ACK_REQ_EVERY == 0;
                     out.push(pkt);
                 }
             }
@@ -690,7 +670,55 @@ fn reth(va: u64, rkey: u32, len: u32) -> Reth {
     }
 }
 
-fn segments_of(req: &Request, len: u64, mtu: u32) -> impl Iterator<Item = crate::packet::Segment> {
+/// The packet of segment `seg` of SEND or WRITE `req` on transport `t`
+/// to QP `dest` with PSN `psn`: its part of the payload, the RETH in a
+/// WRITE's first packet, immediate data or IETH in the last.
+pub(super) fn message_packet(
+    req: &Request,
+    t: Transport,
+    dest: u32,
+    psn: u32,
+    seg: Segment,
+) -> Packet {
+    let mut pkt = Packet::new(
+        Opcode {
+            transport: t,
+            op: seg.op,
+        },
+        dest,
+        psn,
+    );
+    let shape = pkt.opcode.shape();
+    let whole = match req {
+        Request::Send { payload, .. } | Request::Write { payload, .. } => &payload[..],
+        _ => &[],
+    };
+    let at = seg.offset as usize;
+    pkt.payload = whole[at..at + seg.len as usize].to_vec();
+    match req {
+        Request::Write { va, rkey, imm, .. } => {
+            if shape.reth {
+                pkt.reth = Some(reth(*va, *rkey, whole.len() as u32));
+            }
+            if shape.imm {
+                pkt.imm = *imm;
+            }
+        }
+        Request::Send { imm, inv, .. } => {
+            if shape.imm {
+                pkt.imm = *imm;
+            }
+            if shape.ieth {
+                pkt.ieth = *inv;
+            }
+        }
+        _ => {}
+    }
+    pkt
+}
+
+/// The segments of SEND or WRITE `req` of `len` bytes at path MTU `mtu`.
+pub(super) fn segments_of(req: &Request, len: u64, mtu: u32) -> impl Iterator<Item = Segment> {
     let msg = match req {
         Request::Send { imm, inv, .. } => Message::Send {
             imm: imm.is_some(),

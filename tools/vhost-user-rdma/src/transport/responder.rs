@@ -84,11 +84,97 @@ const RESOURCES: usize = crate::limits::MAX_QP_RD_ATOM as usize;
 
 /// A message that spans packets, between its first and last.
 #[derive(Clone, Copy, Debug)]
-enum Ongoing {
+pub(super) enum Ongoing {
     /// A SEND: the next byte's offset.
     Send { offset: u64 },
     /// An RDMA WRITE: where the next byte goes, and the message's length.
     Write { va: u64, rkey: u32, len: u32 },
+}
+
+/// SEND or RDMA WRITE packet `pkt` in its message's order after
+/// `ongoing` (RC or UC, at path MTU `mtu`): its bytes to `target`; what is
+/// ongoing after it. FIRST or ONLY only outside a message, MIDDLE and LAST
+/// only inside one of the same kind.
+pub(super) fn message_part(
+    pkt: &Packet,
+    ongoing: Option<Ongoing>,
+    mtu: u32,
+    target: &mut impl Target,
+) -> Result<Option<Ongoing>, Refusal> {
+    let s = pkt.opcode.shape();
+    // Every packet but a message's last carries exactly the path MTU.
+    if !s.last && pkt.payload.len() != mtu as usize {
+        return Err(Refusal::Invalid);
+    }
+    let at = pkt.payload.len() as u64;
+    match (pkt.opcode.op, ongoing) {
+        (Op::SendFirst | Op::SendOnly | Op::SendOnlyImm | Op::SendOnlyInv, None) => {
+            send(pkt, 0, target)
+        }
+        (
+            Op::SendMiddle | Op::SendLast | Op::SendLastImm | Op::SendLastInv,
+            Some(Ongoing::Send { offset }),
+        ) => send(pkt, offset, target),
+        (Op::WriteFirst | Op::WriteOnly | Op::WriteOnlyImm, None) => match pkt.reth {
+            Some(r) => write(pkt, r.va.get(), r.rkey.get(), r.dma_len.get(), target),
+            None => Err(Refusal::Invalid),
+        },
+        (
+            Op::WriteMiddle | Op::WriteLast | Op::WriteLastImm,
+            Some(Ongoing::Write { va, rkey, len }),
+        ) => write(pkt, va, rkey, len, target),
+        _ => Err(Refusal::Invalid),
+    }
+    .map(|()| match ongoing {
+        _ if s.last => None,
+        Some(Ongoing::Send { offset }) => Some(Ongoing::Send {
+            offset: offset + at,
+        }),
+        Some(Ongoing::Write { va, rkey, len }) => Some(Ongoing::Write {
+            va: va + at,
+            rkey,
+            len,
+        }),
+        None => Some(match pkt.reth {
+            Some(r) => Ongoing::Write {
+                va: r.va.get() + at,
+                rkey: r.rkey.get(),
+                len: r.dma_len.get(),
+            },
+            None => Ongoing::Send { offset: at },
+        }),
+    })
+}
+
+fn send(pkt: &Packet, offset: u64, target: &mut impl Target) -> Result<(), Refusal> {
+    let s = pkt.opcode.shape();
+    target.receive(SendPart {
+        first: s.first,
+        last: s.last,
+        offset,
+        data: &pkt.payload,
+        imm: pkt.imm,
+        solicited: pkt.se,
+        invalidate: pkt.ieth,
+    })
+}
+
+/// An RDMA WRITE's packet, its data for `va` under `rkey`, of a message
+/// of `len` bytes.
+fn write(
+    pkt: &Packet,
+    va: u64,
+    rkey: u32,
+    len: u32,
+    target: &mut impl Target,
+) -> Result<(), Refusal> {
+    target.write(va, rkey, &pkt.payload)?;
+    // With immediate data it takes a receive at its end; an RNR NAK
+    // brings this packet again, whose bytes land again, unchanged.
+    if let (true, Some(imm)) = (pkt.opcode.shape().last, pkt.imm) {
+        target.write_imm(len, imm, pkt.se)?;
+    }
+    Ok(())
 }
 
 /// The responder's side of one RC QP.
@@ -177,30 +263,14 @@ impl Responder {
         }
         self.nak_sent = false;
         let result = match (pkt.opcode.op, self.ongoing) {
-            // A message's packets in order: FIRST or ONLY only outside one,
-            // MIDDLE and LAST only inside one of the same kind.
-            (Op::SendFirst | Op::SendOnly | Op::SendOnlyImm | Op::SendOnlyInv, None) => {
-                self.send(pkt, 0, target)
-            }
-            (
-                Op::SendMiddle | Op::SendLast | Op::SendLastImm | Op::SendLastInv,
-                Some(Ongoing::Send { offset }),
-            ) => self.send(pkt, offset, target),
-            (Op::WriteFirst | Op::WriteOnly | Op::WriteOnlyImm, None) => match pkt.reth {
-                Some(r) => self.write(pkt, r.va.get(), r.rkey.get(), r.dma_len.get(), target),
-                None => Err(Refusal::Invalid),
-            },
-            (
-                Op::WriteMiddle | Op::WriteLast | Op::WriteLastImm,
-                Some(Ongoing::Write { va, rkey, len }),
-            ) => self.write(pkt, va, rkey, len, target),
             (Op::ReadRequest, None) => return self.read(pkt, target, out, true),
             (Op::FetchAdd | Op::CompareSwap, None) => return self.atomic(pkt, target, out),
             (Op::AtomicWrite | Op::Flush, None) => return self.placement(pkt, target, out),
-            _ => Err(Refusal::Invalid),
+            _ => message_part(pkt, self.ongoing, self.mtu, target),
         };
         match result {
-            Ok(()) => {
+            Ok(ongoing) => {
+                self.ongoing = ongoing;
                 self.epsn = psn_add(self.epsn, 1);
                 if s.last {
                     self.msn = psn_add(self.msn, 1);
@@ -227,50 +297,6 @@ impl Responder {
             self.error = true;
         }
         out.push(self.ack(psn, syn));
-    }
-
-    fn send(&mut self, pkt: &Packet, offset: u64, target: &mut impl Target) -> Result<(), Refusal> {
-        let s = pkt.opcode.shape();
-        if !s.last && pkt.payload.len() != self.mtu as usize {
-            return Err(Refusal::Invalid);
-        }
-        target.receive(SendPart {
-            first: s.first,
-            last: s.last,
-            offset,
-            data: &pkt.payload,
-            imm: pkt.imm,
-            solicited: pkt.se,
-            invalidate: pkt.ieth,
-        })?;
-        let offset = offset + pkt.payload.len() as u64;
-        self.ongoing = (!s.last).then_some(Ongoing::Send { offset });
-        Ok(())
-    }
-
-    /// An RDMA WRITE's packet, its data for `va` under `rkey`, of a
-    /// message of `len` bytes.
-    fn write(
-        &mut self,
-        pkt: &Packet,
-        va: u64,
-        rkey: u32,
-        len: u32,
-        target: &mut impl Target,
-    ) -> Result<(), Refusal> {
-        let s = pkt.opcode.shape();
-        if !s.last && pkt.payload.len() != self.mtu as usize {
-            return Err(Refusal::Invalid);
-        }
-        target.write(va, rkey, &pkt.payload)?;
-        // With immediate data it takes a receive at its end; an RNR NAK
-        // brings this packet again, whose bytes land again, unchanged.
-        if let (true, Some(imm)) = (s.last, pkt.imm) {
-            target.write_imm(len, imm, pkt.se)?;
-        }
-        let va = va + pkt.payload.len() as u64;
-        self.ongoing = (!s.last).then_some(Ongoing::Write { va, rkey, len });
-        Ok(())
     }
 
     /// A READ request at the expected PSN (`new`) or a duplicate one: its

@@ -5,8 +5,8 @@
 //! RoCE NIC).
 //!
 //! Datagrams (UD and GSI, so also the connection manager's MADs) go both
-//! ways, here; RC connections run IB's transport on packets ([`rc`]). UC
-//! and XRC packets from the wire are refused and counted.
+//! ways, here; RC and UC connections run IB's transports on packets
+//! ([`connected`]). XRC packets from the wire are refused and counted.
 //!
 //! A frame from the wire is hostile: it is decoded with its ICRC checked,
 //! must be addressed to the device's MAC and one of its GIDs, carry the
@@ -30,10 +30,12 @@ use crate::packet::{Deth, Op, Opcode, Packet, Transport};
 use crate::roce::{self, Endpoints, Refused};
 use crate::stats::Counter;
 
-mod rc;
+mod connected;
 
-pub(in crate::engine) use rc::{flush as flush_rc, holds_enough, on_wire, post as post_rc};
-pub use rc::{now_us, tick};
+pub(in crate::engine) use connected::{
+    flush as flush_connected, holds_enough, on_wire, post as post_connected,
+};
+pub use connected::{now_us, tick};
 
 /// The default partition's P_Key, full membership: the only one RoCEv2
 /// peers use.
@@ -211,10 +213,10 @@ pub fn received(dev: &Arc<RdmaDevice>, frame: &[u8]) -> bool {
             let mem = ctrl.mem().memory();
             responder::datagram(&fabric, dev.clone(), &mem, &m);
         }
-        (Transport::Rc, ..) => rc::received(dev, &ep, &p),
+        (Transport::Rc | Transport::Uc, ..) => connected::received(dev, &ep, &p),
         (t, op, _) => refuse(
             ctrl,
-            format_args!("{op:?} of {t:?}: UC and XRC do not go on the wire yet"),
+            format_args!("{op:?} of {t:?}: XRC does not go on the wire yet"),
         ),
     }
     true

@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
-//! RC connections on the wire: a QP whose destination GID no device of
-//! this process holds, on a device with an uplink, runs IB's requester and
-//! responder on packets (`transport/`), whose packets go out as RoCEv2
-//! frames and come in from the uplink's reader.
+//! Connected QPs on the wire: an RC or UC QP whose destination GID no
+//! device of this process holds, on a device with an uplink, runs IB's
+//! transport on packets (`transport/`: RC's requester and responder, UC's
+//! sender and receiver), whose packets go out as RoCEv2 frames and come in
+//! from the uplink's reader.
+//!
+//! UC: an SQ element's packets go out at once and it completes (UC has no
+//! acknowledgement); packets from the peer fill receives and MRs in order,
+//! and a message with a gap, no receive or a refused key is dropped, the
+//! QP staying where it is.
 //!
 //! The requester: an SQ element becomes a [`Request`] (its payload
 //! gathered from the sender's MRs at once, as a NIC reads it when it
-//! sends), kept in the QP's [`WireRc`] with its element until the
+//! sends), kept in the QP's [`WireConn`] with its element until the
 //! requester completes it; completions come in order, a READ's data and
 //! an atomic's original value land in the element's SGEs then. Elements
 //! follow each other without waiting: the requester's window paces them.
@@ -43,13 +49,13 @@ use super::super::transfer::{span, take_held};
 use super::super::*;
 use super::{dest_mac, hop_limit, ip_of, send_packet};
 use crate::net::uplink::Uplink;
-use crate::packet::Packet;
-use crate::qp::{HeldRecv, WireRc};
+use crate::packet::{Packet, Transport};
+use crate::qp::{HeldRecv, WireConn};
 use crate::roce::{self, Endpoints};
 use crate::transport::requester::{Completion, Config, Request};
 use crate::transport::responder::{Refusal, Responder, SendPart, Target};
-use crate::transport::AtomicOp;
 use crate::transport::Status;
+use crate::transport::{uc, AtomicOp};
 
 /// The longest RDMA READ a peer on the wire may ask for at once: its
 /// responses are read into one buffer (the transport's responder answers
@@ -88,18 +94,18 @@ fn uplink(ctrl: &Ctrl) -> Option<Arc<Uplink>> {
     ctrl.device().and_then(|d| d.uplink().cloned())
 }
 
-/// Whether sender `s` of `ctrl` is an RC QP whose peer is on the network:
-/// its device is on an uplink and no device of this process holds its
-/// destination GID.
+/// Whether sender `s` of `ctrl` is an RC or UC QP whose peer is on the
+/// network: its device is on an uplink and no device of this process
+/// holds its destination GID.
 pub(in crate::engine) fn on_wire(fabric: &Fabric, ctrl: &Ctrl, s: &Sender) -> bool {
-    s.qp_type == IB_QPT_RC
+    matches!(s.qp_type, IB_QPT_RC | IB_QPT_UC)
         && ctrl.device().is_some_and(|d| d.uplink().is_some())
         && fabric::by_gid(fabric, &s.dgid).is_none()
 }
 
 /// QP `qpn`'s connection, taken out of it while a step works on it (the
 /// step holds the QP's lane: no other step of it runs meanwhile).
-fn take(ctrl: &Ctrl, qpn: u32) -> Option<Box<WireRc>> {
+fn take(ctrl: &Ctrl, qpn: u32) -> Option<Box<WireConn>> {
     ctrl.lock()
         .qp_mut(qpn)
         .map(|q| q.wire.take().unwrap_or_default())
@@ -107,10 +113,16 @@ fn take(ctrl: &Ctrl, qpn: u32) -> Option<Box<WireRc>> {
 
 /// Puts connection `c` back into QP `qpn`, counts what its transport saw,
 /// and arms the uplink's timer for its requester's next deadline.
-fn put(ctrl: &Ctrl, qpn: u32, mut c: Box<WireRc>) {
+fn put(ctrl: &Ctrl, qpn: u32, mut c: Box<WireConn>) {
     let deadline = c.requester.as_ref().and_then(|r| r.next_deadline());
     let asked = c.requester.as_mut().map(|r| r.take_seen());
-    let answered = c.responder.as_mut().map(|r| r.take_seen());
+    let mut answered = c.responder.as_mut().map(|r| r.take_seen());
+    if let Some(r) = c.uc_receiver.as_mut() {
+        let gaps = r.take_seen().out_of_sequence;
+        answered
+            .get_or_insert_with(Default::default)
+            .out_of_sequence += gaps;
+    }
     let counters = ctrl.lock().qp_mut(qpn).and_then(|q| {
         q.wire = Some(c);
         q.counters.clone()
@@ -213,6 +225,9 @@ pub(in crate::engine) fn post(
             return false;
         }
     };
+    if s.qp_type == IB_QPT_UC {
+        return post_uc(fabric, ctrl, qpn, s, head, w, req);
+    }
     let Some(mut c) = take(ctrl, qpn) else {
         return false;
     };
@@ -239,6 +254,42 @@ pub(in crate::engine) fn post(
     put(ctrl, qpn, c);
     transmit(ctrl, qpn, &mut out);
     complete_all(fabric, ctrl, qpn, ended)
+}
+
+/// Sends request `req` of SQ element (`head`, `w`) of UC QP `qpn` (sender
+/// `s`) and completes the element: UC waits for nothing. Whether the SQ
+/// may go on.
+fn post_uc(
+    fabric: &Fabric,
+    ctrl: &Ctrl,
+    qpn: u32,
+    s: &Sender,
+    head: u16,
+    w: SendWqe,
+    req: Request,
+) -> bool {
+    let Some(mut c) = take(ctrl, qpn) else {
+        return false;
+    };
+    if c.uc_sender.is_none() {
+        c.uc_sender = ctrl.lock().qp(qpn).map(|q| {
+            let mtu = qp::mtu_bytes(q.attr.path_mtu) as u32;
+            uc::Sender::new(q.attr.dest_qp_num.get(), mtu, q.attr.sq_psn.get())
+        });
+    }
+    let mut out = Vec::new();
+    let sent = c.uc_sender.as_mut().is_some_and(|u| u.send(&req, &mut out));
+    put(ctrl, qpn, c);
+    transmit(ctrl, qpn, &mut out);
+    // READ and atomics are not UC's (the driver does not post them).
+    let status = if sent {
+        IB_WC_SUCCESS
+    } else {
+        IB_WC_LOC_QP_OP_ERR
+    };
+    let len = u32::try_from(w.payload_len()).unwrap_or(u32::MAX);
+    finish(fabric, ctrl, qpn, s, head, &w, status, len);
+    sent
 }
 
 /// The transport's request for SQ element `w`, whose local side `local`
@@ -315,7 +366,7 @@ fn held(r: &Request) -> u64 {
 }
 
 /// The posted elements `done` completes, taken out of `c`, in order.
-fn settle(c: &mut WireRc, done: Vec<Completion>) -> Vec<(u16, SendWqe, Completion)> {
+fn settle(c: &mut WireConn, done: Vec<Completion>) -> Vec<(u16, SendWqe, Completion)> {
     let mut ended = Vec::with_capacity(done.len());
     for d in done {
         if let Some(at) = c.posted.iter().position(|(id, ..)| *id == d.wr_id) {
@@ -391,12 +442,12 @@ pub(super) fn received(dev: &Arc<RdmaDevice>, ep: &Endpoints, p: &Packet) {
     let peer_ip = ctrl
         .lock()
         .qp(qpn)
-        .filter(|q| q.qp_type == IB_QPT_RC && q.can_receive())
+        .filter(|q| q.qp_type == transport_of(p) && q.can_receive())
         .map(|q| (ip_of(&q.attr.ah_attr.dgid), q.counters.clone()));
     let Some((peer_ip, counters)) = peer_ip else {
         ctrl.stats().inc(Counter::WireRxDropped);
         debug!(
-            "{}: {:?} PSN {:#x} for QP {qpn} (state {:?}), not a connected RC QP",
+            "{}: {:?} PSN {:#x} for QP {qpn} (state {:?}), not a connected QP of its type",
             ctrl.name(),
             p.opcode.op,
             p.psn,
@@ -411,12 +462,48 @@ pub(super) fn received(dev: &Arc<RdmaDevice>, ep: &Endpoints, p: &Packet) {
     }
     tally.rcvd(1, p.payload.len() as u64);
     ctrl.stats().inc(Counter::WireRxPkts);
-    if p.opcode.op.shape().request {
+    if p.opcode.transport == Transport::Uc {
+        receive_uc(&fabric, dev, qpn, p);
+    } else if p.opcode.op.shape().request {
         respond(&fabric, dev, qpn, p);
     } else {
         answered(&fabric, ctrl, qpn, p);
     }
     fabric::unlock_fair(fabric);
+}
+
+/// The QP type packet `p`'s transport is for.
+fn transport_of(p: &Packet) -> u8 {
+    match p.opcode.transport {
+        Transport::Uc => IB_QPT_UC,
+        _ => IB_QPT_RC,
+    }
+}
+
+/// A packet for UC QP `qpn`'s receiver. Nothing answers it, and nothing
+/// it meets moves the QP to error.
+fn receive_uc(fabric: &Fabric, dev: &Arc<RdmaDevice>, qpn: u32, p: &Packet) {
+    let ctrl = dev.ctrl();
+    let Some(mut c) = take(ctrl, qpn) else {
+        return;
+    };
+    if c.uc_receiver.is_none() {
+        c.uc_receiver = ctrl.lock().qp(qpn).map(|q| {
+            let mtu = qp::mtu_bytes(q.attr.path_mtu) as u32;
+            uc::Receiver::new(mtu, q.attr.rq_psn.get())
+        });
+    }
+    if let Some(r) = c.uc_receiver.as_mut() {
+        let mut peer = Peer::new(dev.clone(), qpn);
+        peer.counters = ctrl.lock().qp(qpn).and_then(|q| q.counters.clone());
+        let mut t = WireTarget {
+            fabric,
+            peer: &peer,
+            failed: None,
+        };
+        r.on_packet(p, &mut t);
+    }
+    put(ctrl, qpn, c);
 }
 
 /// A request packet for QP `qpn`'s responder.
@@ -622,6 +709,7 @@ impl WireTarget<'_> {
 impl Target for WireTarget<'_> {
     fn receive(&mut self, part: SendPart<'_>) -> Result<(), Refusal> {
         let qpn = self.peer.qpn;
+        // A receive a dropped UC message held is the one take_recv gives.
         if part.first {
             let r = match take_recv(self.fabric, self.peer) {
                 Take::Got(r) => r,
