@@ -480,6 +480,14 @@ fn transport_of(p: &Packet) -> u8 {
     }
 }
 
+/// QP `qpn` of `dev` as the target of requests from the wire, counting
+/// in its counter set.
+fn peer_of(dev: &Arc<RdmaDevice>, qpn: u32) -> Peer {
+    let mut peer = Peer::new(dev.clone(), qpn);
+    peer.counters = dev.ctrl().lock().qp(qpn).and_then(|q| q.counters.clone());
+    peer
+}
+
 /// A packet for UC QP `qpn`'s receiver. Nothing answers it, and nothing
 /// it meets moves the QP to error.
 fn receive_uc(fabric: &Fabric, dev: &Arc<RdmaDevice>, qpn: u32, p: &Packet) {
@@ -494,14 +502,8 @@ fn receive_uc(fabric: &Fabric, dev: &Arc<RdmaDevice>, qpn: u32, p: &Packet) {
         });
     }
     if let Some(r) = c.uc_receiver.as_mut() {
-        let mut peer = Peer::new(dev.clone(), qpn);
-        peer.counters = ctrl.lock().qp(qpn).and_then(|q| q.counters.clone());
-        let mut t = WireTarget {
-            fabric,
-            peer: &peer,
-            failed: None,
-        };
-        r.on_packet(p, &mut t);
+        let peer = peer_of(dev, qpn);
+        r.on_packet(p, &mut WireTarget::new(fabric, &peer));
     }
     put(ctrl, qpn, c);
 }
@@ -525,13 +527,8 @@ fn respond(fabric: &Fabric, dev: &Arc<RdmaDevice>, qpn: u32, p: &Packet) {
     let mut out = Vec::new();
     let mut failed = None;
     if let Some(r) = c.responder.as_mut() {
-        let mut peer = Peer::new(dev.clone(), qpn);
-        peer.counters = ctrl.lock().qp(qpn).and_then(|q| q.counters.clone());
-        let mut t = WireTarget {
-            fabric,
-            peer: &peer,
-            failed: None,
-        };
+        let peer = peer_of(dev, qpn);
+        let mut t = WireTarget::new(fabric, &peer);
         r.on_packet(p, &mut t, &mut out);
         failed = t.failed;
         if r.in_error() && failed.is_none() {
@@ -637,7 +634,15 @@ struct WireTarget<'a> {
     failed: Option<Event>,
 }
 
-impl WireTarget<'_> {
+impl<'a> WireTarget<'a> {
+    fn new(fabric: &'a Fabric, peer: &'a Peer) -> Self {
+        WireTarget {
+            fabric,
+            peer,
+            failed: None,
+        }
+    }
+
     fn ctrl(&self) -> &Ctrl {
         self.peer.ctrl()
     }
