@@ -5,7 +5,10 @@
 //! atomic's ACK), and completes in order. A PSN sequence NAK or the
 //! transport timer sends again from the oldest unacknowledged PSN (a READ
 //! from its first missing response, asking only for the rest); an RNR NAK
-//! waits its timer first. Retries count as IB says: `retry_cnt` for the
+//! waits its timer first. A READ's responses are placed where their PSNs
+//! say, so one that comes late (a network that reorders) costs nothing;
+//! the READ's last response, or a later READ's, past a hole asks for the
+//! rest once. Retries count as IB says: `retry_cnt` for the
 //! timer and sequence NAKs (7 is seven, not infinite: rxe differs there),
 //! `rnr_retry` for RNR NAKs (7 is infinite); any progress restores both.
 
@@ -116,8 +119,14 @@ struct Pending {
     psn: u32,
     /// PSNs it takes (a READ: one per response packet).
     npsn: u32,
-    /// A READ's data so far; an atomic's original value once answered.
+    /// A READ's data (sized at its first response); an atomic's original
+    /// value once answered.
     got: Vec<u8>,
+    /// A READ's responses taken, by position: they are placed where their
+    /// PSN says, so a response that comes late is not lost.
+    filled: Vec<bool>,
+    /// A READ's first response not taken yet.
+    first_missing: u32,
     /// Answered (a READ's last response, an atomic's ACK), to complete in
     /// order once the requests before it have.
     answered: bool,
@@ -172,6 +181,11 @@ pub struct Requester {
     /// The PSN of the sequence NAK last answered, until progress: the same
     /// NAK again (duplicated on the way) is not answered twice.
     nak_psn: Option<u32>,
+    /// The head READ's rest was asked for again after a gap in its
+    /// responses: until it completes or the timer runs out, a gap asks
+    /// nothing more (the old responses still on their way interleave with
+    /// the new ones, and each would ask again: a storm of replays).
+    read_asked_again: bool,
     seen: Seen,
 }
 
@@ -197,6 +211,7 @@ impl Requester {
             rnr_until: None,
             error: false,
             nak_psn: None,
+            read_asked_again: false,
             seen: Seen::default(),
         }
     }
@@ -260,6 +275,8 @@ impl Requester {
             psn,
             npsn,
             got: Vec::new(),
+            filled: Vec::new(),
+            first_missing: 0,
             answered: false,
         });
         // An RNR wait holds back what comes after; the wait sends it.
@@ -307,10 +324,12 @@ impl Requester {
                 }
             }
             Request::Read { va, rkey, len } => {
-                // The rest of the data, from the first missing response on.
-                let have = (p.got.len() / self.cfg.mtu as usize) as u32;
+                // The rest of the data, from the first missing response on
+                // (none for a READ whose responses all came, waiting for
+                // those before it to complete).
+                let have = p.first_missing;
                 let at = psn_add(p.psn, have);
-                if !in_range(at) {
+                if have >= p.npsn || !in_range(at) {
                     return;
                 }
                 let done = u64::from(have) * u64::from(self.cfg.mtu);
@@ -550,6 +569,7 @@ impl Requester {
     /// Completes the answered requests at the head, in order.
     fn complete_answered(&mut self, done: &mut Vec<Completion>) {
         while self.pending.front().is_some_and(|p| p.answered) {
+            self.read_asked_again = false;
             let p = self.pending.pop_front().expect("front exists");
             self.una = psn_add(p.last_psn(), 1);
             done.push(Completion {
@@ -557,6 +577,16 @@ impl Requester {
                 status: Status::Success,
                 data: p.got,
             });
+        }
+        // A READ now at the head may hold responses that came before it
+        // got there: what is unacknowledged starts at its first hole.
+        if let Some(f) = self.pending.front() {
+            if matches!(f.req, Request::Read { .. }) {
+                let hole = psn_add(f.psn, f.first_missing);
+                if psn_diff(hole, self.una) > 0 {
+                    self.una = hole;
+                }
+            }
         }
     }
 
@@ -583,39 +613,66 @@ impl Requester {
             return self.pump(self.sent_to, out);
         }
         let mtu = self.cfg.mtu as usize;
-        let Some(p) = self.pending.front_mut() else {
+        // The READ whose PSNs it has.
+        let Some(i) = self.pending.iter().position(|p| {
+            let k = psn_diff(pkt.psn, p.psn);
+            matches!(p.req, Request::Read { .. }) && k >= 0 && (k as u32) < p.npsn
+        }) else {
             return;
         };
+        let p = &mut self.pending[i];
         let Request::Read { len, .. } = p.req else {
             return;
         };
-        // Only the next response in order is taken; one after a gap asks
-        // again for the rest at once (once per gap; a retry, as rxe counts
-        // it), one before is a duplicate.
-        let have = p.got.len() / mtu;
-        let expected = psn_add(p.psn, have as u32);
-        let d = psn_diff(pkt.psn, expected);
-        if d > 0 && self.nak_psn != Some(expected) {
-            self.nak_psn = Some(expected);
+        // Its place in the READ's data, and what it must carry there (a
+        // responder answering a READ asked again from its middle may start
+        // with a FIRST packet: only the end is checked).
+        let (n, k) = (p.npsn as usize, psn_diff(pkt.psn, p.psn) as usize);
+        let at = k * mtu;
+        let expect = (len as usize).saturating_sub(at).min(mtu);
+        if pkt.payload.len() != expect || pkt.opcode.op.shape().last != (k + 1 == n) {
+            return;
+        }
+        if p.filled.is_empty() {
+            p.filled = vec![false; n];
+            p.got = vec![0; len as usize];
+        }
+        if p.filled[k] {
+            return;
+        }
+        p.got[at..at + expect].copy_from_slice(&pkt.payload);
+        p.filled[k] = true;
+        while p.filled.get(p.first_missing as usize) == Some(&true) {
+            p.first_missing += 1;
+        }
+        p.answered = p.first_missing as usize == n;
+        // Its last response came, or a later READ's, and something before
+        // it did not: lost, or late.
+        let gap = !p.answered && (k + 1 == n || i > 0);
+        if i == 0 && !p.answered {
+            self.una = psn_add(p.psn, p.first_missing);
+        }
+        self.complete_answered(done);
+        self.progress(now);
+        // The head READ's rest is asked for again at once, once until it
+        // completes or the timer runs out (the responses of the first
+        // answer still on their way must not each ask again: a storm of
+        // replays).
+        let head_gap = gap
+            && self
+                .pending
+                .front()
+                .is_some_and(|f| matches!(f.req, Request::Read { .. }) && !f.answered);
+        if head_gap && !self.read_asked_again {
+            self.read_asked_again = true;
             if self.retries_left == 0 {
                 return self.fail(Status::RetryExceeded, done);
             }
             self.retries_left -= 1;
-            return self.resend_from(expected, now, out);
+            let before = out.len();
+            self.emit(0, self.una, psn_add(self.una, 1), out);
+            self.seen.resent += (out.len() - before) as u32;
         }
-        if d != 0 {
-            return;
-        }
-        let last = pkt.opcode.op.shape().last;
-        let expect = (len as usize - p.got.len()).min(mtu);
-        if pkt.payload.len() != expect || last != (p.got.len() + expect == len as usize) {
-            return;
-        }
-        p.got.extend_from_slice(&pkt.payload);
-        p.answered = last;
-        self.una = psn_add(pkt.psn, 1);
-        self.complete_answered(done);
-        self.progress(now);
         self.pump(self.sent_to, out);
     }
 
@@ -638,6 +695,7 @@ impl Requester {
             return;
         }
         if self.deadline.is_some_and(|t| now >= t) {
+            self.read_asked_again = false;
             if self.retries_left == 0 {
                 return self.fail(Status::RetryExceeded, done);
             }

@@ -675,3 +675,123 @@ fn a_refused_flush_and_a_malformed_atomic_write_fail() {
     );
     assert_eq!(mem.atomics, 0);
 }
+
+/// A READ's responses are placed where their PSNs say: one that comes
+/// late costs nothing. One lost is asked for again when the READ's last
+/// response shows the hole, once: the responses of the first answer still
+/// on their way, interleaved with those of the second, ask nothing more
+/// (each asking again would make the responder replay the READ once more,
+/// a storm that never ends on a slow peer).
+#[test]
+fn a_read_takes_late_responses_and_asks_again_once_for_lost_ones() {
+    let mut req = Requester::new(cfg(7, 7), 100);
+    let mut resp = Responder::new(1, 1024, 100, 1);
+    let mut mem = Mem::default();
+    let (mut out, mut done) = (Vec::new(), Vec::new());
+    let read = |va| Request::Read {
+        va,
+        rkey: RKEY,
+        len: 8 * 1024,
+    };
+    req.post(1, read(0x1000), 0, &mut out, &mut done);
+    req.post(2, read(0x8000), 0, &mut out, &mut done);
+    let mut first = Vec::new();
+    for p in out.drain(..) {
+        resp.on_packet(&p, &mut mem, &mut first);
+    }
+    assert_eq!(first.len(), 16);
+    // The second READ's third response comes late, its sixth is lost; the
+    // first READ's third is lost.
+    let mut order: Vec<&Packet> = first[..8].iter().filter(|p| p.psn != 102).collect();
+    order.extend([&first[8], &first[9], &first[11], &first[10], &first[12]]);
+    order.extend(&first[14..]);
+    let mut asked = Vec::new();
+    for p in order {
+        req.on_packet(p, 1, &mut asked, &mut done);
+    }
+    assert_eq!(asked.len(), 1, "the first READ's rest asked for, once");
+    assert_eq!(asked[0].psn, 102);
+    assert!(done.is_empty());
+    let mut second = Vec::new();
+    resp.on_packet(&asked[0], &mut mem, &mut second);
+    assert_eq!(second.len(), 6, "responses 102 to 107 again");
+    // New responses and old copies interleave.
+    let mut more = Vec::new();
+    for (new, old) in second.iter().zip(first[3..].iter()) {
+        req.on_packet(new, 2, &mut more, &mut done);
+        req.on_packet(old, 2, &mut more, &mut done);
+    }
+    assert!(more.is_empty(), "asked again: {more:?}");
+    assert_eq!(done.len(), 1, "the first READ");
+    // The second one's hole: its transport timer asks for its rest.
+    let t = req.next_deadline().expect("the timer runs");
+    req.on_timer(t, &mut more, &mut done);
+    assert_eq!(more.len(), 1, "asked again from the hole");
+    assert_eq!(more[0].psn, 113);
+    let mut third = Vec::new();
+    resp.on_packet(&more[0], &mut mem, &mut third);
+    for p in &third {
+        req.on_packet(p, t + 1, &mut out, &mut done);
+    }
+    let ids: Vec<_> = done.iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(ids, [(1, Status::Success), (2, Status::Success)]);
+    assert!(done[0].data == mem.bytes[0x1000..0x1000 + 8 * 1024]);
+    assert!(done[1].data == mem.bytes[0x8000..0x8000 + 8 * 1024]);
+    assert_eq!(req.take_seen().resent, 2);
+}
+
+/// A READ whose responses all came while one before it still waits asks
+/// for nothing when the requester sends again (go-back-N after a NAK).
+#[test]
+fn a_read_complete_behind_another_is_not_asked_again() {
+    let mut req = Requester::new(cfg(7, 7), 0);
+    let mut resp = Responder::new(1, 1024, 0, 1);
+    let mut mem = Mem::default();
+    let (mut out, mut done) = (Vec::new(), Vec::new());
+    for (id, va) in [(1, 0x1000), (2, 0x4000), (3, 0x8000)] {
+        let read = Request::Read {
+            va,
+            rkey: RKEY,
+            len: 2048,
+        };
+        req.post(id, read, 0, &mut out, &mut done);
+    }
+    let mut answers = Vec::new();
+    for p in out.drain(..) {
+        resp.on_packet(&p, &mut mem, &mut answers);
+    }
+    assert_eq!(answers.len(), 6);
+    // The first READ's last response is lost; the second READ's come; a
+    // sequence NAK of PSN 1 sends again from there.
+    for p in [&answers[0], &answers[2], &answers[3]] {
+        req.on_packet(p, 1, &mut out, &mut done);
+    }
+    out.clear();
+    let nak = super::ack(2, 1, crate::packet::syndrome::NAK_PSN_SEQ_ERR, 0);
+    req.on_packet(&nak, 2, &mut out, &mut done);
+    let asked: Vec<_> = out
+        .iter()
+        .map(|p| (p.psn, p.reth.map(|r| r.dma_len.get())))
+        .collect();
+    assert_eq!(
+        asked,
+        [(1, Some(1024)), (4, Some(2048))],
+        "READ 1's rest, READ 3"
+    );
+    let mut again = Vec::new();
+    for p in out.drain(..) {
+        resp.on_packet(&p, &mut mem, &mut again);
+    }
+    for r in again {
+        req.on_packet(&r, 3, &mut out, &mut done);
+    }
+    let ids: Vec<_> = done.iter().map(|c| (c.wr_id, c.status)).collect();
+    assert_eq!(
+        ids,
+        [
+            (1, Status::Success),
+            (2, Status::Success),
+            (3, Status::Success)
+        ]
+    );
+}

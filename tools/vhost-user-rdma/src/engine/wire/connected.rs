@@ -552,6 +552,17 @@ fn answered(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, p: &Packet) {
     if let Some(r) = c.requester.as_mut() {
         r.on_packet(p, now_us(), &mut out, &mut done);
     }
+    log::trace!(
+        "{}: QP {qpn}: {:?} PSN {:#x} len {}: {} completed, sends {:?}",
+        ctrl.name(),
+        p.opcode.op,
+        p.psn,
+        p.payload.len(),
+        done.len(),
+        out.iter()
+            .map(|p| (p.opcode.op, p.psn, p.reth.map(|r| r.dma_len.get())))
+            .collect::<Vec<_>>()
+    );
     let ended = settle(&mut c, done);
     put(ctrl, qpn, c);
     transmit(ctrl, qpn, &mut out);
