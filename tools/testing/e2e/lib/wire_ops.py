@@ -234,7 +234,7 @@ def main():
     qp.wr_start()
     qp.wr_flags = e.IBV_SEND_SIGNALED
     qp.wr_id = 1
-    qp.wr_rdma_write_imm(rkey, va + WRITE_AT, socket.htonl(IMM))
+    qp.wr_rdma_write_imm(rkey, va + WRITE_AT, IMM)  # as rdma-core's tests pass it
     qp.wr_set_sge(SGE(mr.buf, WRITE_LEN, mr.lkey))
     qp.wr_id = 2
     qp.wr_atomic_cmp_swp(rkey, va, 0, SWAP)

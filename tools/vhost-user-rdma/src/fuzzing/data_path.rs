@@ -974,9 +974,10 @@ mod tests {
             .filter(|c| c.opcode == IB_WC_RECV_RDMA_WITH_IMM)
             .map(|c| (c.qp_num.get(), c.status, c.byte_len.get(), c.ex.get()))
             .collect();
+        // The frame's immediate bytes 00 00 00 99, in the CQE as they came.
         assert_eq!(
             imms,
-            [(2, IB_WC_SUCCESS, 8, 0x99)],
+            [(2, IB_WC_SUCCESS, 8, u32::from_le_bytes([0, 0, 0, 0x99]))],
             "the WRITE with immediate"
         );
         let mut w = [0u8; 0x28];

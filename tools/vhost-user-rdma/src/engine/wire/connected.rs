@@ -47,7 +47,7 @@ use super::super::responder::{
 };
 use super::super::transfer::{span, take_held};
 use super::super::*;
-use super::{dest_mac, hop_limit, ip_of, send_packet};
+use super::{dest_mac, hop_limit, imm_from_wire, imm_to_wire, ip_of, send_packet};
 use crate::net::uplink::Uplink;
 use crate::packet::{Packet, Transport};
 use crate::qp::{HeldRecv, WireConn};
@@ -304,14 +304,14 @@ fn request(w: &SendWqe, local: Local<'_>) -> Result<Request, u8> {
     Ok(match w.opcode {
         IB_WR_SEND | IB_WR_SEND_WITH_IMM | IB_WR_SEND_WITH_INV => Request::Send {
             payload: payload()?,
-            imm: (w.opcode == IB_WR_SEND_WITH_IMM).then_some(w.ex),
+            imm: (w.opcode == IB_WR_SEND_WITH_IMM).then_some(imm_to_wire(w.ex)),
             inv: (w.opcode == IB_WR_SEND_WITH_INV).then_some(w.ex),
         },
         IB_WR_RDMA_WRITE | IB_WR_RDMA_WRITE_WITH_IMM => Request::Write {
             va: r.remote_addr.get(),
             rkey: r.rkey.get(),
             payload: payload()?,
-            imm: (w.opcode == IB_WR_RDMA_WRITE_WITH_IMM).then_some(w.ex),
+            imm: (w.opcode == IB_WR_RDMA_WRITE_WITH_IMM).then_some(imm_to_wire(w.ex)),
         },
         IB_WR_RDMA_READ => Request::Read {
             va: r.remote_addr.get(),
@@ -790,7 +790,7 @@ impl Target for WireTarget<'_> {
                 }
                 if let Some(imm) = part.imm {
                     c.wc_flags = U32::new(IB_WC_WITH_IMM);
-                    c.ex = U32::new(imm);
+                    c.ex = U32::new(imm_from_wire(imm));
                 }
                 c.byte_len = U32::new((part.offset + part.data.len() as u64) as u32);
                 complete_recv(self.fabric, self.peer, &r, c, part.solicited);
@@ -828,7 +828,7 @@ impl Target for WireTarget<'_> {
         let mut c = cqe(0, IB_WC_SUCCESS, IB_WC_RECV_RDMA_WITH_IMM, self.peer.qpn);
         c.byte_len = U32::new(len);
         c.wc_flags = U32::new(IB_WC_WITH_IMM);
-        c.ex = U32::new(imm);
+        c.ex = U32::new(imm_from_wire(imm));
         complete_recv(self.fabric, self.peer, &r, c, solicited);
         Ok(())
     }

@@ -45,6 +45,21 @@ const DEFAULT_PKEY: u16 = 0xffff;
 /// drop it at once): Linux's default TTL.
 const DEFAULT_HOP_LIMIT: u8 = 64;
 
+/// The immediate data of an element's `ex` as a packet carries it. It is
+/// four bytes the application gave in network order (`__be32`): the
+/// element holds them as they were in memory, `ex` being those bytes read
+/// as a little-endian number, and the wire carries them as they are (rxe
+/// copies them, never converts them).
+pub(crate) fn imm_to_wire(ex: u32) -> u32 {
+    u32::from_be_bytes(ex.to_le_bytes())
+}
+
+/// The `ex` of a completion of immediate data `imm` from the wire (see
+/// [`imm_to_wire`]).
+pub(crate) fn imm_from_wire(imm: u32) -> u32 {
+    u32::from_le_bytes(imm.to_be_bytes())
+}
+
 /// The IP address a RoCEv2 GID stands for: IPv4-mapped GIDs are IPv4.
 pub(crate) fn ip_of(gid: &[u8; 16]) -> IpAddr {
     let v6 = Ipv6Addr::from(*gid);
@@ -120,7 +135,7 @@ pub(super) fn send_datagram(ctrl: &Ctrl, up: &Uplink, m: &Request<'_>) {
         m.psn,
     );
     p.se = m.se;
-    p.imm = m.imm;
+    p.imm = m.imm.map(imm_to_wire);
     let q = m.src_qp.to_be_bytes();
     p.deth = Some(Deth {
         qkey: m.qkey.unwrap_or(0).into(),
@@ -189,7 +204,7 @@ pub fn received(dev: &Arc<RdmaDevice>, frame: &[u8]) -> bool {
                 len: p.payload.len() as u64,
                 se: p.se,
                 remote: Remote::default(),
-                imm: p.imm,
+                imm: p.imm.map(imm_from_wire),
                 ieth: None,
                 compare_add: 0,
                 swap: 0,
