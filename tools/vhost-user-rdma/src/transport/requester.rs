@@ -578,8 +578,9 @@ impl Requester {
                 data: p.got,
             });
         }
-        // A READ now at the head may hold responses that came before it
-        // got there: what is unacknowledged starts at its first hole.
+        // A READ at the head (new there, or just given a response) may
+        // hold responses past its first hole: what is unacknowledged
+        // starts at that hole.
         if let Some(f) = self.pending.front() {
             if matches!(f.req, Request::Read { .. }) {
                 let hole = psn_add(f.psn, f.first_missing);
@@ -649,9 +650,6 @@ impl Requester {
         // Its last response came, or a later READ's, and something before
         // it did not: lost, or late.
         let gap = !p.answered && (k + 1 == n || i > 0);
-        if i == 0 && !p.answered {
-            self.una = psn_add(p.psn, p.first_missing);
-        }
         self.complete_answered(done);
         self.progress(now);
         // The head READ's rest is asked for again at once, once until it
