@@ -140,10 +140,10 @@ impl RdmaDevice {
         self.uplink.as_ref()
     }
 
-    /// Takes `frame`, from the network on the uplink: a RoCEv2 frame to the
-    /// RDMA engine if the driver runs the RoCE part, else (and anything
-    /// else) to the guest's receive queue if it is to the port's MAC or a
-    /// group. A bridge floods frames for unknown MACs to every port; this
+    /// Takes `frame`, from the network on the uplink: a RoCEv2 frame to one
+    /// of the RoCE part's GIDs (its driver adds them when it binds) to the
+    /// RDMA engine, anything else to the guest's receive queue if it is to
+    /// the port's MAC or a group. A bridge floods frames for unknown MACs to every port; this
     /// port's guest sees none of another's.
     pub fn from_uplink(self: &Arc<Self>, frame: &[u8]) {
         let Some(port) = &self.net else {

@@ -438,12 +438,17 @@ const WIRE: u8 = 0x10;
 
 /// A frame from `a`'s address to `b` carrying `p`.
 fn frame(p: &crate::packet::Packet) -> Vec<u8> {
+    frame_to(p, crate::engine::wire::ip_of(&gid(2)))
+}
+
+/// A frame from `a`'s address to `b`'s MAC and `dst_ip`, carrying `p`.
+fn frame_to(p: &crate::packet::Packet, dst_ip: std::net::IpAddr) -> Vec<u8> {
     use crate::engine::wire::ip_of;
     let ep = crate::roce::Endpoints {
         src_mac: [0x52, 0x54, 0, 0, 0xf0, 1],
         dst_mac: limits(2).mac().0,
         src_ip: ip_of(&gid(1)),
-        dst_ip: ip_of(&gid(2)),
+        dst_ip,
         src_port: crate::roce::source_port(2),
         traffic_class: 0,
         hop_limit: 64,
@@ -999,6 +1004,31 @@ mod tests {
         let ok = b.dev.ctrl().lock().qp(2).map(|q| q.can_receive());
         assert_eq!(ok, Some(true), "QP 2 still works");
         assert_eq!(stats.get(crate::stats::Counter::WireRxDropped), 1);
+    }
+
+    /// A RoCEv2 frame to an address of the guest that is not one of the
+    /// port's GIDs is not the device's (a NIC offloads RoCE for its GIDs
+    /// only): it goes to the guest's own stack, where rxe on the same
+    /// netdev may take it, and the device neither takes nor counts it.
+    #[test]
+    fn a_frame_to_another_address_is_the_guests() {
+        use crate::packet::{Op, Opcode, Packet, Transport};
+        let Pair { ref b, .. } = setup();
+        let mut send = Packet::new(
+            Opcode {
+                transport: Transport::Rc,
+                op: Op::SendOnly,
+            },
+            2,
+            0,
+        );
+        send.payload = b"to another address".to_vec();
+        let other = "fd00::77".parse().expect("an address");
+        assert!(!engine::wire::received(&b.dev, &frame_to(&send, other)));
+        let stats = b.dev.ctrl().stats();
+        assert_eq!(stats.get(crate::stats::Counter::WireRxPkts), 0);
+        assert_eq!(stats.get(crate::stats::Counter::WireRxDropped), 0);
+        assert!(engine::wire::received(&b.dev, &frame(&send)), "to b's GID");
     }
 
     /// A UC QP whose peer is on the wire: its SEND leaves as UC packets

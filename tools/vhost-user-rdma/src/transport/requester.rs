@@ -186,6 +186,9 @@ pub struct Requester {
     /// nothing more (the old responses still on their way interleave with
     /// the new ones, and each would ask again: a storm of replays).
     read_asked_again: bool,
+    /// The PSN a run-out transport timer sent again alone, until an ACK
+    /// says what became of it and what followed it.
+    probe: Option<u32>,
     seen: Seen,
 }
 
@@ -212,6 +215,7 @@ impl Requester {
             error: false,
             nak_psn: None,
             read_asked_again: false,
+            probe: None,
             seen: Seen::default(),
         }
     }
@@ -389,6 +393,7 @@ impl Requester {
         } else {
             from
         };
+        self.probe = None;
         let (before, sent_to) = (out.len(), self.sent_to);
         self.pump(from, out);
         let again = out[before..]
@@ -436,6 +441,7 @@ impl Requester {
 
     fn progress(&mut self, now: u64) {
         self.nak_psn = None;
+        self.probe = None;
         self.retries_left = self.cfg.retry_cnt.min(7);
         self.rnr_left = self.cfg.rnr_retry.min(7);
         self.deadline = (!self.pending.is_empty()).then(|| now + self.timeout());
@@ -482,10 +488,18 @@ impl Requester {
                     syndrome::ACK => {
                         let retired = self.retire(psn, false, done);
                         if retired | self.acked(psn) {
+                            let probe = self.probe;
                             self.progress(now);
-                            // The window moved: what it now lets go.
-                            if self.rnr_until.is_none() {
-                                self.pump(self.sent_to, out);
+                            match probe {
+                                // The responder took the timer's probe as
+                                // new: what followed it was lost, go back.
+                                Some(p) if p == psn => self.resend_from(self.una, now, out),
+                                // The window moved (an ACK past a probe: the
+                                // responder was slow, not deaf, and what
+                                // followed the probe is still on its way):
+                                // what it now lets go.
+                                _ if self.rnr_until.is_none() => self.pump(self.sent_to, out),
+                                _ => {}
                             }
                         }
                         // An ACK of a request after a READ or atomic still
@@ -702,8 +716,9 @@ impl Requester {
             // nothing was heard for a whole timeout, so the path or the
             // responder is lost or slow, and the window sent again at once
             // would only add to a slow responder's backlog (a TCG guest's
-            // rxe fell behind for good that way). Its ACK sends the rest
-            // again, go-back-N from there.
+            // rxe fell behind for good that way). Its ACK tells which: an
+            // ACK of the probe itself sends the rest again (go-back-N), an
+            // ACK past it only what the window newly lets go.
             let (end, before) = (psn_add(self.una, 1), out.len());
             for i in 0..self.pending.len() {
                 self.emit(i, self.una, end, out);
@@ -711,8 +726,8 @@ impl Requester {
             self.seen.resent += (out.len() - before) as u32;
             if let Some(p) = out.last_mut() {
                 p.ack_req = true;
+                self.probe = Some(p.psn);
             }
-            self.sent_to = end;
             self.deadline = Some(now + self.timeout());
         }
     }

@@ -2,11 +2,11 @@
 //! The RC responder: it executes a request packet only at the PSN it
 //! expects and in its message's order; a packet from its past is a
 //! duplicate, answered without touching memory again (an ACK for a SEND or
-//! WRITE, the READ's responses read anew from the request, an atomic's
-//! saved result: an atomic never runs twice); a packet from its future
-//! means something was lost, NAK'd once with a PSN sequence error until the
-//! expected one comes. Memory, keys and receives are the caller's
-//! ([`Target`]); this module decides what may reach them.
+//! WRITE, asked for or not; the READ's responses read anew from the
+//! request; an atomic's saved result: an atomic never runs twice); a
+//! packet from its future means something was lost, NAK'd once with a PSN
+//! sequence error until the expected one comes. Memory, keys and receives
+//! are the caller's ([`Target`]); this module decides what may reach them.
 
 use std::collections::VecDeque;
 
@@ -437,12 +437,12 @@ impl Responder {
                     out.push(self.empty_response(pkt.psn));
                 }
             }
-            // A SEND's or WRITE's: acknowledged again, as far as it got, if
-            // it asks.
-            _ if pkt.ack_req => {
-                out.push(self.ack(psn_add(self.epsn, super::PSN_MASK), syndrome::ACK))
-            }
-            _ => {}
+            // A SEND's or WRITE's: acknowledged again, as far as it got,
+            // asked or not (IBA C9-105; rxe does the same). A requester
+            // that replays after a sequence NAK learns from it where this
+            // side is; rxe takes a second sequence NAK only after an ACK,
+            // and else waits for its transport timer.
+            _ => out.push(self.ack(psn_add(self.epsn, super::PSN_MASK), syndrome::ACK)),
         }
     }
 }

@@ -5,7 +5,7 @@
 use super::requester::{Completion, Config, Request, Requester};
 use super::responder::{Refusal, Responder, SendPart, Target};
 use super::*;
-use crate::packet::Packet;
+use crate::packet::{syndrome, Op, Opcode, Packet, Reth, Transport};
 
 /// xorshift64*: a reproducible coin for the link's faults.
 struct Coin(u64);
@@ -794,4 +794,96 @@ fn a_read_complete_behind_another_is_not_asked_again() {
             (3, Status::Success)
         ]
     );
+}
+
+/// A duplicate SEND or WRITE packet is acknowledged as far as the
+/// responder got, whether it asks or not (IBA C9-105, as rxe does): rxe
+/// replaying after a sequence NAK takes another NAK only after an ACK.
+#[test]
+fn a_duplicate_write_is_acknowledged_unasked() {
+    let mut mem = Mem::default();
+    let mut r = Responder::new(9, 1024, 100, 0);
+    let packet = |op, psn| {
+        let mut p = Packet::new(
+            Opcode {
+                transport: Transport::Rc,
+                op,
+            },
+            7,
+            psn,
+        );
+        p.payload = vec![0xab; 1024];
+        p
+    };
+    let mut first = packet(Op::WriteFirst, 100);
+    first.reth = Some(Reth {
+        va: 0x1000.into(),
+        rkey: RKEY.into(),
+        dma_len: 4096.into(),
+    });
+    let mut out = Vec::new();
+    r.on_packet(&first, &mut mem, &mut out);
+    r.on_packet(&packet(Op::WriteMiddle, 101), &mut mem, &mut out);
+    assert!(out.is_empty(), "nothing asked for an answer: {out:?}");
+    // The requester replays from the message's start.
+    r.on_packet(&first, &mut mem, &mut out);
+    let acked: Vec<_> = out
+        .iter()
+        .map(|p| (p.opcode.op, p.psn, p.aeth.map(|a| a.syndrome)))
+        .collect();
+    assert_eq!(acked, [(Op::Acknowledge, 101, Some(syndrome::ACK))]);
+    assert_eq!(mem.writes[0x1000], 1, "written once");
+    assert_eq!(r.expected_psn(), 102);
+}
+
+/// After the transport timer ran out, the ACK its probe brings back says
+/// what to send: an ACK past the probe means the responder was slow, not
+/// deaf, and what followed the probe is still on its way, so nothing is
+/// sent again (sending the window again made a slow rxe slower still, busy
+/// with duplicates it ACKs one by one, until RETRY_EXC_ERR); an ACK of the
+/// probe itself means what followed it was lost: go-back-N from there.
+#[test]
+fn the_ack_of_a_timeouts_probe_says_whether_to_go_back() {
+    let mut req = Requester::new(cfg(7, 7), 100);
+    let (mut out, mut done) = (Vec::new(), Vec::new());
+    for wr_id in [1, 2] {
+        let write = Request::Write {
+            va: 0,
+            rkey: RKEY,
+            payload: vec![wr_id as u8; 4096],
+            imm: None,
+        };
+        req.post(wr_id, write, 0, &mut out, &mut done);
+    }
+    let psns = |out: &[Packet]| out.iter().map(|p| p.psn).collect::<Vec<_>>();
+    assert_eq!(psns(&out), (100..108).collect::<Vec<_>>());
+    out.clear();
+    let t = ack_timeout_us(10).expect("timer");
+    req.on_timer(t, &mut out, &mut done);
+    assert_eq!(psns(&out), [100], "the oldest packet, asking for an ACK");
+    assert!(out[0].ack_req);
+    out.clear();
+    // A slow responder: it had taken everything up to 105.
+    req.on_packet(&ack(7, 105, syndrome::ACK, 1), t + 1, &mut out, &mut done);
+    assert_eq!(done.iter().map(|c| c.wr_id).collect::<Vec<_>>(), [1]);
+    assert!(out.is_empty(), "106 and 107 are on their way: {out:?}");
+    // They were not: the timer again, and the responder takes its probe
+    // as new.
+    req.on_timer(3 * t, &mut out, &mut done);
+    assert_eq!(psns(&out), [106]);
+    out.clear();
+    req.on_packet(
+        &ack(7, 106, syndrome::ACK, 1),
+        3 * t + 1,
+        &mut out,
+        &mut done,
+    );
+    assert_eq!(psns(&out), [107], "go-back-N after the probe");
+    req.on_packet(
+        &ack(7, 107, syndrome::ACK, 2),
+        3 * t + 2,
+        &mut out,
+        &mut done,
+    );
+    assert_eq!(done.iter().map(|c| c.wr_id).collect::<Vec<_>>(), [1, 2]);
 }

@@ -157,9 +157,10 @@ pub(super) fn send_datagram(ctrl: &Ctrl, up: &Uplink, m: &Request<'_>) {
     send_packet(ctrl, up, &ep, &p, &mut frame);
 }
 
-/// Takes `frame`, from `dev`'s uplink, if it is RoCEv2: whether it was
-/// (`false`: an ordinary frame, for the guest's network stack). A RoCEv2
-/// frame the device does not accept is dropped and counted.
+/// Takes `frame`, from `dev`'s uplink, if it is RoCEv2 to one of the
+/// port's GIDs: whether it was (`false`: a frame for the guest's network
+/// stack). A RoCEv2 frame the device does not accept is dropped and
+/// counted.
 pub fn received(dev: &Arc<RdmaDevice>, frame: &[u8]) -> bool {
     let ctrl = dev.ctrl();
     let (ep, p) = match roce::decode(frame) {
@@ -181,13 +182,13 @@ pub fn received(dev: &Arc<RdmaDevice>, frame: &[u8]) -> bool {
         refuse(ctrl, format_args!("P_Key {:#06x}", p.pkey));
         return true;
     }
+    // A NIC takes RoCEv2 only for its GIDs; a frame to another address of
+    // the guest (or any, before the RDMA driver has added GIDs) is the
+    // guest's network stack's: Linux's rxe on the same netdev, or an ICMP
+    // error.
     let dgid = gid_of(&ep.dst_ip);
     if !ctrl.has_gid(&dgid) {
-        refuse(
-            ctrl,
-            format_args!("to {}, not a GID of the port", ep.dst_ip),
-        );
-        return true;
+        return false;
     }
     match (p.opcode.transport, p.opcode.op, p.deth) {
         (Transport::Ud, Op::SendOnly | Op::SendOnlyImm, Some(deth)) => {
