@@ -160,6 +160,9 @@ const ACK_REQ_EVERY: u32 = 64;
 /// PSNs in flight at most: what one loss costs to send again.
 const WINDOW: u32 = 128;
 
+/// Timeouts in a row double the transport timer up to 2^this times.
+const MAX_BACKOFF: u8 = 3;
+
 /// The requester's side of one RC QP.
 #[derive(Debug)]
 pub struct Requester {
@@ -728,7 +731,12 @@ impl Requester {
                 p.ack_req = true;
                 self.probe = Some(p.psn);
             }
-            self.deadline = Some(now + self.timeout());
+            // Each timeout in a row waits twice as long, up to eight
+            // timeouts (IB's timeout is the least a requester waits): a
+            // responder merely slow (rxe in a busy TCG guest) gets time to
+            // answer before the retries run out.
+            let in_a_row = self.cfg.retry_cnt.min(7) - self.retries_left;
+            self.deadline = Some(now + (self.timeout() << in_a_row.min(MAX_BACKOFF)));
         }
     }
 }
