@@ -731,8 +731,8 @@ impl Requester {
                 p.ack_req = true;
                 self.probe = Some(p.psn);
             }
-            // Each timeout in a row waits twice as long, up to eight
-            // timeouts (IB's timeout is the least a requester waits): a
+            // Each timeout in a row waits twice as long, up to eight times
+            // the timeout (IB's timeout is the least a requester waits): a
             // responder merely slow (rxe in a busy TCG guest) gets time to
             // answer before the retries run out.
             let in_a_row = self.cfg.retry_cnt.min(7) - self.retries_left;
