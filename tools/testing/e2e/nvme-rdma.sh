@@ -14,9 +14,10 @@
 # any kernel WARN/lockdep/KASAN report or kmemleak leak. FIO_RAND and
 # FIO_SEQ set fio's sizes (lossy-link.sh runs less over its lossy link).
 # guest: own (nvmet stays configured and pinned: see the end)
-# modes: virtqueues net (the RoCE half of the net personality always has its
-# queues in guest memory: nvme-rdma@net runs the ring mode's kernel SRQs too,
-# so a separate ring-mode run would only repeat it)
+# modes: net (the RoCE half of the net personality always has its queues
+# in guest memory: nvme-rdma@net runs the ring mode's kernel SRQs too, so a
+# separate ring-mode run would only repeat it; lossy-link.sh runs this test
+# with virtqueues, over a link that loses packets)
 set -euo pipefail
 
 ADDR=10.0.2.15 PORT=4420 NQN=nqn.2026-11.org.virtio-rdma:e2e

@@ -87,7 +87,7 @@ echo "  the bystander: $n ibv_rc_pingpong pairs of 500 iterations, data checked,
 
 for t in ib_send_bw ib_read_bw ib_atomic_bw; do
 	opts="-d $dev -x $gid -F"
-	pair "$t" $t $opts -n 500 -p $port -- $t $opts -n 500 -p $port localhost
+	pair "$t" $t $opts -n 200 -p $port -- $t $opts -n 200 -p $port localhost
 done
 
 # Interrupts of virtio_rdma0's own vectors (the guest's other virtio

@@ -10,7 +10,9 @@ fail() {
 	dmesg | tail -40
 	exit 1
 }
-step() { echo "== $*"; }
+# step NAME: a step's heading, with the guest's uptime, which says where a
+# test's minutes go (make check's budget).
+step() { echo "== $* [at $(cut -d. -f1 /proc/uptime) s]"; }
 # wait_for DESCRIPTION COMMAND...: polls COMMAND for up to 20 s.
 wait_for() {
 	local what=$1; shift

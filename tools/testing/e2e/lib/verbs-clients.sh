@@ -8,13 +8,13 @@
 # rping. Each pair must exit 0 with its data checked by the client where the
 # tool can (ibv_*_pingpong -c, rping -V compares every ping it reads back). The runner
 # fails the test on any kernel report or leak once the processes are gone.
-# modes: virtqueues (with queues in guest memory rdma-core's clients are
-# rings.sh's, and perftest, rping and the pingpongs between two guests
-# two-guests@net's: a ring-mode run here would only repeat them, in a budget
-# that has no room for it)
+# Not a test of its own: lossy-link.sh runs it over a link that loses,
+# duplicates and reorders packets, which a perfect link would only repeat
+# (with queues in guest memory rdma-core's clients are rings.sh's, and
+# perftest, rping and the pingpongs between two guests two-guests@net's).
 set -euo pipefail
 
-source "$(dirname "$0")/lib/common.sh"
+source "$(dirname "$0")/common.sh"
 
 driver_up
 dev=virtio_rdma0 gid=1 addr=10.0.2.15
