@@ -112,7 +112,7 @@ echo "  interrupts of $vdev during $n round trips: $delta"
 
 step "4096 ring QPs and CQs in one process, created and destroyed"
 python3 tools/testing/e2e/lib/rings_scale.py 4096 || fail "4096 QPs and CQs"
-opts="-d $dev -x $gid -F -q 256 -t 4 -s 4096 -n 200"
+opts="-d $dev -x $gid -F -q 256 -t 4 -s 4096 -n 20"
 pair "ib_write_bw -q 256 (256 RC QPs carrying traffic at once)" ib_write_bw $opts -p $port -- \
 	ib_write_bw $opts -p $port localhost
 
