@@ -6,6 +6,9 @@
 # commands: QUERY_PORT, ADD_GID, ...). Then 10 unload/load cycles, each of
 # which must rebind the device and register it again (the runner fails the
 # test on any WARN, lockdep, KASAN or kmemleak report).
+# modes: virtqueues (probe and unload are the same with queues in guest
+# memory but for the features taken: rings.sh, the ring pass's shared guest
+# and every net-personality test probe that way)
 set -euo pipefail
 
 fail() { echo "FAIL: $*"; dmesg | tail -40; exit 1; }

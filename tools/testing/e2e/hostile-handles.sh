@@ -11,6 +11,8 @@
 # device (it may have taken them) until the device is reset at unload: then
 # they are freed, and kmemleak sees nothing.
 # backend-args: --hostile handles --hostile-every 3
+# modes: rings (the handle checks are the same in both modes; with queues
+# in guest memory a refused create's rings are also at stake)
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 

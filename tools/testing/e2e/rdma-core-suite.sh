@@ -10,7 +10,6 @@
 # skip of this mode (each skip there says why the device lacks the feature).
 # The mode is the device's: with queues in guest memory (max_srq > 0) the
 # list's @rings lines apply, else its @virtqueues ones.
-# guest: own
 # timeout: 1500
 # modes: rings (the mode with queues in guest memory passes the most, SRQ
 # and XRC with it; a virtqueue-mode run, about 8 minutes of make check on a

@@ -8,6 +8,7 @@
 # on-demand paging, remote write without local write, unmapped or
 # oversized memory) fails with its errno and leaves the MR working. Then
 # nothing of the process is left (rdma res show), nor leaked (the runner).
+# modes: virtqueues (an MR is a control command's, the same in both modes)
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"

@@ -41,11 +41,11 @@ pair_step "ibv_rc_pingpong" ibv_rc_pingpong -d $dev -g "$gid" -n 200 -s 8192 -c 
 pair_step "ibv_ud_pingpong" ibv_ud_pingpong -d $dev -g "$gid" -n 200 -s 1024 -c -p $port -- \
 	ibv_ud_pingpong -d $dev -g "$gid" -n 200 -s 1024 -c -p $port $PEER
 for t in ib_write_bw ib_read_bw ib_atomic_bw; do
-	pair_step "$t" $t -d $dev -x "$gid" -F -n 500 -p $port -- \
-		$t -d $dev -x "$gid" -F -n 500 -p $port $PEER
+	pair_step "$t" $t -d $dev -x "$gid" -F -n 100 -p $port -- \
+		$t -d $dev -x "$gid" -F -n 100 -p $port $PEER
 done
 for t in ib_send_bw ib_send_lat; do
-	pair_step "$t -R" $t -d $dev -F -R -n 500 -p $port -- $t -d $dev -F -R -n 500 -p $port $PEER
+	pair_step "$t -R" $t -d $dev -F -R -n 100 -p $port -- $t -d $dev -F -R -n 100 -p $port $PEER
 done
 pair_step "rping" rping -s -a $PEER -p $port -C 100 -- rping -c -a $PEER -p $port -C 100 -V -v
 if [ "$ROLE" = main ]; then
@@ -68,9 +68,9 @@ step "nvme connect -t rdma -a $PEER"
 ADDR=$PEER PORT=$NVME_PORT NVME_RETRY=240 nvme_connect_rdma "$NQN"
 echo "$NVME_CTRL: $(cat "/sys/class/nvme/$NVME_CTRL/address")"
 ns=$NVME_NS
-step "fio: 32 MiB of random 4 KiB writes to the peer's namespace, verified (crc32c)"
+step "fio: 8 MiB of random 4 KiB writes to the peer's namespace, verified (crc32c)"
 fio --eta=never --name=rand4k --filename="$ns" --ioengine=libaio --direct=1 --iodepth=16 \
-	--rw=randwrite --bs=4k --size=32M --verify=crc32c --do_verify=1 \
+	--rw=randwrite --bs=4k --size=8M --verify=crc32c --do_verify=1 \
 	--verify_fatal=1 --verify_state_save=0 --output=/tmp/fio.txt || { cat /tmp/fio.txt; fail "fio"; }
 grep -E "WRITE:|READ:" /tmp/fio.txt
 nvme disconnect -n "$NQN" || fail "nvme disconnect failed"
