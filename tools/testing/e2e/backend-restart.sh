@@ -108,9 +108,9 @@ nvmet_port 1 rdma "$PORT" "$NQN"
 nvme_connect_rdma "$NQN" --reconnect-delay=1 --ctrl-loss-tmo=120
 ctrl=$NVME_CTRL ns=$NVME_NS
 
-step "fio: 64 MiB of random 4 KiB writes, then all read back and verified"
+step "fio: 32 MiB of random 4 KiB writes, then all read back and verified"
 fio --eta=never --name=restart --filename="$ns" --ioengine=libaio --direct=1 --iodepth=16 \
-	--rw=randwrite --bs=4k --size=64M --verify=crc32c --do_verify=1 --verify_fatal=1 \
+	--rw=randwrite --bs=4k --size=32M --verify=crc32c --do_verify=1 --verify_fatal=1 \
 	--verify_state_save=0 --output=/tmp/fio.txt &
 fio_pid=$!
 sleep 3

@@ -13,6 +13,10 @@
 # new objects are refused; garbage events are reported; and the driver
 # unloads, with nothing for the debug kernel to report.
 # backend-args: --hostile completions,events --hostile-every 3
+# modes: virtqueues (with queues in guest memory the same checks hold the
+# kernel's completions: KUnit's virtio_rdma_wr_table cases refuse tokens
+# not outstanding; hostile-user-completions is the ring mode's, for a
+# process)
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
