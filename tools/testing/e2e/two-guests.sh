@@ -17,7 +17,8 @@
 # queues in guest memory; to keep make check in its budget the ID-42 device's
 # traffic between two guests is left to tenants.sh (pingpongs between two
 # guests on one backend, in the virtqueue mode), its NVMe over RDMA and
-# perftest to nvme-rdma.sh and verbs-clients.sh, in one guest)
+# perftest to lossy-link.sh (nvme-rdma.sh, lib/verbs-clients.sh), in one
+# guest)
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"

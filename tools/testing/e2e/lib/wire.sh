@@ -156,7 +156,7 @@ for dir in $dirs; do
 	ROLE=$r cm_step "ib_send_bw -R, $who" ib_send_bw -d $dev -F -R -n 50 -p $port -- \
 		ib_send_bw -d $dev -F -R -n 50 -p $port $srv
 	# NVMe with the host on this side (the guest as a cloud's initiator);
-	# the target on this side serves nvme-rdma@net and two-guests@net.
+	# this device as the target is nvme-rdma@net's and two-guests@net's.
 	[ -n "${WIRE_ONE_WAY:-}" ] || [ $dir = 1 ] || ROLE=$r nvme_step "$who" $dir
 done
 
