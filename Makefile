@@ -7,7 +7,7 @@
 #   make setup            everything a fresh machine needs (cached)
 #   make check            every test layer; ends with "N passed, N failed"
 #   make check TEST='...' only the named layers (style cargo kunit runner
-#                         e2e) or e2e tests (e.g. TEST=nvme-rdma)
+#                         e2e) or e2e tests (e.g. TEST=lossy-link)
 #   make run CMD='...'    run a command in a fresh guest, exit with its status
 #                         (KERNEL=release: the release kernel)
 #   make run              the demonstration

@@ -73,6 +73,12 @@ provider_key() {
 }
 provider_lib() { echo "$VRDMA_CACHE/rdma-core-$(provider_key)/build/lib/libvirtio_rdma-rdmav34.so"; }
 
+# The e2e tests' C programs (tools/build/e2e-programs.sh).
+e2e_programs_key() {
+	key "$BUILD/e2e-programs.sh" "$TOP"/tools/testing/e2e/lib/*.c "$TOP/include/uapi" "=$(sysroot_id)"
+}
+e2e_programs_dir() { echo "$VRDMA_CACHE/e2e-programs-$(e2e_programs_key)"; }
+
 # debian_source PACKAGE/SUITE FILE: (inside the sysroot) makes sure the
 # download cache holds FILE (an upstream tarball: the upstream version is in
 # its name, the Debian revision is not) of Debian's source package PACKAGE as

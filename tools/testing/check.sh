@@ -24,7 +24,7 @@
 #           the e2e suite again with the device's queues in guest memory
 #           (the backend's --rings): every QP and CQ, the kernel's and the
 #           processes', on rings. Results are named NAME@rings (TEST may
-#           name one: TEST=nvme-rdma@rings). A test about the virtqueue
+#           name one: TEST=srq@rings). A test about the virtqueue
 #           mode itself, or one the ring mode would only repeat, says
 #           "# modes: virtqueues" (and why) and is left out; one whose
 #           backend-args ask for --rings already runs in this mode.
@@ -270,7 +270,7 @@ if want_layer cargo; then
 	# corpora kept).
 	for target in ctrl_command work_request data_path packet; do
 		timed --log "$logs/fuzz-$target.log" "fuzz vhost-user-rdma: $target (20 s)" in_sysroot bash -c \
-			"'$TOP/tools/vhost-user-rdma/fuzz/run.sh' 20 '$target' >'$logs/fuzz-$target.log' 2>&1"
+			"CARGO_BUILD_JOBS=$JOBS '$TOP/tools/vhost-user-rdma/fuzz/run.sh' 20 '$target' >'$logs/fuzz-$target.log' 2>&1"
 	done
 fi
 
@@ -331,10 +331,11 @@ if want_layer runner && in_budget "runner contract"; then
 	# both are stopped at the limit and booted again; before --timeout (300 s),
 	# which a run still waiting for the hung peer would reach.
 	s=$SECONDS
-	VRDMA_BOOT_LIMIT=45 VRDMA_PEER_APPEND=init=/bin/cat "$RUN" --timeout 300 --peer true -- 'sleep 600' \
+	# (30 s: the main guest, booting beside an idle one, reaches init in 15.)
+	VRDMA_BOOT_LIMIT=30 VRDMA_PEER_APPEND=init=/bin/cat "$RUN" --timeout 300 --peer true -- 'sleep 600' \
 		>"$logs/runner-peer-boot-hang.log" 2>&1
 	expect_rc 124 "$logs/runner-peer-boot-hang.log" "hung in early boot twice" &&
-		[ "$(grep -c "guest 1 did not reach init within 45s" "$logs/runner-peer-boot-hang.log")" = 2 ] &&
+		[ "$(grep -c "guest 1 did not reach init within 30s" "$logs/runner-peer-boot-hang.log")" = 2 ] &&
 		[ $((SECONDS - s)) -lt 250 ]
 	result "runner: a peer hung in early boot stops both guests, which boot again, then fail" $? \
 		$((SECONDS - s)) "$logs/runner-peer-boot-hang.log"

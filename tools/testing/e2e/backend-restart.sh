@@ -152,6 +152,6 @@ echo "  ibv_devinfo: virtio_rdma0 port 1 PORT_ACTIVE"
 step "disconnect and unload"
 nvme disconnect -n "$NQN" || fail "nvme disconnect failed"
 modprobe -r nvme-rdma
-# nvmet stays configured and pinned, as in nvme-rdma.sh.
+# nvmet stays configured and pinned, as in lib/nvme-rdma.sh.
 modprobe -r virtio_rdma || fail "virtio_rdma does not unload"
 echo "PASS: the backend died twice (under perftest, under NVMe/RDMA fio) and came back; each time the device was failed at once, reset and registered again; perftest ran again, fio verified"

@@ -3,9 +3,10 @@
 # The virtio_rdma driver binds to the virtio-rdma device (ID 42): probe reads
 # and checks config space, creates every virtqueue and registers
 # virtio_rdma0, whose port 1 is ACTIVE on eth0 (its verbs are control
-# commands: QUERY_PORT, ADD_GID, ...). Then 10 unload/load cycles, each of
+# commands: QUERY_PORT, ADD_GID, ...). Then 3 unload/load cycles, each of
 # which must rebind the device and register it again (the runner fails the
-# test on any WARN, lockdep, KASAN or kmemleak report).
+# test on any WARN, lockdep, KASAN or kmemleak report; more cycles found
+# nothing more and cost 6 s each under TCG).
 # modes: virtqueues (probe and unload are the same with queues in guest
 # memory but for the features taken: rings.sh, the ring pass's shared guest
 # and every net-personality test probe that way)
@@ -30,7 +31,7 @@ link=$(rdma link show | sed 's/ *$//')
 echo "rdma link show: $link"
 [ "$link" = "$expected" ] || fail "expected '$expected'"
 
-for i in $(seq 10); do
+for i in $(seq 3); do
 	rmmod virtio_rdma || fail "rmmod #$i"
 	[ "$(bound_driver)" = none ] || fail "still bound after rmmod #$i"
 	[ ! -e /sys/class/infiniband/virtio_rdma0 ] || fail "virtio_rdma0 left after rmmod #$i"
@@ -39,6 +40,6 @@ for i in $(seq 10); do
 	[ "$(rdma link show | sed 's/ *$//')" = "$expected" ] || fail "cycle #$i: $(rdma link show)"
 done
 n=$(registrations)
-[ "$n" = 11 ] || fail "expected 11 registrations, saw $n"
+[ "$n" = 4 ] || fail "expected 4 registrations, saw $n"
 rmmod virtio_rdma
-echo "11 registrations, 10 unload/load cycles: ok"
+echo "4 registrations, 3 unload/load cycles: ok"

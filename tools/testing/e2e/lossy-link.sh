@@ -8,11 +8,12 @@
 # sends again what nothing answered when the QP's timer runs out, and the
 # responder answers a duplicate without executing it twice. verbs-clients
 # (the pingpongs with their data checked, perftest, rping -V) and nvme-rdma
-# (fio with crc32c verification, a smaller volume: every lost last packet
-# or answer stalls its queue for rdma_cm's transport timer, about half a
-# second) must pass as they would on a perfect link (which is why
-# lib/verbs-clients.sh runs here only); the device's counters must show
-# that the link did lose packets (sent more than taken).
+# (lib/nvme-rdma.sh: host and target in this guest, fio with crc32c
+# verification, a smaller volume: every lost last packet or answer stalls
+# its queue for rdma_cm's transport timer, about half a second) must pass
+# as they would on a perfect link (which is why lib/verbs-clients.sh and
+# lib/nvme-rdma.sh run here only); the device's counters must show that
+# the link did lose packets (sent more than taken).
 # backend-args: --link-faults drop=1,dup=1,reorder=1
 # guest: own
 # modes: virtqueues (the link is the backend's, the same in every mode)
@@ -32,5 +33,5 @@ echo "  sent $sent packets, the responders took $taken"
 [ "$sent" -gt "$taken" ] || fail "nothing was lost: sent $sent, taken $taken"
 
 step "nvme-rdma over the lossy link"
-FIO_RAND=4M FIO_SEQ=16M bash "$here/nvme-rdma.sh"
+FIO_RAND=2M FIO_SEQ=8M bash "$here/lib/nvme-rdma.sh"
 echo "PASS: verbs-clients and nvme-rdma over a link losing and duplicating 1 % of messages"

@@ -17,7 +17,7 @@
 # loaded again; traffic between the guests after all of it. The runner's
 # kmemleak scan and kernel-log checks then say nothing was left behind.
 # perftest, rping and NVMe over RDMA over this personality:
-# two-guests@net and nvme-rdma@net.
+# two-guests@net.
 # peer: bash tools/testing/e2e/net-personality.sh peer
 # backend-args: --net --rings
 set -euo pipefail

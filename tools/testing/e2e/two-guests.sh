@@ -8,17 +8,20 @@
 # servers, one step after the other:
 #   ibv_rc_pingpong with data checked (-c), perftest's write bandwidth,
 #   rping with verification (rdma_cm), and NVMe over RDMA:
-#   an nvmet target in the peer, `nvme connect -t rdma` and fio with crc32c
-#   verification here.
+#   an nvmet target in the peer taking its receives from kernel SRQs
+#   (use_srq=1), `nvme connect -t rdma` here with an I/O queue per CPU on
+#   the core's pooled CQs, spread over the completion-event queues, fio
+#   with crc32c verification (random 4 KiB and sequential 128 KiB writes),
+#   then the peer's driver unloaded under its listening target.
 # A client retries until its server listens (a refused connection reaches no
 # server). The run fails if either guest fails or reports a kernel problem.
 # peer: bash tools/testing/e2e/two-guests.sh peer
 # modes: net (run over the virtio-net personality, whose RoCE half has
-# queues in guest memory; to keep make check in its budget the ID-42 device's
-# traffic between two guests is left to tenants.sh (pingpongs between two
-# guests on one backend, in the virtqueue mode), its NVMe over RDMA and
-# perftest to lossy-link.sh (nvme-rdma.sh, lib/verbs-clients.sh), in one
-# guest)
+# queues in guest memory: this is the ring mode's NVMe/RDMA; to keep make
+# check in its budget the ID-42 device's traffic between two guests is left
+# to tenants.sh (pingpongs between two guests on one backend, in the
+# virtqueue mode), its NVMe over RDMA and perftest to lossy-link.sh
+# (lib/nvme-rdma.sh, lib/verbs-clients.sh), in one guest)
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"
@@ -48,11 +51,13 @@ if [ "$ROLE" = main ]; then
 	grep -q "ping data: rdma-ping-99" /tmp/client.log || fail "rping: the client did not verify 100 pings"
 fi
 
-modprobe -a nvmet nvmet-rdma nvme-rdma
+modprobe -a nvmet nvme-rdma
+modprobe nvmet-rdma use_srq=1
 if [ "$ROLE" = peer ]; then
 	step "nvmet target on $MY_IP:$NVME_PORT"
 	nvmet_subsystem "$NQN" 64M
 	nvmet_port 1 rdma "$NVME_PORT" "$NQN"
+	nvmet_srq_check 300
 	peer_wait_done
 	# As nvme-rdma.sh: unload under the listening target, not configfs teardown.
 	modprobe -r virtio_rdma || fail "virtio_rdma does not unload under nvmet"
@@ -63,10 +68,15 @@ fi
 step "nvme connect -t rdma -a $PEER"
 ADDR=$PEER PORT=$NVME_PORT NVME_RETRY=240 nvme_connect_rdma "$NQN"
 echo "$NVME_CTRL: $(cat "/sys/class/nvme/$NVME_CTRL/address")"
+nvme_host_check
 ns=$NVME_NS
-step "fio: 8 MiB of random 4 KiB writes to the peer's namespace, verified (crc32c)"
+step "fio: 8 MiB of random 4 KiB and 8 MiB of sequential 128 KiB writes to the peer's namespace, verified (crc32c)"
 fio --eta=never --name=rand4k --filename="$ns" --ioengine=libaio --direct=1 --iodepth=16 \
 	--rw=randwrite --bs=4k --size=8M --verify=crc32c --do_verify=1 \
+	--verify_fatal=1 --verify_state_save=0 --output=/tmp/fio.txt || { cat /tmp/fio.txt; fail "fio"; }
+grep -E "WRITE:|READ:" /tmp/fio.txt
+fio --eta=never --name=seq128k --filename="$ns" --ioengine=libaio --direct=1 --iodepth=8 \
+	--rw=write --bs=128k --size=8M --verify=crc32c --do_verify=1 \
 	--verify_fatal=1 --verify_state_save=0 --output=/tmp/fio.txt || { cat /tmp/fio.txt; fail "fio"; }
 grep -E "WRITE:|READ:" /tmp/fio.txt
 nvme disconnect -n "$NQN" || fail "nvme disconnect failed"

@@ -17,9 +17,7 @@ source "$(dirname "$0")/lib/common.sh"
 driver_up
 
 step "the hostile process"
-cc -O1 -Wall -Werror -I include/uapi -o /tmp/uverbs_hostile \
-	tools/testing/e2e/lib/uverbs_hostile.c -libverbs || fail "cannot build lib/uverbs_hostile.c"
-/tmp/uverbs_hostile || fail "hostile userspace"
+/mnt/run/bin/uverbs_hostile || fail "hostile userspace"
 
 # Objects of perftest's processes, by kind (QPs are listed by link, the
 # others by device; kernel objects show "[ULP]" as comm).

@@ -136,6 +136,8 @@ provider_share() {
 	echo "driver /mnt/run/provider/libvirtio_rdma" >"$1/libibverbs.d/virtio_rdma.driver"
 }
 provider_share "$share"
+# The e2e tests' C programs, built on the host (at /mnt/run/bin).
+cp -r "$("$BUILD/e2e-programs.sh")" "$share/bin" || die "cannot build the e2e tests' programs"
 peer=0
 if [ -n "$peer_cmd" ]; then
 	[ $mode = run ] || die "--peer needs a command in the main guest, not --shell"

@@ -108,6 +108,61 @@ nvme_connect_rdma() {
 	NVME_NS=/dev/${NVME_CTRL}n1
 	wait_for "$NVME_NS" test -b "$NVME_NS"
 }
+# nvme_host_check: what an NVMe/RDMA host ($NVME_CTRL, connected) made on
+# virtio_rdma0. nvme-rdma opens an I/O queue per CPU, each an RC QP through
+# rdma_cm with a CQ of the core's pool (ib_core's: one per completion vector
+# and CPU; with queues in guest memory their events come on as many
+# completion-event queues); the host's fast-registration MRs and its PD are
+# listed under its name.
+nvme_host_check() {
+	local ctrl=$NVME_CTRL vectors ioq want used res filter obj comm min n
+	[ "$(cat "/sys/class/nvme/$ctrl/transport")" = rdma ] || fail "$ctrl is not an RDMA controller"
+	vectors=$(dmesg | sed -n 's/.*virtio_rdma.*queues in guest memory:.* num_comp_vqs \([0-9]*\).*/\1/p' | tail -1)
+	ioq=$(dmesg | sed -n "s/.*nvme $ctrl: creating \([0-9]*\) I\/O queues.*/\1/p" | tail -1)
+	echo "I/O queues of $ctrl: ${ioq:-?} (CPUs $(nproc), completion vectors ${vectors:-1})"
+	[ "${ioq:-0}" = "$(nproc)" ] || fail "$ctrl has ${ioq:-no} I/O queues for $(nproc) CPUs"
+	if [ -n "$vectors" ]; then
+		want=$((vectors < $(nproc) ? vectors : $(nproc)))
+		# Only CQs that name their queue (a CQ without the attribute is none).
+		used=$(rdma -j -dd res show cq | python3 -c '
+import json, sys
+print(len({c["drv_comp_vq"] for c in json.load(sys.stdin)
+           if c.get("ifname") == "virtio_rdma0" and c.get("comm") == "ib_core"
+           and "drv_comp_vq" in c}))')
+		echo "completion-event queues of the pooled CQs: $used"
+		[ "$used" = "$want" ] || fail "the pooled CQs use $used completion-event queues, not $want"
+	fi
+	while read -r res filter obj comm min; do
+		n=$(res_count "comm \[$comm\]" "$res" "$filter" "$obj")
+		echo "rdma res show $res: $n of [$comm]"
+		[ "$n" -ge "$min" ] || { rdma res show "$res" "$filter" "$obj" || true; fail "rdma res show $res: fewer than $min of [$comm]"; }
+	done <<-EOF
+		qp link virtio_rdma0/1 rdma_cm $((1 + $(nproc)))
+		cq dev virtio_rdma0 ib_core 2
+		mr dev virtio_rdma0 nvme_rdma 2
+		pd dev virtio_rdma0 nvme_rdma 1
+	EOF
+}
+# nvmet_srq_check [WAIT]: nvmet-rdma, loaded with use_srq=1 and serving a
+# host, takes its queues' receives from SRQs (one per completion vector)
+# when virtio_rdma0 has them (queues in guest memory), and has none
+# otherwise. nvmet makes them when a host's first queue connects: WAIT
+# seconds at most for that (a host in another guest).
+nvmet_srq_check() {
+	local max_srq srqs t
+	max_srq=$(ibv_devinfo -v -d virtio_rdma0 | sed -n 's/^[[:space:]]*max_srq:[[:space:]]*\([0-9]*\).*/\1/p')
+	for ((t = 0; t < ${1:-0} * 2; t++)); do
+		[ "${max_srq:-0}" -gt 0 ] && [ "$(res_count "comm \[nvmet_rdma\]" srq dev virtio_rdma0)" = 0 ] || break
+		sleep 0.5
+	done
+	srqs=$(res_count "comm \[nvmet_rdma\]" srq dev virtio_rdma0)
+	echo "max_srq ${max_srq:-?}: nvmet's SRQs on virtio_rdma0: $srqs"
+	if [ "${max_srq:-0}" -gt 0 ]; then
+		[ "$srqs" -ge 1 ] || { rdma res show srq || true; fail "nvmet-rdma made no SRQ (use_srq=1)"; }
+	else
+		[ "$srqs" = 0 ] || fail "SRQs listed on a device without them"
+	fi
+}
 # backend_kill, backend_start: the runner kills the device backend (SIGKILL,
 # as a crash) or starts it again (vm/guest.sh), and says when it has.
 backend_ctl() {

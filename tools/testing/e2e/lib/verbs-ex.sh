@@ -9,13 +9,9 @@ driver_up
 dev=virtio_rdma0 gid=$(v4_gid_index)
 
 step "create_cq_ex, create_qp_ex and ibv_wr_* (lib/uverbs_verbs_ex.c)"
-cc -O1 -Wall -Werror -o /tmp/uverbs_verbs_ex tools/testing/e2e/lib/uverbs_verbs_ex.c -libverbs ||
-	fail "cannot build lib/uverbs_verbs_ex.c"
-/tmp/uverbs_verbs_ex | sed 's/^/  /'
+/mnt/run/bin/uverbs_verbs_ex | sed 's/^/  /'
 [ "${PIPESTATUS[0]}" = 0 ] || fail "the extended verbs"
 
-cc -O1 -Wall -Werror -shared -fPIC -o /tmp/perftest_wr_api.so tools/testing/e2e/lib/perftest_wr_api.c -ldl ||
-	fail "cannot build lib/perftest_wr_api.c"
 # wr_api_pair NAME ENV -- TOOL ARGS...: a perftest pair (client on localhost)
 # under the shim, ENV added to both sides; the client's counts end up in
 # /tmp/wr_api.client.
@@ -23,8 +19,8 @@ wr_api_pair() {
 	local name=$1 env=$2
 	shift 3
 	rm -f /tmp/wr_api.client /tmp/wr_api.server
-	pair "$name" env LD_PRELOAD=/tmp/perftest_wr_api.so WR_API_LOG=/tmp/wr_api.server $env "$@" -p $port -- \
-		env LD_PRELOAD=/tmp/perftest_wr_api.so WR_API_LOG=/tmp/wr_api.client $env "$@" -p $port localhost
+	pair "$name" env LD_PRELOAD=/mnt/run/bin/perftest_wr_api.so WR_API_LOG=/tmp/wr_api.server $env "$@" -p $port -- \
+		env LD_PRELOAD=/mnt/run/bin/perftest_wr_api.so WR_API_LOG=/tmp/wr_api.client $env "$@" -p $port localhost
 	echo "  client: $(cat /tmp/wr_api.client 2>/dev/null), server: $(cat /tmp/wr_api.server 2>/dev/null)"
 }
 
