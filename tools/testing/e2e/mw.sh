@@ -8,6 +8,11 @@
 # MR with a window bound cannot be deregistered (EBUSY) until the window
 # goes. Then nothing of the process is left (rdma res show), nor leaked
 # (the runner).
+# modes: virtqueues (with queues in guest memory a BIND_MW or LOCAL_INV is
+# a ring element like any other, and rdma-core's suite, which runs in that
+# mode, binds, uses and invalidates type 1 and type 2 windows: test_mw_*;
+# what this test adds, the windows' bounds and EBUSY, is the device's and
+# the driver's in either mode)
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"

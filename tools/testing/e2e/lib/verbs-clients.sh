@@ -25,22 +25,13 @@ pair "ibv_rc_pingpong" ibv_rc_pingpong -d $dev -g $gid -n 100 -c -p $port -- \
 pair "ibv_ud_pingpong" ibv_ud_pingpong -d $dev -g $gid -n 100 -c -s 1024 -p $port -- \
 	ibv_ud_pingpong -d $dev -g $gid -n 100 -c -s 1024 -p $port localhost
 
-# rdma_cm's part (address and route resolution, its MADs on the kernel's
-# GSI QP) is the same in both data paths: with queues in guest memory
-# (which alone have SRQs) perftest runs without -R only, to save the CI's
-# time; rping below still connects through rdma_cm there.
-cm_modes=('' -R)
-max_srq=$(ibv_devinfo -v -d $dev | awk '$1 == "max_srq:" { print $2 }')
-[ "${max_srq:-0}" = 0 ] || cm_modes=('')
-for rdma_cm in "${cm_modes[@]}"; do
-	# -x: the GID index; with -R rdma_cm resolves the address itself.
-	opts="-d $dev -x $gid -F $rdma_cm"
-	for t in ib_send_bw ib_write_bw ib_read_bw ib_atomic_bw ib_send_lat ib_write_lat; do
-		# Over rdma_cm one tool: the CM's part is the same for all.
-		[ -z "$rdma_cm" ] || [ $t = ib_send_bw ] || continue
-		pair "$t $rdma_cm" $t $opts -n 200 -p $port -- $t $opts -n 200 -p $port $addr
-	done
+opts="-d $dev -x $gid -F"
+for t in ib_send_bw ib_write_bw ib_read_bw ib_atomic_bw ib_send_lat ib_write_lat; do
+	pair "$t" $t $opts -n 200 -p $port -- $t $opts -n 200 -p $port $addr
 done
+# Over rdma_cm (-R) one tool: the CM's part (address and route resolution,
+# its MADs on the kernel's GSI QP) is the same for all.
+pair "ib_send_bw -R" ib_send_bw $opts -R -n 200 -p $port -- ib_send_bw $opts -R -n 200 -p $port $addr
 
 pair "rping" rping -s -a $addr -p $port -C 100 -- rping -c -a $addr -p $port -C 100 -V -v
 grep -q "ping data: rdma-ping-99" /tmp/client.log || fail "rping: the client did not verify 100 pings"
