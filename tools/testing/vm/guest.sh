@@ -174,10 +174,11 @@ append+=" rootflags=trans=virtio,version=9p2000.L,cache=loose"
 append+=" init=/opt/tools/testing/vm/init.sh panic=-1 kasan_multi_shot"
 append+=" vrdma.mode=$mode"
 # tsc=reliable: no clocksource watchdog. Under TCG a guest's TSC is the
-# host's clock, one for every vCPU, so there is nothing to watch; and the
-# watchdog's cross-CPU skew check, run from a timer while the switch from
-# tsc-early to tsc stopped the machine, left a guest spinning in
-# multi_cpu_stop and watchdog_check_skew before init (seen on 12-07).
+# host's clock, one for every vCPU, so there is nothing to watch; and a
+# guest that hung before init (12-07) had its vCPUs in multi_cpu_stop and
+# the watchdog's cross-CPU skew check (watchdog_check_skew), as if that
+# check had met the stop_machine of the tsc-early to tsc switch. A likely
+# cause, not a proven one; no speed difference either way (measured).
 append+=" tsc=reliable"
 # A guest that may reboot keeps its boot messages: one whose second boot
 # hung showed nothing after "sysrq: Resetting".
