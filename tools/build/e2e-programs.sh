@@ -7,17 +7,18 @@
 # the directory; run.sh gives a guest its copy at /mnt/run/bin.
 source "$(dirname "$0")/lib.sh"
 
-dest=$(e2e_programs_dir)
-if [ -d "$dest" ]; then echo "$dest"; exit 0; fi
-
+# The key is taken here, outside, once: the inside is handed the directory.
 if [ "${1:-}" != --inside ]; then
-	in_sysroot "$BUILD/e2e-programs.sh" --inside >&2
+	dest=$(e2e_programs_dir)
+	if [ -d "$dest" ]; then echo "$dest"; exit 0; fi
+	in_sysroot "$BUILD/e2e-programs.sh" --inside "$dest" >&2
 	[ -d "$dest" ] || die "e2e programs build did not complete"
 	echo "$dest"
 	exit 0
 fi
 
 # --- from here on we run inside the sysroot ---
+dest=$2
 lib=$TOP/tools/testing/e2e/lib
 rm -rf "$dest.tmp"
 mkdir -p "$dest.tmp"
