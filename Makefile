@@ -19,10 +19,13 @@
 #                         NVMe/TCP, each in one guest and then between two guests,
 #                         perftest between two guests of the net personality
 #                         (virtio_rdma0 and rxe on one virtio-net function),
-#                         and a guest's bandwidth beside another guest's flood, on
-#                         the release kernel; tables (CSV, Markdown) and plots
-#                         (PNG) in BENCH_OUT (default bench-results/); never
-#                         fails on a number
+#                         perftest and NVMe-oF between two hosts (virtio_rdma0
+#                         and rxe0 over one link), and a guest's bandwidth beside
+#                         another guest's flood, on the release kernel; tables
+#                         (CSV, Markdown) and plots (PNG) in BENCH_OUT (default
+#                         bench-results/); BENCH_ONLY=REGEX runs the stages it
+#                         names (tools/testing/bench/all.sh); never fails on a
+#                         number
 #
 # Caches live in $(VRDMA_CACHE) (default /var/cache/virtio-rdma), keyed by
 # their inputs. JOBS sets build parallelism (default 3). KERNEL picks the

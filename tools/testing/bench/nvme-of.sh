@@ -11,7 +11,11 @@
 #   nvme-of.sh main|peer  two guests (run.sh --peer): the target in the
 #                         peer, host, fio and the table here; TCP crosses
 #                         both virtio-nets and QEMU's datagram link, RDMA
-#                         the backend (guest memory to guest memory).
+#                         the backend (guest memory to guest memory);
+#   nvme-of.sh main|peer wire  two hosts (run.sh --personality net --hosts 2):
+#                         both transports cross the two backends' uplinks
+#                         and the link between them (into
+#                         nvme-of-two-wire.csv).
 # Results: a table on stdout and /mnt/run/nvme-of-{same,two}.csv (job,
 # transport, IOPS, MiB/s), which make bench turns into tables. Numbers vary
 # with the host and its accelerator (TCG here); the ratios are the point.
@@ -20,6 +24,8 @@ set -euo pipefail
 source "$(dirname "$0")/../e2e/lib/common.sh"
 
 ROLE=${1:-same}
+MODE=${2:-}
+case $MODE in "" | wire) ;; *) fail "unknown mode $MODE (wire or none)" ;; esac
 ADDR=$MY_IP NQN=nqn.2026-11.org.virtio-rdma:bench
 [ "$ROLE" = same ] || ADDR=10.0.2.16
 RUNTIME=${VRDMA_BENCH_RUNTIME:-10}
@@ -78,6 +84,7 @@ run_jobs rdma 4420 >/tmp/bench-rdma.txt
 run_jobs tcp 4421 >/tmp/bench-tcp.txt
 where="target and host in one guest" csv=/mnt/run/nvme-of-same.csv
 [ "$ROLE" = same ] || { main_done; where="target in the peer guest" csv=/mnt/run/nvme-of-two.csv; }
+[ -z "$MODE" ] || { where="target on the other host" csv=/mnt/run/nvme-of-two-$MODE.csv; }
 {
 	echo "job,transport,iops,mib_s"
 	sed 's/ /,rdma,/; s/ /,/' /tmp/bench-rdma.txt

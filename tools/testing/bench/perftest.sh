@@ -22,6 +22,13 @@
 #                         virtio_rdma0 on its RoCE queues beside rxe on its
 #                         Ethernet (eth0), the backend's switch between
 #                         them: into perftest-two-net.csv.
+#   perftest.sh main|peer wire  two hosts (run.sh --personality net --hosts 2):
+#                         each guest's backend in a network namespace of
+#                         its own, their uplinks on one bridge. rxe0 first
+#                         (before virtio_rdma is loaded its port takes no
+#                         RoCE frames, so they reach eth0), then
+#                         virtio_rdma0, over the same link: into
+#                         perftest-two-wire.csv.
 # Results: a table on stdout and /mnt/run/perftest-{same,two}.csv (test,
 # bytes, device, value, unit), which make bench turns into tables and
 # plots. VRDMA_BENCH_SIZES overrides the sizes. Numbers vary with the host
@@ -42,26 +49,36 @@ case $MODE in
 virtqueues) ;;
 rings) suffix=-rings ;;
 net) suffix=-net ;;
-*) fail "unknown mode $MODE (virtqueues, rings or net)" ;;
+wire) suffix=-wire ;;
+*) fail "unknown mode $MODE (virtqueues, rings, net or wire)" ;;
 esac
+[ "$MODE" != wire ] || [ "$ROLE" != same ] || fail "the mode wire needs two hosts (main or peer)"
 csv=/mnt/run/perftest-$where$suffix.csv
 
-driver_up
-# The device offers queues in guest memory only when its backend was told to.
-# (A file, not a pipe into grep -q, which would end dmesg early under
-# pipefail; and no process substitution: the guest has no /dev/fd.)
-dmesg >/tmp/dmesg.txt
-if grep -q "virtio_rdma.*queues in guest memory" /tmp/dmesg.txt; then
-	[ "$MODE" != virtqueues ] || fail "the device has queues in guest memory: run with the mode rings"
-else
-	[ "$MODE" = virtqueues ] || fail "the device has no queues in guest memory (backend without --rings)"
-fi
-# The net personality's RDMA device is its virtio-net function's RoCE part.
-parent=$(basename "$(readlink -f /sys/class/infiniband/virtio_rdma0/device)")
-case $MODE,$parent in
-net,virtio_net.roce.* | virtqueues,virtio[0-9]* | rings,virtio[0-9]*) ;;
-*) fail "virtio_rdma0 hangs off $parent, not what the mode $MODE presents" ;;
-esac
+# virtio_up: virtio_rdma0 up, and presented as the mode says.
+virtio_up() {
+	driver_up
+	# The device offers queues in guest memory only when its backend was
+	# told to. (A file, not a pipe into grep -q, which would end dmesg
+	# early under pipefail; and no process substitution: the guest has no
+	# /dev/fd.)
+	dmesg >/tmp/dmesg.txt
+	if grep -q "virtio_rdma.*queues in guest memory" /tmp/dmesg.txt; then
+		[ "$MODE" != virtqueues ] || fail "the device has queues in guest memory: run with the mode rings"
+	else
+		[ "$MODE" = virtqueues ] || fail "the device has no queues in guest memory (backend without --rings)"
+	fi
+	# The net personality's RDMA device is its virtio-net function's RoCE part.
+	local parent
+	parent=$(basename "$(readlink -f /sys/class/infiniband/virtio_rdma0/device)")
+	case $MODE,$parent in
+	net,virtio_net.roce.* | wire,virtio_net.roce.* | virtqueues,virtio[0-9]* | rings,virtio[0-9]*) ;;
+	*) fail "virtio_rdma0 hangs off $parent, not what the mode $MODE presents" ;;
+	esac
+}
+# On the wire rxe0 runs alone first: once virtio_rdma0 is up, RoCE frames
+# to this port are the device's.
+[ "$MODE" = wire ] || virtio_up
 modprobe rdma_rxe
 rdma link add rxe0 type rxe netdev eth0
 wait_for "rxe0's RoCEv2 GID of $MY_IP" v4_gid rxe0
@@ -108,10 +125,19 @@ row() {
 	[ $# -eq 0 ] || name="$t$(echo "$*" | tr -d ' ')"
 	case $t in *_lat) unit=usec ;; esac
 	local v r ratio
+	if [ "$PASS" = rxe ]; then
+		run rxe0 "$t" "$s" "$@"
+		rxe_result["$name $s"]=$result
+		return 0
+	fi
 	run virtio_rdma0 "$t" "$s" "$@"
 	v=$result
-	run rxe0 "$t" "$s" "$@"
-	r=$result
+	if [ "$PASS" = virtio ]; then
+		r=${rxe_result["$name $s"]:-}
+	else
+		run rxe0 "$t" "$s" "$@"
+		r=$result
+	fi
 	[ "$ROLE" != peer ] || return 0
 	# Above 1: virtio_rdma0 is faster (for latency, rxe's time over ours).
 	case $t in
@@ -128,10 +154,25 @@ if [ "$ROLE" != peer ]; then
 	echo "perftest, $([ "$ROLE" = same ] && echo "one guest" || echo "two guests (servers in the peer)"), virtio_rdma0 on $MODE, kernel $(uname -r); bandwidth MiB/s, latency usec"
 	printf '%-16s %8s %14s %10s %12s\n' test bytes virtio_rdma0 rxe0 "virtio/rxe"
 fi
-for t in ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_send_lat; do
-	for s in $SIZES; do row "$t" "$s"; done
-done
-for s in 4096 65536; do row ib_write_bw "$s" -q 4; done
+# rows: every test, every size. PASS: both devices a row (""), or on the
+# wire rxe0's whole pass first ("rxe"), then virtio_rdma0's ("virtio"),
+# whose rows take rxe0's results of the first.
+rows() {
+	local t s
+	for t in ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_send_lat; do
+		for s in $SIZES; do row "$t" "$s"; done
+	done
+	for s in 4096 65536; do row ib_write_bw "$s" -q 4; done
+}
+declare -A rxe_result
+if [ "$MODE" = wire ]; then
+	PASS=rxe rows
+	rdma link delete rxe0
+	virtio_up
+	PASS=virtio rows
+else
+	PASS="" rows
+fi
 [ "$ROLE" = peer ] ||
 	echo "(virtio/rxe: above 1 means virtio_rdma0 is faster; for latency it is rxe's time over ours)"
 
@@ -165,4 +206,4 @@ if [ "$ROLE" = same ]; then
 	cost virtio_rdma0
 	cost rxe0
 fi
-rdma link delete rxe0
+[ "$MODE" = wire ] || rdma link delete rxe0

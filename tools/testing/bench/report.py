@@ -5,8 +5,8 @@
     report.py DIR
 
 DIR holds what the run wrote: backend.csv, backend-rate.csv and
-backend-threads.csv (cargo bench transfer), perftest-{same,same-rings,two,two-net}.csv, cost{,-rings}.csv,
-nvme-of-{same,two}.csv,
+backend-threads.csv (cargo bench transfer), perftest-{same,same-rings,two,two-net,two-wire}.csv, cost{,-rings}.csv,
+nvme-of-{same,two,two-wire}.csv,
 flood.csv, flood-own-cpus.csv and run.txt (when, where, which kernel). Writes DIR/results.md (every
 table, virtio_rdma beside its peer with the ratio) and PNG plots drawn by
 gnuplot: bandwidth and latency against message size, log axes, virtio_rdma0
@@ -134,11 +134,26 @@ def plot_perftest(out, where, rows, tests, png, ylabel, title, devices=("virtio_
     return png
 
 
-def perftest_section(out, where, label, run, short=None):
+def run_of(meta, csv):
+    """The run (a line of run.txt that starts with its date) that wrote CSV:
+    the one above the line of a partial run (`BENCH_ONLY`) that lists it
+    among what a stage wrote, else the first."""
+    runs = [line for line in meta if line[:4].isdigit()]
+    latest = runs[0] if runs else ""
+    for line in meta:
+        if line[:4].isdigit():
+            latest = line
+        elif line.strip().endswith(".csv") and " wrote: " in line and csv in line.split(" wrote: ")[1].split():
+            return latest
+    return runs[0] if runs else ""
+
+
+def perftest_section(out, where, label, meta, short=None):
     """The table and plots of perftest-WHERE.csv; SHORT names it in the plots' titles."""
     rows = read(os.path.join(out, f"perftest-{where}.csv"))
     if not rows:
         return []
+    run = run_of(meta, f"perftest-{where}.csv")
     md = [f"### perftest, {label}", ""]
     by = defaultdict(dict)
     order = []
@@ -357,17 +372,20 @@ def main():
         meta = []
     md = ["# make bench results", ""] + [f"- {line}" for line in meta] + [""]
     md += backend_section(out, run)
-    md += perftest_section(out, "same", "one guest", run)
+    md += perftest_section(out, "same", "one guest", meta)
     md += cost_section(out, "cost.csv", "one guest")
     md += nvme_section(out, "same", "one guest")
-    md += perftest_section(out, "same-rings", "one guest, queues in guest memory (--rings)", run)
+    md += perftest_section(out, "same-rings", "one guest, queues in guest memory (--rings)", meta)
     md += cost_section(out, "cost-rings.csv", "one guest, queues in guest memory")
     md += modes_section(out)
-    md += perftest_section(out, "two", "two guests", run)
+    md += perftest_section(out, "two", "two guests", meta)
     md += perftest_section(out, "two-net", "two guests of the net personality (virtio_rdma0 on the RoCE queues, "
-                           "rxe0 on the Ethernet of the same virtio-net function)", run,
+                           "rxe0 on the Ethernet of the same virtio-net function)", meta,
                            "two guests, net personality")
     md += nvme_section(out, "two", "two guests")
+    md += perftest_section(out, "two-wire", "two hosts (a backend each, their uplinks on one link; "
+                           "virtio_rdma0 and rxe0 over the same link)", meta, "two hosts")
+    md += nvme_section(out, "two-wire", "two hosts")
     md += flood_section(out, run)
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write("\n".join(md))
