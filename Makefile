@@ -20,7 +20,7 @@
 #                         perftest between two guests of the net personality
 #                         (virtio_rdma0 and rxe on one virtio-net function),
 #                         perftest and NVMe-oF between two hosts (virtio_rdma0
-#                         and rxe0 over one link), and a guest's bandwidth beside
+#                         and rxe0 over one link; MTU 1500 and 9000), and a guest's bandwidth beside
 #                         another guest's flood, on the release kernel; tables
 #                         (CSV, Markdown) and plots (PNG) in BENCH_OUT (default
 #                         bench-results/); BENCH_ONLY=REGEX runs the stages it

@@ -22,7 +22,8 @@
 # Ethernet: the question "why not rxe over virtio-net?" on one device),
 # perftest and NVMe-oF between two hosts (two backends, each guest's port on
 # an uplink, one link between them: virtio_rdma0 beside rxe0 over the same
-# link, RDMA beside TCP), and
+# link, RDMA beside TCP), at MTU 1500 and with jumbo frames (9000, as an
+# operator sets a storage network; run.sh --mtu), and
 # a guest's bandwidth beside another guest's flood, on shared CPUs and with
 # CPUs of its own (run.sh --own-cpus). Each guest is fresh. A
 # benchmark that cannot run fails the run; a number never does.
@@ -81,6 +82,10 @@ guest "perftest, two guests of the net personality" --timeout 3000 --personality
 guest "perftest, two hosts" --timeout 3000 --personality net --hosts 2 \
 	--peer "bash tools/testing/bench/perftest.sh peer wire" -- bash tools/testing/bench/perftest.sh main wire
 guest "NVMe-oF, two hosts" --timeout 1800 --personality net --hosts 2 \
+	--peer "bash tools/testing/bench/nvme-of.sh peer wire" -- bash tools/testing/bench/nvme-of.sh main wire
+guest "perftest, two hosts, jumbo frames" --timeout 3000 --personality net --hosts 2 --mtu 9000 \
+	--peer "bash tools/testing/bench/perftest.sh peer wire" -- bash tools/testing/bench/perftest.sh main wire
+guest "NVMe-oF, two hosts, jumbo frames" --timeout 1800 --personality net --hosts 2 --mtu 9000 \
 	--peer "bash tools/testing/bench/nvme-of.sh peer wire" -- bash tools/testing/bench/nvme-of.sh main wire
 guest "NVMe-oF, two guests" --timeout 1800 --peer "bash tools/testing/bench/nvme-of.sh peer" \
 	-- bash tools/testing/bench/nvme-of.sh main

@@ -15,7 +15,8 @@
 #   nvme-of.sh main|peer wire  two hosts (run.sh --personality net --hosts 2):
 #                         both transports cross the two backends' uplinks
 #                         and the link between them (into
-#                         nvme-of-two-wire.csv).
+#                         nvme-of-two-wire.csv, nvme-of-two-wire-mtuN.csv on
+#                         a network of MTU N).
 # Results: a table on stdout and /mnt/run/nvme-of-{same,two}.csv (job,
 # transport, IOPS, MiB/s), which make bench turns into tables. Numbers vary
 # with the host and its accelerator (TCG here); the ratios are the point.
@@ -84,7 +85,11 @@ run_jobs rdma 4420 >/tmp/bench-rdma.txt
 run_jobs tcp 4421 >/tmp/bench-tcp.txt
 where="target and host in one guest" csv=/mnt/run/nvme-of-same.csv
 [ "$ROLE" = same ] || { main_done; where="target in the peer guest" csv=/mnt/run/nvme-of-two.csv; }
-[ -z "$MODE" ] || { where="target on the other host" csv=/mnt/run/nvme-of-two-$MODE.csv; }
+if [ -n "$MODE" ]; then
+	where="target on the other host" csv=/mnt/run/nvme-of-two-$MODE.csv
+	mtu=$(cat /sys/class/net/eth0/mtu)
+	[ "$mtu" = 1500 ] || where="$where, MTU $mtu" csv=/mnt/run/nvme-of-two-$MODE-mtu$mtu.csv
+fi
 {
 	echo "job,transport,iops,mib_s"
 	sed 's/ /,rdma,/; s/ /,/' /tmp/bench-rdma.txt

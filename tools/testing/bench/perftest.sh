@@ -28,7 +28,8 @@
 #                         (before virtio_rdma is loaded its port takes no
 #                         RoCE frames, so they reach eth0), then
 #                         virtio_rdma0, over the same link: into
-#                         perftest-two-wire.csv.
+#                         perftest-two-wire.csv (perftest-two-wire-mtuN.csv
+#                         on a network of MTU N, run.sh --mtu).
 # Results: a table on stdout and /mnt/run/perftest-{same,two}.csv (test,
 # bytes, device, value, unit), which make bench turns into tables and
 # plots. VRDMA_BENCH_SIZES overrides the sizes. Numbers vary with the host
@@ -49,7 +50,12 @@ case $MODE in
 virtqueues) ;;
 rings) suffix=-rings ;;
 net) suffix=-net ;;
-wire) suffix=-wire ;;
+wire)
+	# A jumbo network (run.sh --mtu) has results of its own.
+	suffix=-wire
+	mtu=$(cat /sys/class/net/eth0/mtu)
+	[ "$mtu" = 1500 ] || suffix=-wire-mtu$mtu
+	;;
 *) fail "unknown mode $MODE (virtqueues, rings, net or wire)" ;;
 esac
 [ "$MODE" != wire ] || [ "$ROLE" != same ] || fail "the mode wire needs two hosts (main or peer)"

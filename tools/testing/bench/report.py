@@ -5,8 +5,8 @@
     report.py DIR
 
 DIR holds what the run wrote: backend.csv, backend-rate.csv and
-backend-threads.csv (cargo bench transfer), perftest-{same,same-rings,two,two-net,two-wire}.csv, cost{,-rings}.csv,
-nvme-of-{same,two,two-wire}.csv,
+backend-threads.csv (cargo bench transfer), perftest-{same,same-rings,two,two-net,two-wire,two-wire-mtu9000}.csv,
+cost{,-rings}.csv, nvme-of-{same,two,two-wire,two-wire-mtu9000}.csv,
 flood.csv, flood-own-cpus.csv and run.txt (when, where, which kernel). Writes DIR/results.md (every
 table, virtio_rdma beside its peer with the ratio) and PNG plots drawn by
 gnuplot: bandwidth and latency against message size, log axes, virtio_rdma0
@@ -386,6 +386,10 @@ def main():
     md += perftest_section(out, "two-wire", "two hosts (a backend each, their uplinks on one link; "
                            "virtio_rdma0 and rxe0 over the same link)", meta, "two hosts")
     md += nvme_section(out, "two-wire", "two hosts")
+    md += perftest_section(out, "two-wire-mtu9000", "two hosts, jumbo frames (MTU 9000 on the guests, "
+                           "the backends' ports and the link: IB MTU 4096 for both devices)", meta,
+                           "two hosts, MTU 9000")
+    md += nvme_section(out, "two-wire-mtu9000", "two hosts, jumbo frames (MTU 9000)")
     md += flood_section(out, run)
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write("\n".join(md))

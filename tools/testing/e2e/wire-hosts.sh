@@ -6,14 +6,20 @@
 # uplink (a TAP) on one bridge: they meet only as RoCEv2 frames, so both
 # ends of every connection are the backend's wire transport (requester
 # and responder on packets, engine/wire/), neither its in-memory path.
+# Jumbo frames, as an operator would set them between hosts: a 9000-byte
+# MTU on both guests' Ethernet, the backends' ports and the link, so the
+# ports' IB MTU is 4096 (wire-rxe.sh runs at 1500 and 1024).
 # peer: bash tools/testing/e2e/wire-hosts.sh peer
 # hosts: 2
+# mtu: 9000
 # backend-args: --net --rings
 set -euo pipefail
 
 source "$(dirname "$0")/lib/common.sh"
 
 PEER_KIND=virtio
+# The MTU this test asked the runner for (its "# mtu:" line).
+WIRE_MTU=$(sed -n 's/^# mtu: //p' "$0")
 # The other way round and NVMe: see wire-rxe.sh (and make check's budget).
 WIRE_ONE_WAY=1
 source "$(dirname "$0")/lib/wire.sh"

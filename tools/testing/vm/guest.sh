@@ -31,6 +31,8 @@ mode=$1 timeout=$2 kmemleak=$3 share=$4 bzimage=$5 qemu=$6 backend=$7 extra=$8
 # Extra backend options, split on spaces (e.g. --config-override FIELD=VALUE).
 read -r -a BACKEND_ARGS <<<"${9:-}"
 num_queues=${10:-} peer=${11:-0} reboot=${12:-0} own_cpus=${13:-0} peer_rdma=${14:-virtio}
+# The Ethernet MTU of the run (run.sh --mtu; empty: QEMU's and Linux's 1500).
+mtu=${15:-}
 # Whether the guests meet on a network (rather than in one backend).
 wired=0
 [ "$peer_rdma" = virtio ] || wired=1
@@ -45,8 +47,8 @@ if [ $wired = 1 ]; then
 		link set br0 up
 		tuntap add vr0 mode tap
 		tuntap add vr1 mode tap
-		link set vr0 master br0 up
-		link set vr1 master br0 up
+		link set vr0 mtu ${mtu:-1500} master br0 up
+		link set vr1 mtu ${mtu:-1500} master br0 up
 	EOF
 	# A switch forwards frames as they are. With br_netfilter loaded on
 	# the host (it is here), the bridge would check IP headers and drop a
@@ -212,7 +214,7 @@ guest_args() {
 		# other's datagram socket.
 		net=(-netdev "dgram,id=net0,local.type=unix,local.path=$rundir/net$i,remote.type=unix,remote.path=$rundir/net$((1 - i))")
 	fi
-	net+=(-device "virtio-net-pci,netdev=net0,mac=$(mac "$i"),romfile=")
+	net+=(-device "virtio-net-pci,netdev=net0,mac=$(mac "$i"),romfile=${mtu:+,host_mtu=$mtu}")
 	if [ $net_personality = 1 ]; then
 		# No QEMU NIC (not even the machine's default one): the one
 		# function is the backend's virtio-net.
@@ -226,7 +228,7 @@ guest_args() {
 		# kernel's leaks would be rxe's, not ours: no kmemleak scan
 		# (about 25 s under TCG).
 		net=(-netdev "tap,id=net0,ifname=vr1,script=no,downscript=no"
-			-device "virtio-net-pci,netdev=net0,mac=$(mac "$i"),romfile=")
+			-device "virtio-net-pci,netdev=net0,mac=$(mac "$i"),romfile=${mtu:+,host_mtu=$mtu}")
 		rdma_dev=()
 		leaks=0
 	fi

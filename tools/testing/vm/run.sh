@@ -5,7 +5,7 @@
 #   run.sh [--shell] [--timeout SECONDS] [--kmemleak] [--out DIR]
 #          [--append KERNEL-PARAMS] [--backend-args ARGS] [--num-queues N]
 #          [--peer PEER-CMD] [--suite FILE] [--reboot] [--personality id42|net]
-#          [--own-cpus] [--peer-rdma rxe] [--hosts 2] [--] CMD...
+#          [--own-cpus] [--peer-rdma rxe] [--hosts 2] [--mtu BYTES] [--] CMD...
 #
 # The guest is the project's kernel under the project's QEMU (TCG unless a
 # real KVM module is loaded), its root is the build sysroot over virtio-9p,
@@ -42,6 +42,10 @@
 # a virtio-rdma device of its own: a second backend process serves it, its
 # uplink a TAP on the same bridge, so the two devices meet only on the wire.
 # The test's backend kill and restart reach the main guest's backend.
+# --mtu BYTES sets every guest's Ethernet MTU (jumbo frames, e.g. 9000):
+# the backends' --mtu (the net personality's virtio-net MTU and the RDMA
+# port's IB MTU), host_mtu of QEMU's NICs, and the run's bridge and TAPs,
+# as an operator sets a jumbo network.
 # --suite FILE runs the test scripts FILE lists (one path a line, relative
 # to the checkout) one after the other in this one guest instead of CMD,
 # each with its own verdict in results/NAME/ (see init.sh); the run's own
@@ -56,7 +60,7 @@
 source "$(dirname "$0")/../../build/lib.sh"
 
 mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append="" backend_args="" num_queues=""
-peer_cmd="" suite="" reboot=0 personality_args="" own_cpus=0 peer_rdma=virtio hosts2=0
+peer_cmd="" suite="" reboot=0 personality_args="" own_cpus=0 peer_rdma=virtio hosts2=0 mtu=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--shell) mode=shell ;;
@@ -85,6 +89,11 @@ while [ $# -gt 0 ]; do
 		esac
 		shift
 		;;
+	--mtu)
+		[[ $2 =~ ^[0-9]+$ ]] || die "--mtu: a number of bytes, not '$2'"
+		mtu=$2
+		shift
+		;;
 	--personality)
 		case "$2" in
 		id42) ;;
@@ -99,7 +108,7 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-backend_args="$backend_args${personality_args:+ $personality_args}"
+backend_args="$backend_args${personality_args:+ $personality_args}${mtu:+ --mtu $mtu}"
 if [ $hosts2 = 1 ]; then
 	[ $peer_rdma = virtio ] || die "--hosts 2 gives the peer virtio-rdma, not --peer-rdma $peer_rdma"
 	peer_rdma=remote
@@ -152,7 +161,7 @@ rc=0
 in_sysroot --binds "$kdir/modules/lib/modules:/usr/lib/modules $share:$share $TOP:/opt" \
 	"$TOP/tools/testing/vm/guest.sh" "$mode" "$timeout" "$kmemleak" "$share" \
 	"$kdir/build/arch/x86/boot/bzImage" "$qemu" "$backend" "$append" "$backend_args" \
-	"$num_queues" "$peer" "$reboot" "$own_cpus" "$peer_rdma" || rc=$?
+	"$num_queues" "$peer" "$reboot" "$own_cpus" "$peer_rdma" "$mtu" || rc=$?
 if [ -n "$out" ]; then
 	mkdir -p "$out"
 	cp -r "$share"/. "$out"/

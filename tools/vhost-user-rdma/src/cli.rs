@@ -25,7 +25,7 @@ use crate::net::uplink::UplinkSpec;
 /// has disconnected, or on SIGTERM/SIGINT; socket files are removed. SIGUSR1
 /// logs each device's objects and counters. A later option overrides an
 /// earlier one, except the per-device ones (--socket, --mac, --ip, --max-mr,
-/// --max-mr-pages, --socket-max-qp, --socket-max-cq, --cpus), which are given once
+/// --max-mr-pages, --socket-max-qp, --socket-max-cq, --cpus, --mtu), which are given once
 /// for every device or once per --socket, in the same order.
 #[derive(Debug, Parser)]
 #[command(name = "vhost-user-rdma", version, args_override_self = true)]
@@ -193,6 +193,15 @@ pub struct Cli {
     #[arg(long = "uplink", value_name = "tap:NAME")]
     pub uplinks: Vec<UplinkSpec>,
 
+    /// The port's Ethernet MTU (1280..=9000, default 1500): with --net the
+    /// MTU its virtio-net offers (VIRTIO_NET_F_MTU) and the largest frame
+    /// it sends and takes; for every device the IB MTU of its RDMA port,
+    /// the largest whose RoCEv2 packets fit (1024 for 1500, 4096 for
+    /// 9000). Give an uplink's TAP and bridge the same MTU. Once, or once
+    /// per --socket.
+    #[arg(long = "mtu", value_name = "BYTES")]
+    pub mtus: Vec<u16>,
+
     /// Print the number of virtqueues for these limits and exit.
     #[arg(long)]
     pub print_num_queues: bool,
@@ -350,6 +359,9 @@ impl Cli {
             }
             if let Some(max) = per_socket("--max-mr", &self.max_mrs, i, n)? {
                 l = l.with_max_mr(max)?;
+            }
+            if let Some(mtu) = per_socket("--mtu", &self.mtus, i, n)? {
+                l = l.with_mtu(mtu)?;
             }
             if let Some(cpus) = per_socket("--cpus", &self.cpus, i, n)? {
                 l = l.with_cpus(Some(allowed(cpus)?));

@@ -885,12 +885,15 @@ impl Ctrl {
     fn query_port(&self, body: &[u8]) -> CmdResult {
         let req: VirtioRdmaCmdQueryPort = self.parse("QUERY_PORT", body)?;
         self.check_port("QUERY_PORT", u32::from(req.port))?;
+        // The port's IB MTU follows its Ethernet MTU (--mtu): no QP may
+        // make frames larger than its link takes.
+        let mtu = self.limits.ib_mtu();
         let rsp = VirtioRdmaRspQueryPort {
             state: limits::IB_PORT_ACTIVE,
-            max_mtu: limits::IB_MTU_1024,
-            active_mtu: limits::IB_MTU_1024,
+            max_mtu: mtu,
+            active_mtu: mtu,
             phys_state: limits::IB_PORT_PHYS_STATE_LINK_UP,
-            phys_mtu: U32::new(1024),
+            phys_mtu: U32::new(crate::qp::mtu_bytes(mtu) as u32),
             gid_tbl_len: U32::new(limits::GID_TBL_LEN),
             port_cap_flags: U32::new(limits::IB_PORT_CM_SUP),
             max_msg_sz: U32::new(limits::MAX_MSG_SZ),

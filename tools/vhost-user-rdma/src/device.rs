@@ -87,7 +87,7 @@ impl RdmaDevice {
         let ctrl = Ctrl::new(name, limits, mem.clone())?;
         let (config, net) = if limits.net() {
             ctrl.stats().show_net();
-            let port = NetPort::new(limits.mac());
+            let port = NetPort::new(limits.mac(), limits.mtu());
             (net::config_space(&limits), Some(port))
         } else {
             (limits.config_space(), None)
@@ -160,7 +160,7 @@ impl RdmaDevice {
             return;
         }
         let Some(record_len) =
-            (frame.len() <= net::MAX_FRAME).then_some(net::HDR_LEN + frame.len())
+            (frame.len() <= port.max_frame()).then_some(net::HDR_LEN + frame.len())
         else {
             self.ctrl.stats().inc(crate::stats::Counter::NetRxDropped);
             return;

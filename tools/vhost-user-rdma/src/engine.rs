@@ -84,9 +84,6 @@ use responder::{complete_recv, recv_error, Peer, Recv};
 
 pub use transfer::CHUNK;
 
-/// Largest UD message (the port's active MTU).
-const UD_MTU: u64 = 1024;
-
 /// Result of executing one SQ element.
 enum Exec {
     /// Finished with this status and byte count.
@@ -1607,7 +1604,8 @@ fn ud_send(fabric: &Fabric, ctrl: &Ctrl, qpn: u32, s: &Sender, w: &SendWqe) -> E
         Err(status) => return Exec::Done(status, 0),
     };
     let len = payload.len();
-    if len as u64 > UD_MTU {
+    // A UD message is one packet: at most the port's IB MTU.
+    if len as u64 > crate::qp::mtu_bytes(ctrl.limits().ib_mtu()) {
         return Exec::Done(IB_WC_LOC_LEN_ERR, 0);
     }
     let done = Exec::Done(IB_WC_SUCCESS, len as u32);

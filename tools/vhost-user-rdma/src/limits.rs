@@ -91,6 +91,21 @@ pub const MAX_MSG_SZ: u32 = 1 << 31;
 pub const IB_PORT_ACTIVE: u8 = 4;
 /// `enum ib_mtu`: IB_MTU_1024 (fits a 1500-byte Ethernet frame with RoCEv2 headers).
 pub const IB_MTU_1024: u8 = 3;
+/// `enum ib_mtu`: IB_MTU_4096, the largest.
+pub const IB_MTU_4096: u8 = 5;
+/// The port's Ethernet MTU by default (`--mtu`).
+pub const DEFAULT_MTU: u16 = 1500;
+/// Smallest Ethernet MTU a device takes: IPv6's minimum, which still
+/// carries 1024-byte RoCE packets.
+pub const MIN_MTU: u16 = 1280;
+/// Largest Ethernet MTU a device takes (jumbo frames).
+pub const MAX_MTU: u16 = 9000;
+/// Bytes of a RoCEv2 packet around its payload within the Ethernet MTU, at
+/// most: IPv6 (40), UDP (8), BTH (12), the largest extension headers a
+/// packet with payload carries (RETH 16 and ImmDt 4) and the ICRC (4).
+/// (rxe subtracts 80: only for MTUs 4176..=4179 do the two ends pick
+/// different IB MTUs; 1500 and 9000 give both 1024 and 4096.)
+pub const ROCE_OVERHEAD: u16 = 84;
 /// `enum ib_port_phys_state`: LINK_UP.
 pub const IB_PORT_PHYS_STATE_LINK_UP: u8 = 5;
 /// `enum ib_port_width`: 1X.
@@ -239,6 +254,9 @@ pub enum LimitsError {
     /// Two devices on one uplink.
     #[error("--uplink {0} given to two devices")]
     SameUplink(UplinkSpec),
+    /// An Ethernet MTU out of range.
+    #[error("--mtu must be {MIN_MTU}..={MAX_MTU}, got {0}")]
+    Mtu(u16),
     /// The net personality's queues and the RoCE part's together are too
     /// many for vhost-user.
     #[error(
@@ -491,6 +509,9 @@ pub struct Limits {
     /// The net personality's port on a host network (`--uplink`); `None`:
     /// the process's switch only.
     uplink: Option<UplinkSpec>,
+    /// The port's Ethernet MTU (`--mtu`): the net personality's frames,
+    /// and the IB MTU of the RoCE part ([`Limits::ib_mtu`]).
+    mtu: u16,
 }
 
 impl Limits {
@@ -533,6 +554,7 @@ impl Limits {
             threads: 1,
             cpus: None,
             uplink: None,
+            mtu: DEFAULT_MTU,
         })
     }
 
@@ -652,6 +674,34 @@ impl Limits {
     /// The port's uplink, if any.
     pub fn uplink(&self) -> Option<UplinkSpec> {
         self.uplink
+    }
+
+    /// The same limits with a port of Ethernet MTU `mtu` (`--mtu`;
+    /// [`MIN_MTU`]..=[`MAX_MTU`]).
+    pub fn with_mtu(mut self, mtu: u16) -> Result<Self, LimitsError> {
+        if !(MIN_MTU..=MAX_MTU).contains(&mtu) {
+            return Err(LimitsError::Mtu(mtu));
+        }
+        self.mtu = mtu;
+        Ok(self)
+    }
+
+    /// The port's Ethernet MTU.
+    pub fn mtu(&self) -> u16 {
+        self.mtu
+    }
+
+    /// The port's IB MTU (`enum ib_mtu`): the largest whose RoCEv2 packets
+    /// fit the Ethernet MTU, 1024 for 1500, 4096 for 9000. The device's
+    /// max_mtu and active_mtu, and the largest path MTU a QP may have,
+    /// so that none of its frames is larger than its link takes.
+    pub fn ib_mtu(&self) -> u8 {
+        let room = self.mtu.saturating_sub(ROCE_OVERHEAD);
+        // 256 << (m - 1) bytes for IB MTU m.
+        (1..=IB_MTU_4096)
+            .rev()
+            .find(|&m| 256u16 << (m - 1) <= room)
+            .unwrap_or(1)
     }
 
     /// These limits if vhost-user can number all their queues.

@@ -322,12 +322,15 @@ fn masks(qp_type: u8, cur: u8, next: u8) -> Option<(u32, u32)> {
 }
 
 /// Checks MODIFY_QP on `qp` and applies it; returns (old, new) state.
+/// `port_mtu` is the port's IB MTU (`enum ib_mtu`), the largest path MTU
+/// (a larger one would make frames its link does not take);
 /// `gid_ok(index)` says whether the port's GID table holds that entry.
 /// Nothing changes when the command fails.
 pub fn modify(
     qp: &mut Qp,
     mask: u32,
     a: &VirtioRdmaQpAttr,
+    port_mtu: u8,
     gid_ok: impl Fn(u8) -> bool,
 ) -> Result<(u8, u8), u8> {
     let cur = qp.state();
@@ -353,7 +356,7 @@ pub fn modify(
     let bad = (mask & IB_QP_PORT != 0 && u32::from(a.port_num) != limits::PHYS_PORT_CNT)
         || (mask & IB_QP_PKEY_INDEX != 0 && a.pkey_index.get() >= limits::PKEY_TBL_LEN)
         || (mask & IB_QP_ACCESS_FLAGS != 0 && a.qp_access_flags.get() & !QP_ACCESS_SUPPORTED != 0)
-        || (mask & IB_QP_PATH_MTU != 0 && !(1..=limits::IB_MTU_1024).contains(&a.path_mtu))
+        || (mask & IB_QP_PATH_MTU != 0 && !(1..=port_mtu).contains(&a.path_mtu))
         || (mask & IB_QP_DEST_QPN != 0 && a.dest_qp_num.get() >= 1 << 24)
         || (mask & IB_QP_RQ_PSN != 0 && a.rq_psn.get() >= 1 << 24)
         || (mask & IB_QP_SQ_PSN != 0 && a.sq_psn.get() >= 1 << 24)
@@ -450,6 +453,16 @@ pub fn packets(opcode: u8, len: u64, mtu: u8) -> u32 {
 mod tests {
     use super::*;
     use zerocopy::little_endian::U32;
+
+    /// [`super::modify`] on a port of IB MTU 1024 (a 1500-byte Ethernet).
+    fn modify(
+        qp: &mut Qp,
+        mask: u32,
+        a: &VirtioRdmaQpAttr,
+        gid_ok: impl Fn(u8) -> bool,
+    ) -> Result<(u8, u8), u8> {
+        super::modify(qp, mask, a, limits::IB_MTU_1024, gid_ok)
+    }
 
     fn qp(t: u8) -> Qp {
         let caps = QpCaps {

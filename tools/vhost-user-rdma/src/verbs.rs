@@ -788,17 +788,20 @@ impl Ctrl {
                     VIRTIO_RDMA_S_NOT_FOUND,
                 ));
             };
-            qp::modify(qp, mask, &req.attr, |i| gids[usize::from(i)]).map_err(|status| {
-                self.bad(
-                    "MODIFY_QP",
-                    format_args!(
-                        "qpn {qpn}: state {} -> {} with mask {mask:#x} refused",
-                        qp.state(),
-                        req.attr.qp_state
-                    ),
-                    status,
-                )
-            })?
+            let port_mtu = self.limits().ib_mtu();
+            qp::modify(qp, mask, &req.attr, port_mtu, |i| gids[usize::from(i)]).map_err(
+                |status| {
+                    self.bad(
+                        "MODIFY_QP",
+                        format_args!(
+                            "qpn {qpn}: state {} -> {} with mask {mask:#x} refused",
+                            qp.state(),
+                            req.attr.qp_state
+                        ),
+                        status,
+                    )
+                },
+            )?
         };
         debug!("{}: MODIFY_QP qpn {qpn}: {old} -> {new}", self.name());
         match new {

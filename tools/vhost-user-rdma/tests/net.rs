@@ -16,8 +16,11 @@ use vhost::vhost_user::message::VhostUserConfigFlags;
 use vhost::vhost_user::VhostUserFrontend;
 use vhost::VhostBackend;
 use vhost_user_rdma::abi::*;
+use vhost_user_rdma::ib::*;
+use vhost_user_rdma::limits::{Limits, IB_MTU_1024, IB_MTU_4096};
 use vhost_user_rdma::stats::Counter;
-use zerocopy::IntoBytes;
+use zerocopy::little_endian::U32;
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 const BROADCAST: [u8; 6] = [0xff; 6];
 /// A receive buffer as Linux posts it without offloads (12 + 1518).
@@ -334,13 +337,14 @@ fn config_features_and_queue_count_are_virtio_nets() {
         "roce_num_vqs"
     );
     assert_eq!(cfg[30..], [0; 226], "reserved, then zeroes");
-    // VERSION_1, EVENT_IDX, INDIRECT_DESC, PROTOCOL_FEATURES, MAC, STATUS,
-    // CTRL_VQ, CTRL_RX, ROCE; nothing else (bit 0 would be CSUM).
+    // VERSION_1, EVENT_IDX, INDIRECT_DESC, PROTOCOL_FEATURES, MAC, MTU,
+    // STATUS, CTRL_VQ, CTRL_RX, ROCE; nothing else (bit 0 would be CSUM).
     let want = (1 << 32)
         | (1 << 29)
         | (1 << 28)
         | (1 << 30)
         | (1 << 5)
+        | (1 << 3)
         | (1 << 16)
         | (1 << 17)
         | (1 << 18)
@@ -387,4 +391,133 @@ fn without_roce_the_roce_part_has_no_rings() {
     assert_eq!(st, VIRTIO_RDMA_S_OK, "the control queue still answers");
     assert_eq!(create_cq_ring(&mut d), VIRTIO_RDMA_S_UNSUPPORTED);
     d.finish();
+}
+
+/// A net device of Ethernet MTU `mtu`.
+fn start_net_mtu(mtu: u16) -> Dev {
+    Dev::start_without(MEM_SIZE, |l| net(l).with_mtu(mtu).expect("mtu"), 0)
+}
+
+/// `frame` with a virtio-net header, cut into readable descriptors of at
+/// most a slot each.
+fn tx_parts(frame: &[u8]) -> Vec<u8> {
+    let mut b = vec![0u8; NET_HDR];
+    b.extend_from_slice(frame);
+    b
+}
+
+/// Jumbo frames: a port of MTU 7000 offers it in its config, sends and
+/// takes frames of 7000 bytes and a header (receive buffers chained, as
+/// Linux's big packets), a port of 1500 refuses to send more than 1518
+/// bytes and never receives a frame beyond its MTU (dropped and counted,
+/// its buffer left alone).
+#[test]
+fn a_port_sends_and_takes_frames_up_to_its_mtu() {
+    let _switch = shared();
+    let (mut a, mut b, mut c) = (start_net_mtu(7000), start_net_mtu(7000), Dev::start_net(0));
+    let fe = b.fe.as_mut().expect("connected");
+    let (_, cfg) = fe
+        .get_config(0, 256, VhostUserConfigFlags::empty(), &[0u8; 256])
+        .expect("get_config");
+    assert_eq!(cfg[10..12], 7000u16.to_le_bytes(), "mtu");
+
+    // 7014 bytes from A to B: four chained receive buffers of a slot each.
+    let slot = NET_SLOT as usize;
+    let rx = vec![0xee; slot];
+    let head = b.net_post(
+        NET_RXQ,
+        &[(&rx, true), (&rx, true), (&rx, true), (&rx, true)],
+    );
+    let big = eth_frame(b.mac(), a.mac(), 7014);
+    let t = tx_parts(&big);
+    let parts: Vec<(&[u8], bool)> = t.chunks(slot).map(|p| (p, false)).collect();
+    a.net_post(NET_TXQ, &parts);
+    let used = b.wait_used(NET_RXQ);
+    assert_eq!(used, vec![(u32::from(head), (NET_HDR + 7014) as u32)]);
+    let got: Vec<u8> = (0..4)
+        .flat_map(|i| b.read(Dev::net_buf(NET_RXQ, head + i), slot))
+        .take(NET_HDR + 7014)
+        .collect();
+    assert_eq!(got[..NET_HDR], RX_HDR);
+    assert_eq!(got[NET_HDR..], big[..], "the jumbo frame, byte for byte");
+
+    // One byte more than A's MTU allows is not sent.
+    let t = tx_parts(&eth_frame(b.mac(), a.mac(), 7019));
+    let parts: Vec<(&[u8], bool)> = t.chunks(slot).map(|p| (p, false)).collect();
+    a.net_post(NET_TXQ, &parts);
+    a.wait_count(Counter::NetTxDropped, 1);
+
+    // C (1500) takes 1518 bytes, but not A's 1519: a switch drops it.
+    let head = c.net_post(NET_RXQ, &[(&rx, true)]);
+    let t = tx_parts(&eth_frame(c.mac(), a.mac(), 1519));
+    let parts: Vec<(&[u8], bool)> = t.chunks(slot).map(|p| (p, false)).collect();
+    a.net_post(NET_TXQ, &parts);
+    c.wait_count(Counter::NetRxDropped, 1);
+    assert_eq!(
+        c.take_used(NET_RXQ),
+        vec![],
+        "the buffer stays the driver's"
+    );
+    a.net_send(&eth_frame(c.mac(), a.mac(), 1518));
+    assert_eq!(
+        c.wait_used(NET_RXQ),
+        vec![(u32::from(head), (NET_HDR + 1518) as u32)]
+    );
+    // And C sends no more than 1518 either.
+    let t = tx_parts(&eth_frame(a.mac(), c.mac(), 1519));
+    let parts: Vec<(&[u8], bool)> = t.chunks(slot).map(|p| (p, false)).collect();
+    c.net_post(NET_TXQ, &parts);
+    c.wait_count(Counter::NetTxDropped, 1);
+    assert_eq!(count(&c, Counter::NetTxFrames), 0);
+    for d in [a, b, c] {
+        d.finish();
+    }
+}
+
+/// The RDMA port's IB MTU follows the Ethernet MTU (`--mtu`): QUERY_PORT
+/// says it, and no QP may have a larger path MTU (its frames would not
+/// fit the link).
+#[test]
+fn the_ib_mtu_is_the_largest_the_ethernet_mtu_carries() {
+    let _switch = shared();
+    for (mtu, ib) in [
+        (1500, IB_MTU_1024),
+        (4200, IB_MTU_4096),
+        (9000, IB_MTU_4096),
+        (3000, 4),
+    ] {
+        let mut d = Dev::start_with(MEM_SIZE, |l| l.with_mtu(mtu).expect("mtu"));
+        let port = d.ok(VIRTIO_RDMA_CMD_QUERY_PORT, &pair(1, 0), 48);
+        let port = VirtioRdmaRspQueryPort::read_from_bytes(&port[..40]).expect("port");
+        assert_eq!((port.max_mtu, port.active_mtu), (ib, ib), "--mtu {mtu}");
+        assert_eq!(port.phys_mtu.get(), 256 << (ib - 1));
+        let pd = d.create_pd();
+        let cq = d.create_cq(4);
+        let qp = d.create_qp(pd, IB_QPT_RC, cq, false);
+        let mut a = VirtioRdmaQpAttr::new_zeroed();
+        a.qp_state = IB_QPS_INIT;
+        a.port_num = 1;
+        let init = IB_QP_STATE | IB_QP_PORT | IB_QP_PKEY_INDEX | IB_QP_ACCESS_FLAGS;
+        assert_eq!(d.modify(qp, init, a), VIRTIO_RDMA_S_OK);
+        a.qp_state = IB_QPS_RTR;
+        a.dest_qp_num = U32::new(qp);
+        a.ah_attr.port_num = 1;
+        let rtr = IB_QP_STATE
+            | IB_QP_AV
+            | IB_QP_PATH_MTU
+            | IB_QP_DEST_QPN
+            | IB_QP_RQ_PSN
+            | IB_QP_MAX_DEST_RD_ATOMIC
+            | IB_QP_MIN_RNR_TIMER;
+        if ib < IB_MTU_4096 {
+            a.path_mtu = ib + 1;
+            assert_eq!(d.modify(qp, rtr, a), VIRTIO_RDMA_S_INVALID, "--mtu {mtu}");
+        }
+        a.path_mtu = ib;
+        assert_eq!(d.modify(qp, rtr, a), VIRTIO_RDMA_S_OK, "--mtu {mtu}");
+        d.finish();
+    }
+    assert!(Limits::new(1, 1, 2, vhost_user_rdma::cli::DEFAULT_MAC)
+        .and_then(|l| l.with_mtu(1279))
+        .is_err());
 }

@@ -3,6 +3,9 @@
 # guest's virtio_rdma0 (net personality, its port on an uplink) and a peer
 # host on the same network, whose RDMA device is $PEER_KIND: "rxe" (rxe0
 # on its NIC) or "virtio" (virtio_rdma0 of another backend process).
+#   The port's IB MTU follows eth0's MTU (1024 at 1500, 4096 at 9000:
+#   run.sh --mtu, a test's "# mtu:" line), and a ping of eth0's MTU with
+#   DF set crosses the link whole (jumbo frames through the uplinks).
 #   Ethernet through the uplink: ping both ways (the guest's ARP, answered
 #   from the wire, is also what teaches the backend its neighbour's MAC);
 #   ibv_ud_pingpong with data checked, the peer as server and this guest
@@ -49,6 +52,21 @@ if [ "$ROLE" = main ]; then other=10.0.2.16; else other=10.0.2.15; fi
 ops=$(dirname "$0")/lib/wire_ops.py
 there="the peer ($PEER_KIND) serves" here="this side serves"
 gid=$(v4_gid_index $dev)
+
+# The IB MTU a port on eth0 has: the largest whose RoCEv2 packets (84
+# bytes of IPv6, UDP and transport headers at most) fit eth0's MTU.
+eth_mtu=$(cat /sys/class/net/eth0/mtu)
+# WIRE_MTU: the MTU the run was given (the device's virtio-net must offer it).
+[ -z "${WIRE_MTU:-}" ] || [ "$eth_mtu" = "$WIRE_MTU" ] || fail "eth0's MTU is $eth_mtu, not the run's $WIRE_MTU"
+ib_mtu=4096
+while [ $((ib_mtu + 84)) -gt "$eth_mtu" ] && [ $ib_mtu -gt 256 ]; do ib_mtu=$((ib_mtu / 2)); done
+step "MTU: eth0 $eth_mtu, so $dev's port $ib_mtu"
+ibv_devinfo -d $dev >/tmp/devinfo.txt
+got=$(awk '$1 == "active_mtu:" { print $2; exit }' /tmp/devinfo.txt)
+[ "$got" = $ib_mtu ] || fail "$dev's active_mtu is $got, not $ib_mtu (eth0's MTU $eth_mtu)"
+# A frame of the whole MTU, not to be fragmented, each way.
+wait_for "the other host answers a ping of $eth_mtu bytes" \
+	ping -c 1 -W 2 -M do -s $((eth_mtu - 28)) $other
 diagnose() {
 	rdma res show qp link $dev/1 2>/dev/null | head -20
 	ip neigh show dev eth0 || true
@@ -155,6 +173,9 @@ for dir in $dirs; do
 	for t in $tools; do
 		ROLE=$r pair_step "$t, $who" $t -d $dev -x "$gid" -F -n 50 -p $port -- \
 			$t -d $dev -x "$gid" -F -n 50 -p $port $srv
+		# perftest takes the port's MTU as its path MTU.
+		[ "$r" != main ] || grep -qE "Mtu *: *$ib_mtu\[B\]" /tmp/client.log ||
+			fail "$t did not run at the port's MTU $ib_mtu: $(grep -E "Mtu *:" /tmp/client.log)"
 		[ -n "${WIRE_FULL:-}" ] || continue
 		ROLE=$r cm_step "$t -R, $who" $t -d $dev -F -R -n 50 -p $port -- \
 			$t -d $dev -F -R -n 50 -p $port $srv

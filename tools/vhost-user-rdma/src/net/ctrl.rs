@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn commands() {
-        let p = NetPort::new(Mac([2, 0, 0, 0, 0, 1]));
+        let p = NetPort::new(Mac([2, 0, 0, 0, 0, 1]), 1500);
         assert_eq!(execute(&p, &[0, 0, 1]), OK);
         assert_eq!(p.rx_mode(), (true, false));
         assert_eq!(execute(&p, &[0, 1, 1]), OK);

@@ -31,15 +31,15 @@ use std::sync::{Mutex, OnceLock};
 
 use log::debug;
 use virtio_bindings::bindings::virtio_net::{
-    VIRTIO_NET_F_CTRL_RX, VIRTIO_NET_F_CTRL_VQ, VIRTIO_NET_F_MAC, VIRTIO_NET_F_STATUS,
-    VIRTIO_NET_S_LINK_UP,
+    VIRTIO_NET_F_CTRL_RX, VIRTIO_NET_F_CTRL_VQ, VIRTIO_NET_F_MAC, VIRTIO_NET_F_MTU,
+    VIRTIO_NET_F_STATUS, VIRTIO_NET_S_LINK_UP,
 };
 use zerocopy::little_endian::{U16, U32};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 use crate::abi::{VIRTIO_NET_F_ROCE, VIRTIO_RDMA_CONFIG_SPACE_SIZE, VIRTIO_RDMA_F_RINGS};
 use crate::device::{self, RdmaDevice};
-use crate::limits::{Limits, Mac};
+use crate::limits::{self, Limits, Mac};
 use crate::vring::RdmaVring;
 
 /// receiveq1.
@@ -53,12 +53,15 @@ pub const CTRLQ: usize = 2;
 pub const ROCE_BASE: usize = 3;
 
 /// Features the net personality offers: the transport's as on ID 42, a
-/// MAC, a link status, the control queue with RX mode commands, and the
-/// RoCE queues. Never an ID-42 bit: those numbers mean other things here
-/// (`VIRTIO_RDMA_F_RINGS`, bit 0, is `VIRTIO_NET_F_CSUM`). No offload, no
-/// MRG_RXBUF, no MQ, no MTU: a frame is at most 1518 bytes and one buffer.
+/// MAC, an MTU (the port's, `--mtu`), a link status, the control queue
+/// with RX mode commands, and the RoCE queues. Never an ID-42 bit: those
+/// numbers mean other things here (`VIRTIO_RDMA_F_RINGS`, bit 0, is
+/// `VIRTIO_NET_F_CSUM`). No offload, no MRG_RXBUF, no MQ: a frame is at
+/// most the MTU and a VLAN-tagged Ethernet header, in one buffer (a
+/// chain of pages when the MTU is above 1500: Linux's big packets).
 pub const FEATURES: u64 = device::FEATURES
     | (1 << VIRTIO_NET_F_MAC)
+    | (1 << VIRTIO_NET_F_MTU)
     | (1 << VIRTIO_NET_F_STATUS)
     | (1 << VIRTIO_NET_F_CTRL_VQ)
     | (1 << VIRTIO_NET_F_CTRL_RX)
@@ -103,16 +106,15 @@ pub struct VirtioNetHdr {
 pub const HDR_LEN: usize = size_of::<VirtioNetHdr>();
 /// Shortest Ethernet frame taken: a header (the guest pads to 60 itself).
 pub const MIN_FRAME: usize = 14;
-/// Longest Ethernet frame: 1500 bytes of payload, a VLAN tag, the header
-/// (Linux's `GOOD_PACKET_LEN`, the size of its receive buffers without
-/// offloads).
-pub const MAX_FRAME: usize = 1518;
+/// Bytes of an Ethernet frame beyond its payload (the MTU): the header
+/// with a VLAN tag (no FCS: neither virtio-net nor a TAP carries it).
+pub const FRAME_OVERHEAD: usize = 18;
+/// Longest Ethernet frame of any port: the largest MTU, a VLAN tag, the
+/// header. A port's own is [`NetPort::max_frame`] (1518 at the default
+/// 1500, Linux's `GOOD_PACKET_LEN`).
+pub const MAX_FRAME: usize = limits::MAX_MTU as usize + FRAME_OVERHEAD;
 /// A frame with its virtio header, as it sits in a chain.
 pub type FrameBuf = [u8; HDR_LEN + MAX_FRAME];
-
-/// The MTU reported in config (read only with `VIRTIO_NET_F_MTU`, which is
-/// not offered; Linux's default).
-pub const MTU: u16 = 1500;
 
 const _: () = assert!(HDR_LEN == 12);
 
@@ -160,7 +162,7 @@ pub fn config_space(limits: &Limits) -> [u8; VIRTIO_RDMA_CONFIG_SPACE_SIZE] {
         mac: limits.mac().0,
         status: U16::new(VIRTIO_NET_S_LINK_UP as u16),
         max_virtqueue_pairs: U16::new(1),
-        mtu: U16::new(MTU),
+        mtu: U16::new(limits.mtu()),
         speed: U32::new(0),
         duplex: 0,
         rss_max_key_size: 0,
@@ -182,6 +184,9 @@ pub fn config_space(limits: &Limits) -> [u8; VIRTIO_RDMA_CONFIG_SPACE_SIZE] {
 #[derive(Debug)]
 pub struct NetPort {
     mac: Mac,
+    /// Longest frame the port sends and takes: its MTU and
+    /// [`FRAME_OVERHEAD`].
+    max_frame: usize,
     /// receiveq, transmitq, controlq (set once, at start).
     vrings: OnceLock<Vec<RdmaVring>>,
     /// Held while a frame goes into the receive queue: frames come from
@@ -196,10 +201,11 @@ pub struct NetPort {
 }
 
 impl NetPort {
-    /// The port of a device with MAC `mac`.
-    pub fn new(mac: Mac) -> Self {
+    /// The port of a device with MAC `mac` and Ethernet MTU `mtu`.
+    pub fn new(mac: Mac, mtu: u16) -> Self {
         NetPort {
             mac,
+            max_frame: usize::from(mtu) + FRAME_OVERHEAD,
             vrings: OnceLock::new(),
             rx: Mutex::new(()),
             promisc: AtomicBool::new(false),
@@ -211,6 +217,13 @@ impl NetPort {
     /// address the switch delivers to.
     pub fn mac(&self) -> Mac {
         self.mac
+    }
+
+    /// Longest frame (without the virtio header) the port sends and
+    /// takes; a longer one is dropped, as a switch drops what exceeds a
+    /// port's MTU.
+    pub fn max_frame(&self) -> usize {
+        self.max_frame
     }
 
     /// Gives the port its vrings (receiveq, transmitq, controlq).

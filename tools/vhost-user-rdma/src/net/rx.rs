@@ -3,11 +3,14 @@
 //! device's receive queue, in the device's own guest memory.
 //!
 //! Without MRG_RXBUF a frame takes exactly one buffer (Linux posts
-//! buffers of 12 + 1518 bytes), so a buffer that cannot hold it is the
-//! driver's error: it is returned empty and the frame is dropped, rather
-//! than spending every buffer of the queue on one frame. With no buffer,
-//! the frame is dropped too, as a NIC drops what it has no room for: the
-//! sender must not wait on a receiver (another tenant).
+//! buffers of 12 + 1518 bytes, or chains of pages for an MTU above 1500),
+//! so a buffer that cannot hold a frame of the port's MTU is the driver's
+//! error: it is returned empty and the frame is dropped, rather than
+//! spending every buffer of the queue on one frame. A frame longer than
+//! the port's MTU allows (from a port of a larger MTU) is dropped before
+//! it takes a buffer, as a switch drops it. With no buffer, the frame is
+//! dropped too, as a NIC drops what it has no room for: the sender must
+//! not wait on a receiver (another tenant).
 
 use vhost_user_backend::VringT;
 use virtio_queue::QueueT;
@@ -26,6 +29,10 @@ impl NetPort {
     /// thread's [`crate::vring::Pass`].
     pub(crate) fn deliver(&self, ctrl: &Ctrl, record: &[u8]) {
         let stats = ctrl.stats();
+        if record.len() > HDR_LEN + self.max_frame {
+            stats.inc(Counter::NetRxDropped);
+            return;
+        }
         let Some(vring) = self.vring(RXQ) else {
             stats.inc(Counter::NetRxDropped);
             return;

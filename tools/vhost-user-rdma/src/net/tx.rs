@@ -33,7 +33,9 @@ pub fn process(dev: &RdmaDevice, port: &NetPort, vring: &RdmaVring) -> io::Resul
     // the frame is in `buf` once read.
     vring.serve_chains(mem, |chain| {
         let head = chain.head_index();
-        let frame = match read_chain(mem, chain, &mut buf).and_then(|len| check(port, &buf, len)) {
+        let frame = match read_chain(mem, chain, &mut buf, port.max_frame())
+            .and_then(|len| check(port, &buf, len))
+        {
             Ok(frame) => frame,
             Err(why) => {
                 ctrl.stats().inc(Counter::NetTxDropped);
@@ -76,8 +78,8 @@ pub fn process(dev: &RdmaDevice, port: &NetPort, vring: &RdmaVring) -> io::Resul
 enum Refused {
     /// Part of the chain is device-writable.
     Writable,
-    /// More bytes than a header and the longest frame.
-    TooLong(u64),
+    /// More bytes than a header and the port's longest frame.
+    TooLong(u64, usize),
     /// A descriptor could not be read.
     Memory(String),
     /// Shorter than a header and an Ethernet header.
@@ -93,9 +95,9 @@ impl fmt::Display for Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Refused::Writable => f.write_str("a device-writable descriptor"),
-            Refused::TooLong(n) => write!(
+            Refused::TooLong(n, max) => write!(
                 f,
-                "{n} bytes, more than a {HDR_LEN}-byte header and a {MAX_FRAME}-byte frame"
+                "{n} bytes, more than a {HDR_LEN}-byte header and a {max}-byte frame (the MTU's)"
             ),
             Refused::Memory(e) => write!(f, "cannot read it ({e})"),
             Refused::TooShort(n) => write!(
@@ -115,7 +117,10 @@ fn read_chain(
     mem: &GuestMemoryMmap,
     chain: DescriptorChain<&GuestMemoryMmap>,
     buf: &mut FrameBuf,
+    max_frame: usize,
 ) -> Result<usize, Refused> {
+    // Frames up to the port's MTU only, whatever room the buffer has.
+    let buf = &mut buf[..HDR_LEN + max_frame];
     let mut len = 0usize;
     for d in chain {
         if d.is_write_only() {
@@ -123,7 +128,7 @@ fn read_chain(
         }
         let n = d.len() as usize;
         let Some(to) = buf.get_mut(len..len + n) else {
-            return Err(Refused::TooLong(len as u64 + u64::from(d.len())));
+            return Err(Refused::TooLong(len as u64 + u64::from(d.len()), max_frame));
         };
         mem.read_slice(to, d.addr())
             .map_err(|e| Refused::Memory(format!("buffer at {:#x}: {e}", d.addr().0)))?;

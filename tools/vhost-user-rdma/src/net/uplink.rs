@@ -278,9 +278,9 @@ impl Uplink {
         stop.store(false, Ordering::Relaxed);
         let name = format!("vrdma-up-{}", self.name);
         thread::Builder::new().name(name).spawn(move || {
-            // The largest frame a 1500-byte MTU and a VLAN tag give, with
-            // room to spare for a jumbo frame to be seen (and dropped)
-            // rather than cut.
+            // Room for the largest frame any MTU gives, and to spare: a
+            // frame beyond the port's MTU is seen (and dropped) rather
+            // than cut.
             let mut buf = vec![0u8; 65536];
             while !stop.load(Ordering::Relaxed) {
                 let (Some(up), Some(dev)) = (up.upgrade(), dev.upgrade()) else {
