@@ -175,6 +175,11 @@ pub struct Requester {
     pending: VecDeque<Pending>,
     retries_left: u8,
     rnr_left: u8,
+    /// Transport timeouts since the last progress or sequence NAK: each
+    /// doubles the next wait (up to 2^[`MAX_BACKOFF`] times the timeout).
+    /// Its own count, not what `retries_left` lost: a NAK (which also costs
+    /// a retry) proves the responder alive, so the waiting starts over.
+    timeouts_in_a_row: u8,
     /// When the transport timer runs out (µs), if it runs.
     deadline: Option<u64>,
     /// When an RNR wait ends and sending resumes from `rnr_psn`.
@@ -213,6 +218,7 @@ impl Requester {
             pending: VecDeque::new(),
             retries_left: cfg.retry_cnt.min(7),
             rnr_left: cfg.rnr_retry.min(7),
+            timeouts_in_a_row: 0,
             deadline: None,
             rnr_until: None,
             error: false,
@@ -447,6 +453,7 @@ impl Requester {
         self.probe = None;
         self.retries_left = self.cfg.retry_cnt.min(7);
         self.rnr_left = self.cfg.rnr_retry.min(7);
+        self.timeouts_in_a_row = 0;
         self.deadline = (!self.pending.is_empty()).then(|| now + self.timeout());
     }
 
@@ -549,6 +556,7 @@ impl Requester {
                                     return self.fail(Status::RetryExceeded, done);
                                 }
                                 self.retries_left -= 1;
+                                self.timeouts_in_a_row = 0;
                                 return self.resend_from(psn, now, out);
                             }
                             syndrome::NAK_REMOTE_ACCESS => Status::RemoteAccess,
@@ -735,8 +743,9 @@ impl Requester {
             // the timeout (IB's timeout is the least a requester waits): a
             // responder merely slow (rxe in a busy TCG guest) gets time to
             // answer before the retries run out.
-            let in_a_row = self.cfg.retry_cnt.min(7) - self.retries_left;
-            self.deadline = Some(now + (self.timeout() << in_a_row.min(MAX_BACKOFF)));
+            self.timeouts_in_a_row = self.timeouts_in_a_row.saturating_add(1);
+            let shift = self.timeouts_in_a_row.min(MAX_BACKOFF);
+            self.deadline = Some(now + (self.timeout() << shift));
         }
     }
 }

@@ -842,6 +842,53 @@ fn a_duplicate_write_is_acknowledged_unasked() {
 /// sent again (sending the window again made a slow rxe slower still, busy
 /// with duplicates it ACKs one by one, until RETRY_EXC_ERR); an ACK of the
 /// probe itself means what followed it was lost: go-back-N from there.
+/// The transport timer doubles for timeouts in a row only: a sequence NAK
+/// between them (the responder is alive) starts the waiting over, though
+/// it costs a retry as well.
+#[test]
+fn a_sequence_nak_starts_the_backoff_over() {
+    let mut req = Requester::new(cfg(7, 7), 100);
+    let (mut out, mut done) = (Vec::new(), Vec::new());
+    let write = Request::Write {
+        va: 0,
+        rkey: RKEY,
+        payload: vec![1; 4096],
+        imm: None,
+    };
+    req.post(1, write, 0, &mut out, &mut done);
+    out.clear();
+    let psns = |out: &[Packet]| out.iter().map(|p| p.psn).collect::<Vec<_>>();
+    let t = ack_timeout_us(10).expect("timer");
+    // Two timeouts in a row: the second twice the timeout after the first.
+    req.on_timer(t, &mut out, &mut done);
+    req.on_timer(3 * t - 1, &mut out, &mut done);
+    assert_eq!(psns(&out), [100]);
+    req.on_timer(3 * t, &mut out, &mut done);
+    assert_eq!(psns(&out), [100, 100]);
+    out.clear();
+    // The responder lost its place: a sequence NAK of 100, everything
+    // again from there, and the timer as new.
+    let now = 3 * t + 1;
+    req.on_packet(
+        &ack(7, 100, syndrome::NAK_PSN_SEQ_ERR, 0),
+        now,
+        &mut out,
+        &mut done,
+    );
+    assert_eq!(psns(&out), [100, 101, 102, 103]);
+    out.clear();
+    req.on_timer(now + t, &mut out, &mut done);
+    assert_eq!(psns(&out), [100], "one timeout after the NAK");
+    out.clear();
+    // The first timeout of a new row: twice the timeout, not the eight
+    // times that three retries spent would have made it.
+    req.on_timer(now + 3 * t - 1, &mut out, &mut done);
+    assert!(out.is_empty(), "{out:?}");
+    req.on_timer(now + 3 * t, &mut out, &mut done);
+    assert_eq!(psns(&out), [100]);
+    assert!(done.is_empty());
+}
+
 #[test]
 fn the_ack_of_a_timeouts_probe_says_whether_to_go_back() {
     let mut req = Requester::new(cfg(7, 7), 100);
