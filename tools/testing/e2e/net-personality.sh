@@ -40,10 +40,10 @@ for d in /sys/bus/virtio/devices/*; do
 	0x002a) fail "a virtio-rdma (ID 42) device is present: $d" ;;
 	esac
 done
-# The features the driver took: MAC (5), STATUS (16), CTRL_VQ (17),
-# CTRL_RX (18), VERSION_1 (32) and ROCE (58).
+# The features the driver took: MTU (3), MAC (5), STATUS (16), CTRL_VQ
+# (17), CTRL_RX (18), VERSION_1 (32) and ROCE (58).
 features=$(cat /sys/bus/virtio/devices/$vdev/features)
-for bit in 5 16 17 18 32 58; do
+for bit in 3 5 16 17 18 32 58; do
 	[ "${features:$bit:1}" = 1 ] || fail "feature bit $bit not negotiated: $features"
 done
 ip -brief link show eth0

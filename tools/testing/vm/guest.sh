@@ -3,7 +3,7 @@
 # The inside half of run.sh: PID 1 of the run's namespace, in the sysroot.
 # Starts the device backend, then QEMU, then reports the guest's status.
 # usage: guest.sh MODE TIMEOUT KMEMLEAK SHARE BZIMAGE QEMU BACKEND APPEND
-#                 [BACKEND-ARGS [NUM-QUEUES [PEER [REBOOT [OWN-CPUS [PEER-RDMA]]]]]]
+#                 [BACKEND-ARGS [NUM-QUEUES [PEER [REBOOT [OWN-CPUS [PEER-RDMA [MTU]]]]]]]
 # With PEER=1 a second guest (the peer) runs $SHARE/peer/cmd beside the
 # main one: one backend process serves both devices, and the two guests'
 # NICs share a link of their own (no slirp) — 10.0.2.15 and 10.0.2.16,

@@ -45,7 +45,8 @@
 # --mtu BYTES sets every guest's Ethernet MTU (jumbo frames, e.g. 9000):
 # the backends' --mtu (the net personality's virtio-net MTU and the RDMA
 # port's IB MTU), host_mtu of QEMU's NICs, and the run's bridge and TAPs,
-# as an operator sets a jumbo network.
+# as an operator sets a jumbo network. (A lone ID-42 guest's NIC is on
+# QEMU's user network, whose side stays at 1500.)
 # --suite FILE runs the test scripts FILE lists (one path a line, relative
 # to the checkout) one after the other in this one guest instead of CMD,
 # each with its own verdict in results/NAME/ (see init.sh); the run's own
@@ -90,7 +91,8 @@ while [ $# -gt 0 ]; do
 		shift
 		;;
 	--mtu)
-		[[ $2 =~ ^[0-9]+$ ]] || die "--mtu: a number of bytes, not '$2'"
+		[[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge 1280 ] && [ "$2" -le 9000 ] ||
+			die "--mtu: 1280..9000 bytes (the backend's range), not '$2'"
 		mtu=$2
 		shift
 		;;

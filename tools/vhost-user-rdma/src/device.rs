@@ -156,15 +156,16 @@ impl RdmaDevice {
         if !to_port && dst[0] & 1 == 0 {
             return;
         }
+        // Longer than the port's MTU allows: dropped, RoCEv2 or not, as a
+        // switch port drops it.
+        if frame.len() > port.max_frame() {
+            self.ctrl.stats().inc(crate::stats::Counter::NetRxDropped);
+            return;
+        }
         if to_port && self.ctrl.rings_acked() && engine::wire::received(self, frame) {
             return;
         }
-        let Some(record_len) =
-            (frame.len() <= port.max_frame()).then_some(net::HDR_LEN + frame.len())
-        else {
-            self.ctrl.stats().inc(crate::stats::Counter::NetRxDropped);
-            return;
-        };
+        let record_len = net::HDR_LEN + frame.len();
         let mut record: net::FrameBuf = [0; net::HDR_LEN + net::MAX_FRAME];
         let hdr = net::VirtioNetHdr {
             num_buffers: 1.into(),

@@ -103,8 +103,9 @@ pub const MAX_MTU: u16 = 9000;
 /// Bytes of a RoCEv2 packet around its payload within the Ethernet MTU, at
 /// most: IPv6 (40), UDP (8), BTH (12), the largest extension headers a
 /// packet with payload carries (RETH 16 and ImmDt 4) and the ICRC (4).
-/// (rxe subtracts 80: only for MTUs 4176..=4179 do the two ends pick
-/// different IB MTUs; 1500 and 9000 give both 1024 and 4096.)
+/// (rxe subtracts 80, the guest's driver and rdma_cm 96, `iboe_get_mtu`,
+/// and report the smaller of theirs and the device's: all agree at 1500
+/// and 9000, 1024 and 4096.)
 pub const ROCE_OVERHEAD: u16 = 84;
 /// `enum ib_port_phys_state`: LINK_UP.
 pub const IB_PORT_PHYS_STATE_LINK_UP: u8 = 5;

@@ -398,8 +398,8 @@ fn start_net_mtu(mtu: u16) -> Dev {
     Dev::start_without(MEM_SIZE, |l| net(l).with_mtu(mtu).expect("mtu"), 0)
 }
 
-/// `frame` with a virtio-net header, cut into readable descriptors of at
-/// most a slot each.
+/// `frame` behind a virtio-net header (callers cut it into descriptors
+/// of a slot each).
 fn tx_parts(frame: &[u8]) -> Vec<u8> {
     let mut b = vec![0u8; NET_HDR];
     b.extend_from_slice(frame);

@@ -1233,6 +1233,64 @@ mod tests {
         f
     }
 
+    /// A frame from the wire longer than the port's MTU allows (1500 here)
+    /// is dropped as the port's, RoCEv2 or not, before the transport sees
+    /// it; one of the whole MTU reaches the transport.
+    #[test]
+    fn a_frame_beyond_the_ports_mtu_is_dropped_at_the_port() {
+        use crate::packet::{Op, Opcode, Packet, Transport};
+        use crate::stats::Counter;
+        let (ours, _theirs) = std::os::unix::net::UnixDatagram::pair().expect("socket pair");
+        let up = crate::net::uplink::Uplink::over(
+            "mtu".into(),
+            std::fs::File::from(std::os::fd::OwnedFd::from(ours)),
+        );
+        let rings = crate::limits::Rings::new(2, 2, 1, 0).expect("rings");
+        let l = limits(1)
+            .with_rings(Some(rings))
+            .and_then(|l| l.with_net(true))
+            .expect("net limits");
+        let mem = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), MEM)]).expect("memory");
+        let dev = Arc::new(
+            RdmaDevice::on("mtu", l, GuestMemoryAtomic::new(mem), Some(up)).expect("device"),
+        );
+        dev.ctrl().set_acked_features(1 << VIRTIO_RDMA_F_RINGS);
+        let mut g = VirtioRdmaCmdAddGid::new_zeroed();
+        g.gid = gid(1);
+        g.gid_type = U32::new(2);
+        g.port_num = U32::new(1);
+        let out = dev
+            .ctrl()
+            .execute(&request(VIRTIO_RDMA_CMD_ADD_GID, g.as_bytes()), 8);
+        assert_eq!(out[0], VIRTIO_RDMA_S_OK);
+        let frame_of = |payload: usize| {
+            let mut p = Packet::new(
+                Opcode {
+                    transport: Transport::Rc,
+                    op: Op::SendOnly,
+                },
+                2,
+                0x10,
+            );
+            p.payload = vec![7; payload];
+            from_peer(crate::engine::wire::ip_of(&gid(9)), [2, 0, 0, 0, 0, 9], &p)
+        };
+        let stats = dev.ctrl().stats();
+        let seen = || stats.get(Counter::WireRxPkts) + stats.get(Counter::WireRxDropped);
+        // Ethernet (14), IPv6 (40), UDP (8), BTH (12) and ICRC (4) around
+        // the payload: 1518 bytes with 1440 of it.
+        let big = frame_of(1444);
+        assert_eq!(big.len(), 1522);
+        dev.from_uplink(&big);
+        assert_eq!(stats.get(Counter::NetRxDropped), 1);
+        assert_eq!(seen(), 0, "the transport never saw it");
+        let fits = frame_of(1440);
+        assert_eq!(fits.len(), 1518);
+        dev.from_uplink(&fits);
+        assert_eq!(stats.get(Counter::NetRxDropped), 1);
+        assert_eq!(seen(), 1, "the transport saw it");
+    }
+
     /// An RC QP whose peer is on the wire (a device on an uplink, over a
     /// socket here): its SENDs leave as RoCEv2 frames cut at the path MTU,
     /// from its MAC and GID to the MAC its port learnt for the peer's

@@ -201,11 +201,12 @@ pub struct NetPort {
 }
 
 impl NetPort {
-    /// The port of a device with MAC `mac` and Ethernet MTU `mtu`.
+    /// The port of a device with MAC `mac` and Ethernet MTU `mtu` (at
+    /// most [`limits::MAX_MTU`]: frames are read into a [`FrameBuf`]).
     pub fn new(mac: Mac, mtu: u16) -> Self {
         NetPort {
             mac,
-            max_frame: usize::from(mtu) + FRAME_OVERHEAD,
+            max_frame: usize::from(mtu.min(limits::MAX_MTU)) + FRAME_OVERHEAD,
             vrings: OnceLock::new(),
             rx: Mutex::new(()),
             promisc: AtomicBool::new(false),

@@ -7,7 +7,8 @@
 //! a bad frame costs the guest that frame only. What is refused: a chain
 //! with a device-writable part or longer than a header and the longest
 //! frame, a header asking for GSO (none was offered), a frame shorter
-//! than an Ethernet header or longer than 1518 bytes, and a source MAC
+//! than an Ethernet header or longer than the port's MTU and 18 bytes
+//! (1518 at 1500), and a source MAC
 //! other than the device's (tenants must not impersonate each other).
 
 use std::fmt;

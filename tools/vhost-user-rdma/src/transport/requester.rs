@@ -537,6 +537,8 @@ impl Requester {
                         }
                         let wait = rnr_delay_us(aeth.syndrome & 0x1f);
                         self.rnr_until = Some((now + wait, psn));
+                        // The responder answered: timeouts start over.
+                        self.timeouts_in_a_row = 0;
                         self.deadline = None;
                     }
                     _ => {

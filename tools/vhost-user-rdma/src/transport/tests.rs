@@ -836,12 +836,6 @@ fn a_duplicate_write_is_acknowledged_unasked() {
     assert_eq!(r.expected_psn(), 102);
 }
 
-/// After the transport timer ran out, the ACK its probe brings back says
-/// what to send: an ACK past the probe means the responder was slow, not
-/// deaf, and what followed the probe is still on its way, so nothing is
-/// sent again (sending the window again made a slow rxe slower still, busy
-/// with duplicates it ACKs one by one, until RETRY_EXC_ERR); an ACK of the
-/// probe itself means what followed it was lost: go-back-N from there.
 /// The transport timer doubles for timeouts in a row only: a sequence NAK
 /// between them (the responder is alive) starts the waiting over, though
 /// it costs a retry as well.
@@ -889,6 +883,12 @@ fn a_sequence_nak_starts_the_backoff_over() {
     assert!(done.is_empty());
 }
 
+/// After the transport timer ran out, the ACK its probe brings back says
+/// what to send: an ACK past the probe means the responder was slow, not
+/// deaf, and what followed the probe is still on its way, so nothing is
+/// sent again (sending the window again made a slow rxe slower still, busy
+/// with duplicates it ACKs one by one, until RETRY_EXC_ERR); an ACK of the
+/// probe itself means what followed it was lost: go-back-N from there.
 #[test]
 fn the_ack_of_a_timeouts_probe_says_whether_to_go_back() {
     let mut req = Requester::new(cfg(7, 7), 100);
