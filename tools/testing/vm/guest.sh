@@ -130,14 +130,21 @@ if ! start_backend; then
 	cat "$share/backend.log" >&2
 	exit 2
 fi
-if [ "$peer_rdma" = remote ]; then
-	# The other host's backend, for the peer's device.
+# start_remote_backend: the other host's backend, for the peer's device
+# (PEER-RDMA=remote); false if it did not come up. Like the first, it
+# exits when its QEMU goes, so booting again starts it again.
+start_remote_backend() {
+	[ "$peer_rdma" = remote ] || return 0
+	[ -z "${remote_pid:-}" ] || kill -KILL "$remote_pid" 2>/dev/null
+	rm -f "$rundir/vrdma1.sock"
 	device_args 1
-	if ! run_backend "$share/peer/backend.log" "$rundir/vrdma1.sock" "${dev_args[@]}"; then
-		echo "error: the second host's backend did not start:" >&2
-		cat "$share/peer/backend.log" >&2
-		exit 2
-	fi
+	run_backend "$share/peer/backend.log" "$rundir/vrdma1.sock" "${dev_args[@]}" || return 1
+	remote_pid=$last_pid
+}
+if ! start_remote_backend; then
+	echo "error: the second host's backend did not start:" >&2
+	cat "$share/peer/backend.log" >&2
+	exit 2
 fi
 # The guest's requests to kill or restart the backend (see the header).
 (
@@ -306,15 +313,23 @@ stop_hung() {
 }
 # boots_file INDEX: where guest INDEX counts its boots.
 boots_file() { if [ "$1" = 1 ]; then echo "$share/peer/boots"; else echo "$share/boots"; fi; }
+# qemu_running INDEX: whether guest INDEX's QEMU runs.
+qemu_running() { pgrep -f "^$qemu .*$rundir/mon$1.sock" >/dev/null; }
 # watch_boot: stops the guests and leaves boot-hung in $rundir if one of
-# them does not reach init in time: the hung one shown, the other (which
-# may be waiting for it) stopped too, so that both boot again.
+# them does not reach init in time (or the peer's QEMU ended before): the
+# hung one shown, the other (which may be waiting for it) stopped too, so
+# that both boot again.
 watch_boot() {
 	local t i
 	for ((t = 0; t < boot_limit; t++)); do
 		sleep 1
 		for ((i = 0; i < guests; i++)); do
-			[ -s "$(boots_file "$i")" ] || continue 2
+			[ -s "$(boots_file "$i")" ] && continue
+			# A peer whose QEMU ended before init will not get
+			# there: no need to wait out the limit. (The main
+			# guest's QEMU ending ends the run's wait for it.)
+			[ "$i" = 0 ] || [ $t -lt 5 ] || qemu_running "$i" || break 2
+			continue 2
 		done
 		return 0
 	done
@@ -323,6 +338,10 @@ watch_boot() {
 		if [ -s "$(boots_file "$i")" ]; then
 			echo "error: guest $i reached init; stopped, to boot both again" >&2
 			stop_hung "$i" quiet >&2
+		elif ! qemu_running "$i"; then
+			# Not hung: its QEMU is gone (its exit and output are in
+			# its console, the main guest's in the log).
+			echo "error: guest $i's QEMU ended before init (its console says why)" >&2
 		else
 			echo "error: guest $i did not reach init within ${boot_limit}s; its vCPUs:" >&2
 			stop_hung "$i" >&2
@@ -369,11 +388,22 @@ for attempt in 1 2; do
 	[ -e "$rundir/boot-hung" ] || kill "$watch_pid" 2>/dev/null
 	wait "$watch_pid" 2>/dev/null
 	[ -e "$rundir/boot-hung" ] && [ $attempt = 1 ] || break
-	[ $guests = 2 ] && wait "$peer_pid"
+	if [ $guests = 2 ]; then
+		wait "$peer_pid"
+		# The peer's first console (a QEMU that ended says why there).
+		echo "--- QEMU exit $? ---" >>"$share/peer/console.log"
+		mv "$share/peer/console.log" "$share/peer/console-boot1.log"
+		# Shown whatever the second boot does: a peer that did not reach
+		# init (hung, or its QEMU ended: not a hang) must not pass unseen.
+		if [ ! -s "$share/peer/boots" ]; then
+			echo "error: the peer's first boot, the last lines of its console (QEMU's exit status last):" >&2
+			tail -30 "$share/peer/console-boot1.log" >&2
+		fi
+	fi
 	echo "warning: booting the guests again (early-boot hang above)" >&2
-	if ! backend_request kill killed || ! backend_request start started; then
+	if ! backend_request kill killed || ! backend_request start started || ! start_remote_backend; then
 		echo "error: the device backend did not restart:" >&2
-		cat "$share/backend.log" >&2
+		cat "$share/backend.log" "$share/peer/backend.log" 2>/dev/null >&2
 		exit 2
 	fi
 done
@@ -410,6 +440,11 @@ if [ $guests = 2 ]; then
 	peer_status=$(cat "$share/peer/status" 2>/dev/null)
 	if [ "$peer_rc" != 0 ] || [ "$peer_status" != 0 ]; then
 		echo "error: the peer guest failed (QEMU exit $peer_rc, status ${peer_status:-none}); its console:" >&2
+		if [ -e "$share/peer/console-boot1.log" ]; then
+			echo "--- first boot ---" >&2
+			tail -30 "$share/peer/console-boot1.log" >&2
+			echo "--- second boot ---" >&2
+		fi
 		tail -60 "$share/peer/console.log" >&2
 		[ "$status" = 0 ] && status=${peer_status:-125}
 	fi
