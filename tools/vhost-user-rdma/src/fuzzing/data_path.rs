@@ -1240,6 +1240,8 @@ mod tests {
     fn a_frame_beyond_the_ports_mtu_is_dropped_at_the_port() {
         use crate::packet::{Op, Opcode, Packet, Transport};
         use crate::stats::Counter;
+        // Its GID is the wire pair's: one at a time (a GID is one device's).
+        let _one = ONE_PAIR.lock().unwrap_or_else(|e| e.into_inner());
         let (ours, _theirs) = std::os::unix::net::UnixDatagram::pair().expect("socket pair");
         let up = crate::net::uplink::Uplink::over(
             "mtu".into(),
