@@ -502,13 +502,7 @@ fn the_ib_mtu_is_the_largest_the_ethernet_mtu_carries() {
         a.qp_state = IB_QPS_RTR;
         a.dest_qp_num = U32::new(qp);
         a.ah_attr.port_num = 1;
-        let rtr = IB_QP_STATE
-            | IB_QP_AV
-            | IB_QP_PATH_MTU
-            | IB_QP_DEST_QPN
-            | IB_QP_RQ_PSN
-            | IB_QP_MAX_DEST_RD_ATOMIC
-            | IB_QP_MIN_RNR_TIMER;
+        let rtr = RC_RTR;
         if ib < IB_MTU_4096 {
             a.path_mtu = ib + 1;
             assert_eq!(d.modify(qp, rtr, a), VIRTIO_RDMA_S_INVALID, "--mtu {mtu}");

@@ -573,14 +573,7 @@ impl Dev {
         a.ah_attr.port_num = 1;
         a.min_rnr_timer = 1;
         a.rq_psn = U32::new(psns.1);
-        let rtr = IB_QP_STATE
-            | IB_QP_AV
-            | IB_QP_PATH_MTU
-            | IB_QP_DEST_QPN
-            | IB_QP_RQ_PSN
-            | IB_QP_MAX_DEST_RD_ATOMIC
-            | IB_QP_MIN_RNR_TIMER;
-        assert_eq!(self.modify(qpn, rtr, a), VIRTIO_RDMA_S_OK);
+        assert_eq!(self.modify(qpn, RC_RTR, a), VIRTIO_RDMA_S_OK);
         a.qp_state = IB_QPS_RTS;
         a.rnr_retry = rnr_retry;
         a.timeout = timeout;
@@ -991,6 +984,16 @@ pub const NET_CTRLQ: usize = 2;
 pub const NET_ROCE: usize = 3;
 /// Bytes of `struct virtio_net_hdr_v1`.
 pub const NET_HDR: usize = 12;
+/// MODIFY_QP's mask for an RC QP's INIT -> RTR: every attribute IB
+/// requires there.
+pub const RC_RTR: u32 = IB_QP_STATE
+    | IB_QP_AV
+    | IB_QP_PATH_MTU
+    | IB_QP_DEST_QPN
+    | IB_QP_RQ_PSN
+    | IB_QP_MAX_DEST_RD_ATOMIC
+    | IB_QP_MIN_RNR_TIMER;
+
 /// Guest memory of the net queues' buffers: one `NET_SLOT` per descriptor.
 pub const NET_BUFS: u64 = 0x40_0000;
 pub const NET_SLOT: u64 = 0x800;
