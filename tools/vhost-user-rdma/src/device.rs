@@ -165,22 +165,21 @@ impl RdmaDevice {
         if to_port && self.ctrl.rings_acked() && engine::wire::received(self, frame) {
             return;
         }
-        let record_len = net::HDR_LEN + frame.len();
-        let mut record: net::FrameBuf = [0; net::HDR_LEN + net::MAX_FRAME];
         let hdr = net::VirtioNetHdr {
             num_buffers: 1.into(),
             ..net::VirtioNetHdr::default()
         };
-        record[..net::HDR_LEN].copy_from_slice(zerocopy::IntoBytes::as_bytes(&hdr));
-        record[net::HDR_LEN..record_len].copy_from_slice(frame);
-        port.deliver(&self.ctrl, &record[..record_len]);
+        // Header and frame go into the guest's buffer as they are, never
+        // joined in a record of the largest frame's size first.
+        port.deliver(&self.ctrl, zerocopy::IntoBytes::as_bytes(&hdr), frame);
     }
 
     /// Delivers `record` (a virtio-net header and an Ethernet frame) into
     /// this device's receive queue (the switch's call; a no-op on ID 42).
     pub fn deliver(&self, record: &[u8]) {
         if let Some(port) = &self.net {
-            port.deliver(&self.ctrl, record);
+            let (hdr, frame) = record.split_at(record.len().min(net::HDR_LEN));
+            port.deliver(&self.ctrl, hdr, frame);
         }
     }
 

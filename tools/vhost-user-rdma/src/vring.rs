@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use log::error;
 use vhost_user_backend::{VringRwLock, VringStateGuard, VringStateMutGuard, VringT};
 use virtio_queue::{DescriptorChain, Error as VirtQueError, QueueT};
-use vm_memory::{Bytes, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
+use vm_memory::{Bytes, GuestAddress, GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 /// Guest memory as the device sees it.
@@ -415,17 +415,41 @@ pub(crate) fn write_chain(
     chain: DescriptorChain<&GuestMemoryMmap>,
     record: &[u8],
 ) -> Result<(), String> {
-    let mut left = record;
+    write_parts(mem, chain, &[record])
+}
+
+/// [`write_chain`] of a record given in `parts` (a header and a frame
+/// that sit apart), as if they were one: no copy to join them.
+pub(crate) fn write_parts(
+    mem: &GuestMemoryMmap,
+    chain: DescriptorChain<&GuestMemoryMmap>,
+    parts: &[&[u8]],
+) -> Result<(), String> {
+    let need: usize = parts.iter().map(|p| p.len()).sum();
+    let mut rest = parts.iter().copied();
+    let mut left: &[u8] = rest.next().unwrap_or(&[]);
     let mut room = 0u64;
     for d in chain.writable() {
-        let n = left.len().min(d.len() as usize);
-        mem.write_slice(&left[..n], d.addr())
-            .map_err(|e| format!("buffer at {:#x}: {e}", d.addr().0))?;
-        left = &left[n..];
-        room += u64::from(d.len());
-        if left.is_empty() {
-            return Ok(());
+        let (mut at, mut space) = (d.addr(), d.len() as usize);
+        loop {
+            while left.is_empty() {
+                match rest.next() {
+                    Some(p) => left = p,
+                    None => return Ok(()),
+                }
+            }
+            if space == 0 {
+                break;
+            }
+            let n = left.len().min(space);
+            mem.write_slice(&left[..n], at)
+                .map_err(|e| format!("buffer at {:#x}: {e}", at.0))?;
+            left = &left[n..];
+            space -= n;
+            // Within the buffer just written: no overflow.
+            at = GuestAddress(at.0.wrapping_add(n as u64));
         }
+        room += u64::from(d.len());
     }
-    Err(format!("{room} bytes, need {}", record.len()))
+    Err(format!("{room} bytes, need {need}"))
 }

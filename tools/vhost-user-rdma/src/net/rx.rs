@@ -19,17 +19,18 @@ use vm_memory::GuestAddressSpace;
 use super::{NetPort, HDR_LEN, RXQ};
 use crate::ctrl::Ctrl;
 use crate::stats::Counter;
-use crate::vring::write_chain;
+use crate::vring::write_parts;
 
 impl NetPort {
-    /// Writes `record` (a [`super::VirtioNetHdr`] and the frame) into the
+    /// Writes `hdr` (a [`super::VirtioNetHdr`]) and `frame` into the
     /// next buffer of the receive queue; `ctrl` is this device's control
     /// engine (its memory, counters and warnings). Runs on the sender's
     /// thread: the used ring's interrupt goes out at the end of that
     /// thread's [`crate::vring::Pass`].
-    pub(crate) fn deliver(&self, ctrl: &Ctrl, record: &[u8]) {
+    pub(crate) fn deliver(&self, ctrl: &Ctrl, hdr: &[u8], frame: &[u8]) {
         let stats = ctrl.stats();
-        if record.len() > HDR_LEN + self.max_frame {
+        let len = hdr.len() + frame.len();
+        if len > HDR_LEN + self.max_frame {
             stats.inc(Counter::NetRxDropped);
             return;
         }
@@ -53,8 +54,8 @@ impl NetPort {
             return;
         };
         let head = chain.head_index();
-        let used = match write_chain(&mem, chain, record) {
-            Ok(()) => u32::try_from(record.len()).unwrap_or(u32::MAX),
+        let used = match write_parts(&mem, chain, &[hdr, frame]) {
+            Ok(()) => u32::try_from(len).unwrap_or(u32::MAX),
             Err(e) => {
                 ctrl.guest_warn(format_args!(
                     "receive buffer {head}: {e}; frame dropped, buffer returned empty"
@@ -72,8 +73,7 @@ impl NetPort {
             stats.inc(Counter::NetRxDropped);
         } else {
             stats.inc(Counter::NetRxFrames);
-            let frame = record.len().saturating_sub(HDR_LEN);
-            stats.add(Counter::NetRxBytes, frame as u64);
+            stats.add(Counter::NetRxBytes, frame.len() as u64);
         }
     }
 }
