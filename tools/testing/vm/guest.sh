@@ -82,6 +82,11 @@ fi
 # backend too (Documentation/infiniband/virtio_rdma_net.rst).
 net_personality=0
 for a in "${BACKEND_ARGS[@]}"; do [ "$a" = --net ] && net_personality=1; done
+# On a network an ID-42 device's NIC is the backend's too (--nic-socket:
+# QEMU's virtio-net-pci on -netdev vhost-user), so that its RDMA port and
+# its guest's Ethernet are one port on the uplink, as the net personality's.
+backend_nic=0
+[ $wired = 1 ] && [ $net_personality = 0 ] && backend_nic=1
 
 mac() { echo "52:54:00:12:34:5$((6 + $1))"; }
 rundir=/tmp/vrdma
@@ -95,6 +100,7 @@ device_args() {
 	[ $guests = 1 ] || dev_args+=(--ip "10.0.2.$((15 + i))")
 	[ -z "${pins[i]:-}" ] || dev_args+=(--cpus "${pins[i]}")
 	[ $wired = 0 ] || dev_args+=(--uplink "tap:vr$i")
+	[ $backend_nic = 0 ] || dev_args+=(--nic-socket "$rundir/vnic$i.sock")
 }
 # The first backend serves the main guest's device, and the peer's unless
 # the peer is on another host (or is rxe).
@@ -220,6 +226,11 @@ guest_args() {
 		# A link of their own: each guest's NIC sends its frames to the
 		# other's datagram socket.
 		net=(-netdev "dgram,id=net0,local.type=unix,local.path=$rundir/net$i,remote.type=unix,remote.path=$rundir/net$((1 - i))")
+	fi
+	if [ $backend_nic = 1 ]; then
+		# The NIC's queues are the backend's (its MTU the backend's --mtu).
+		net=(-chardev "socket,id=vnic0,path=$rundir/vnic$i.sock,reconnect-ms=500"
+			-netdev "vhost-user,id=net0,chardev=vnic0")
 	fi
 	net+=(-device "virtio-net-pci,netdev=net0,mac=$(mac "$i"),romfile=${mtu:+,host_mtu=$mtu}")
 	if [ $net_personality = 1 ]; then

@@ -34,10 +34,12 @@
 # if either guest fails. The peer's files (console.log, status) are in peer/.
 # --peer-rdma rxe makes the peer a host with Linux's rxe instead: it has no
 # virtio-rdma device, only QEMU's virtio-net on a TAP, where its tests add
-# rxe0 (rdma link add rxe0 type rxe netdev eth0). The main guest must be
-# the net personality; its device's uplink (the backend's --uplink) is a
+# rxe0 (rdma link add rxe0 type rxe netdev eth0). The main guest's device
+# needs the backend's --rings; its uplink (the backend's --uplink) is a
 # TAP on the same bridge, in a network namespace of the run's own: one L2,
-# as two hosts on a switch, RoCEv2 frames and all.
+# as two hosts on a switch, RoCEv2 frames and all. An ID-42 guest's NIC is
+# then the backend's too (its --nic-socket, QEMU's virtio-net-pci on
+# -netdev vhost-user): its RDMA port and its Ethernet are one port.
 # --hosts 2 (with --peer) puts the peer on another host the same way, with
 # a virtio-rdma device of its own: a second backend process serves it, its
 # uplink a TAP on the same bridge, so the two devices meet only on the wire.
@@ -117,7 +119,7 @@ if [ $hosts2 = 1 ]; then
 fi
 if [ $peer_rdma != virtio ]; then
 	[ -n "$peer_cmd" ] || die "--peer-rdma rxe and --hosts 2 need --peer"
-	[[ " $backend_args " == *" --net "* ]] || die "--peer-rdma rxe and --hosts 2 need the net personality (--personality net)"
+	[[ " $backend_args " == *" --rings "* ]] || die "--peer-rdma rxe and --hosts 2 need --rings (the wire serves ring QPs)"
 fi
 [ $mode = shell ] || [ $# -gt 0 ] || [ -n "$suite" ] || die "no command given (or use --shell or --suite)"
 

@@ -184,7 +184,17 @@ pub struct Cli {
     #[arg(long = "link-faults", value_name = "KIND=PERCENT[,...]")]
     pub link_faults: Option<crate::link::Faults>,
 
-    /// With --net: the device's port on a host network, `tap:NAME` (a TAP
+    /// The guest's NIC, served by this backend: a vhost-user socket for
+    /// QEMU's `-netdev vhost-user` under `-device virtio-net-pci` with the
+    /// device's --mac. The ID-42 device's RDMA port and the guest's
+    /// Ethernet are then one port, as on a RoCE NIC: on the process's
+    /// switch, or with --uplink on a host network. Once per --socket, in
+    /// the same order; not with --net (that device is the NIC); needs
+    /// --rings.
+    #[arg(long = "nic-socket", value_name = "PATH", conflicts_with = "net")]
+    pub nic_sockets: Vec<PathBuf>,
+
+    /// With --net or --nic-socket: the device's port on a host network, `tap:NAME` (a TAP
     /// device, made if it does not exist; attach it to a bridge or OVS as
     /// a VM's TAP). The guest's Ethernet and the RoCEv2 frames of its QPs
     /// whose peers are not devices of this process go out there, with the
@@ -266,6 +276,12 @@ fn allowed(cpus: Cpus) -> Result<Cpus, LimitsError> {
 pub const DEFAULT_MAC: Mac = Mac([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]);
 
 impl Cli {
+    /// The socket of the `i`-th device's NIC (`--nic-socket`), if the
+    /// backend serves it ([`Cli::devices`] checked there is one each).
+    pub fn nic_socket(&self, i: usize) -> Option<PathBuf> {
+        self.nic_sockets.get(i).cloned()
+    }
+
     /// The hostile mode every device gets, if --hostile is given.
     pub fn hostile(&self) -> Option<hostile::Config> {
         self.hostile.map(|kinds| hostile::Config {
@@ -368,6 +384,17 @@ impl Cli {
                 if self.threads.is_none() {
                     l = l.with_threads(default_threads(cpus.len()))?;
                 }
+            }
+            if !self.nic_sockets.is_empty() {
+                // One each: a NIC is one guest's.
+                if self.nic_sockets.len() != n {
+                    return Err(LimitsError::PerSocket {
+                        option: "--nic-socket",
+                        given: self.nic_sockets.len(),
+                        sockets: n,
+                    });
+                }
+                l = l.with_nic(true)?;
             }
             if !self.uplinks.is_empty() {
                 // One each: a TAP is one port.
@@ -745,6 +772,74 @@ mod tests {
                 roce: 254,
                 total: 257
             })
+        );
+    }
+
+    /// `--nic-socket`: the ID-42 device's NIC is the backend's, one per
+    /// device, with rings; its port may then have an uplink.
+    #[test]
+    fn nic_sockets() {
+        let two = [
+            "x",
+            "--socket",
+            "a",
+            "--socket",
+            "b",
+            "--mac",
+            "02:00:00:00:00:01",
+            "--mac",
+            "02:00:00:00:00:02",
+        ];
+        let parse = |more: &[&str]| Cli::try_parse_from(two.iter().chain(more));
+        let nics = ["--nic-socket", "na", "--nic-socket", "nb"];
+        let cli = parse(
+            &[
+                &nics[..],
+                &["--rings", "--uplink", "tap:t0", "--uplink", "tap:t1"],
+            ]
+            .concat(),
+        )
+        .expect("parses");
+        let d = cli.devices().expect("valid");
+        assert!(d
+            .iter()
+            .all(|(_, l)| l.nic() && !l.net() && l.uplink().is_some()));
+        assert_eq!(d[0].1.roce_base(), 0, "the ID-42 layout");
+        assert_eq!(
+            (cli.nic_socket(0), cli.nic_socket(1)),
+            (Some("na".into()), Some("nb".into()))
+        );
+        let no_nic = parse(&["--rings"]).expect("parses");
+        assert_eq!(no_nic.nic_socket(0), None);
+        assert!(no_nic
+            .devices()
+            .expect("valid")
+            .iter()
+            .all(|(_, l)| !l.nic()));
+        assert_eq!(
+            parse(&nics).expect("parses").devices().map(|_| ()),
+            Err(LimitsError::NicWithoutRings)
+        );
+        assert!(matches!(
+            parse(&["--rings", "--nic-socket", "na"])
+                .expect("parses")
+                .devices(),
+            Err(LimitsError::PerSocket {
+                option: "--nic-socket",
+                ..
+            })
+        ));
+        assert!(
+            parse(&[&nics[..], &["--rings", "--net"]].concat()).is_err(),
+            "the net personality is a NIC"
+        );
+        assert_eq!(
+            parse(&["--rings", "--uplink", "tap:t0", "--uplink", "tap:t1"])
+                .expect("parses")
+                .devices()
+                .map(|_| ()),
+            Err(LimitsError::UplinkWithoutNet),
+            "QEMU's NIC cannot share the uplink"
         );
     }
 

@@ -5,7 +5,9 @@
 //! A device is the ID-42 virtio-rdma device, or with `--net` the net
 //! personality (`net/`): a virtio-net device whose own queues come first
 //! and whose RoCE part is the ID-42 device from [`Limits::roce_base`] on.
-//! This file only dispatches between the two.
+//! This file only dispatches between the two. An ID-42 device may have
+//! its guest's NIC served here too (`--nic-socket`, `net/nic.rs`): a
+//! second frontend, a stock virtio-net, whose port is the RDMA port's.
 
 use std::io;
 use std::path::Path;
@@ -67,10 +69,12 @@ pub struct RdmaDevice {
     config: [u8; VIRTIO_RDMA_CONFIG_SPACE_SIZE],
     ctrl: Ctrl,
     mem: Mem,
-    /// The Ethernet side of the net personality; `None` on ID 42.
+    /// The Ethernet side: the net personality's, or the ID-42 device's
+    /// NIC when this backend serves it; `None` on an ID-42 device whose
+    /// guest's NIC is QEMU's.
     net: Option<NetPort>,
-    /// The port's host network (`--uplink`, the net personality's), if
-    /// it has one: then not the process's switch.
+    /// The port's host network (`--uplink`), if it has one: then not the
+    /// process's switch.
     uplink: Option<Arc<Uplink>>,
 }
 
@@ -85,13 +89,15 @@ impl RdmaDevice {
     /// [`RdmaDevice::new`] on `uplink` (tests: an uplink over a socket).
     pub fn on(name: &str, limits: Limits, mem: Mem, uplink: Option<Uplink>) -> io::Result<Self> {
         let ctrl = Ctrl::new(name, limits, mem.clone())?;
-        let (config, net) = if limits.net() {
-            ctrl.stats().show_net();
-            let port = NetPort::new(limits.mac(), limits.mtu());
-            (net::config_space(&limits), Some(port))
+        let config = if limits.net() {
+            net::config_space(&limits)
         } else {
-            (limits.config_space(), None)
+            limits.config_space()
         };
+        let net = limits.has_port().then(|| {
+            ctrl.stats().show_net();
+            NetPort::new(limits.mac(), limits.mtu())
+        });
         Ok(RdmaDevice {
             name: name.to_string(),
             limits,
@@ -119,7 +125,8 @@ impl RdmaDevice {
         &self.ctrl
     }
 
-    /// The Ethernet side of the net personality, if this is one.
+    /// The Ethernet side, if the device has a port of the backend's (the
+    /// net personality, or an ID-42 device with `--nic-socket`).
     pub fn net(&self) -> Option<&NetPort> {
         self.net.as_ref()
     }
@@ -129,7 +136,8 @@ impl RdmaDevice {
     /// from 0) to the control engine, which so never sees the shift.
     pub fn set_vrings(&self, mut vrings: Vec<RdmaVring>) {
         let roce = vrings.split_off(self.limits.roce_base().min(vrings.len()));
-        if let Some(port) = &self.net {
+        // An ID-42 device's NIC gets its own from its own frontend.
+        if let (Some(port), true) = (&self.net, self.limits.net()) {
             port.set_vrings(vrings);
         }
         self.ctrl.set_vrings(roce);
@@ -279,7 +287,7 @@ impl VhostUserBackend for RdmaDevice {
     }
 
     fn features(&self) -> u64 {
-        if self.net.is_some() {
+        if self.limits.net() {
             return net::FEATURES;
         }
         let rings = self
@@ -291,7 +299,7 @@ impl VhostUserBackend for RdmaDevice {
 
     fn acked_features(&self, features: u64) {
         debug!("{}: driver acked features {features:#x}", self.name);
-        if self.net.is_some() {
+        if self.limits.net() {
             // The RoCE part sees what it would on ID 42: the rings mode if
             // VIRTIO_NET_F_ROCE was acked, else no feature of its own.
             self.ctrl.set_acked_features(net::roce_features(features));
@@ -306,7 +314,8 @@ impl VhostUserBackend for RdmaDevice {
 
     fn reset_device(&self) {
         self.ctrl.reset();
-        if let Some(port) = &self.net {
+        // An ID-42 device's NIC is another function: its driver resets it.
+        if let (Some(port), true) = (&self.net, self.limits.net()) {
             port.reset();
         }
     }
@@ -374,13 +383,16 @@ impl VhostUserBackend for RdmaDevice {
 /// Serves one frontend on `socket` until it disconnects. The socket file is
 /// removed when this returns. With CPUs in `limits`, the calling thread is
 /// pinned to them first, and so every thread the device starts.
-pub fn serve(socket: &Path, limits: Limits) -> Result<(), DeviceError> {
-    serve_with(socket, limits, |_| {})
+/// With `nic` (`--nic-socket`), the guest's NIC is served on that socket
+/// meanwhile (`net/nic.rs`), until its own frontend disconnects.
+pub fn serve(socket: &Path, nic: Option<&Path>, limits: Limits) -> Result<(), DeviceError> {
+    serve_with(socket, nic, limits, |_| {})
 }
 
 /// [`serve`], handing the device to `started` once it listens (for tests).
 pub fn serve_with(
     socket: &Path,
+    nic: Option<&Path>,
     limits: Limits,
     started: impl FnOnce(&Arc<RdmaDevice>),
 ) -> Result<(), DeviceError> {
@@ -416,6 +428,10 @@ pub fn serve_with(
         }
         _ => None,
     };
+    let nic = match nic {
+        Some(path) => Some(net::nic::spawn(&dev, path).map_err(setup)?),
+        None => None,
+    };
     if let Some(up) = dev.uplink() {
         up.spawn_reader(Arc::downgrade(&dev)).map_err(setup)?;
     }
@@ -429,7 +445,7 @@ pub fn serve_with(
             r.comp_vqs
         ))
     );
-    let (kind, layout) = if dev.net.is_some() {
+    let (kind, layout) = if dev.limits.net() {
         (
             "virtio-net+roce",
             format!(
@@ -458,6 +474,10 @@ pub fn serve_with(
     }
     worker.stop();
     info!("{name}: frontend disconnected");
+    if let Some(nic) = nic {
+        // Its QEMU disconnects it too, when it ends.
+        nic.join();
+    }
     dev.ctrl().log_stats();
     result.map_err(|e| DeviceError::Daemon(name.clone(), e))
 }

@@ -249,9 +249,19 @@ pub enum LimitsError {
     /// is the rings mode (VIRTIO_NET_F_ROCE implies it).
     #[error("--net needs --rings: VIRTIO_NET_F_ROCE implies the rings mode")]
     NetWithoutRings,
-    /// An uplink for an ID-42 device, whose guest's Ethernet is QEMU's.
-    #[error("--uplink needs --net: the guest's Ethernet must go out the port its RoCE frames do")]
+    /// An uplink for an ID-42 device whose guest's Ethernet is QEMU's
+    /// (no --nic-socket).
+    #[error(
+        "--uplink needs --net or --nic-socket: the guest's Ethernet must go out the port \
+         its RoCE frames do"
+    )]
     UplinkWithoutNet,
+    /// A NIC of the backend's for the net personality, which is one.
+    #[error("--nic-socket is for the ID-42 device: with --net the device is the guest's NIC")]
+    NicWithNet,
+    /// A NIC of the backend's without the rings mode.
+    #[error("--nic-socket needs --rings: the port takes RoCEv2 frames for the rings mode's QPs")]
+    NicWithoutRings,
     /// Two devices on one uplink.
     #[error("--uplink {0} given to two devices")]
     SameUplink(UplinkSpec),
@@ -502,12 +512,16 @@ pub struct Limits {
     /// The device is the net personality (virtio-net with the RoCE queues
     /// after its own): see `net/mod.rs`.
     net: bool,
+    /// The ID-42 device's paired NIC is the backend's (`--nic-socket`,
+    /// `net/nic.rs`): its port is the guest's Ethernet, as the net
+    /// personality's is.
+    nic: bool,
     /// Threads serving the device's queues (`lane.rs`).
     threads: u8,
     /// Where the device's threads run (`--cpus`); `None`: wherever the
     /// process may.
     cpus: Option<Cpus>,
-    /// The net personality's port on a host network (`--uplink`); `None`:
+    /// The port on a host network (`--uplink`); `None`:
     /// the process's switch only.
     uplink: Option<UplinkSpec>,
     /// The port's Ethernet MTU (`--mtu`): the net personality's frames,
@@ -552,6 +566,7 @@ impl Limits {
             rings: None,
             max_counter_sets: MAX_COUNTER_SETS,
             net: false,
+            nic: false,
             threads: 1,
             cpus: None,
             uplink: None,
@@ -653,8 +668,37 @@ impl Limits {
         if net && self.rings.is_none() {
             return Err(LimitsError::NetWithoutRings);
         }
+        if net && self.nic {
+            return Err(LimitsError::NicWithNet);
+        }
         self.net = net;
         self.check_queues()
+    }
+
+    /// The same limits with the ID-42 device's paired NIC served by this
+    /// backend (`--nic-socket`) or by QEMU. The port then carries the
+    /// guest's Ethernet, on the process's switch or the uplink; it takes
+    /// RoCEv2 frames for the rings mode's QPs, so it needs rings.
+    pub fn with_nic(mut self, nic: bool) -> Result<Self, LimitsError> {
+        if nic && self.net {
+            return Err(LimitsError::NicWithNet);
+        }
+        if nic && self.rings.is_none() {
+            return Err(LimitsError::NicWithoutRings);
+        }
+        self.nic = nic;
+        Ok(self)
+    }
+
+    /// Whether the ID-42 device's NIC is this backend's.
+    pub fn nic(&self) -> bool {
+        self.nic
+    }
+
+    /// Whether the device has an Ethernet port of the backend's: the net
+    /// personality's, or the ID-42 device's NIC.
+    pub fn has_port(&self) -> bool {
+        self.net || self.nic
     }
 
     /// Whether the device is the net personality.
@@ -662,10 +706,10 @@ impl Limits {
         self.net
     }
 
-    /// The same limits with the port on `uplink` (the net personality
-    /// only: its guest's Ethernet must share the port with its RoCE).
+    /// The same limits with the port on `uplink` (a port of the
+    /// backend's only: its guest's Ethernet must share it with its RoCE).
     pub fn with_uplink(mut self, uplink: Option<UplinkSpec>) -> Result<Self, LimitsError> {
-        if uplink.is_some() && !self.net {
+        if uplink.is_some() && !self.has_port() {
             return Err(LimitsError::UplinkWithoutNet);
         }
         self.uplink = uplink;

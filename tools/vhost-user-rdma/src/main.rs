@@ -57,16 +57,23 @@ fn main() -> ExitCode {
         );
     }
 
-    if let Err(e) = watch_signals(cli.sockets.clone()) {
+    let sockets = cli
+        .sockets
+        .iter()
+        .chain(&cli.nic_sockets)
+        .cloned()
+        .collect();
+    if let Err(e) = watch_signals(sockets) {
         error!("cannot install signal handlers: {e}");
         return ExitCode::FAILURE;
     }
 
     let mut threads = Vec::new();
-    for (socket, limits) in devices {
+    for (i, (socket, limits)) in devices.into_iter().enumerate() {
+        let nic = cli.nic_socket(i);
         let spawned = thread::Builder::new()
             .name("vrdma-dev".to_string())
-            .spawn(move || device::serve(&socket, limits));
+            .spawn(move || device::serve(&socket, nic.as_deref(), limits));
         match spawned {
             Ok(t) => threads.push(t),
             Err(e) => {

@@ -158,6 +158,13 @@ pub enum RecordError {
 }
 
 impl RdmaVring {
+    /// The guest memory the vring's rings and buffers are in (its
+    /// frontend's: an ID-42 device's NIC is another frontend, with a
+    /// memory map of its own).
+    pub fn mem(&self) -> &Mem {
+        &self.mem
+    }
+
     /// Writes `record` into the next available buffer and returns that
     /// buffer in the used ring with the record's length. A buffer that is
     /// too small or not device-writable is returned with length 0 (told to

@@ -515,3 +515,60 @@ fn the_ib_mtu_is_the_largest_the_ethernet_mtu_carries() {
         .and_then(|l| l.with_mtu(1279))
         .is_err());
 }
+
+/// An ID-42 device whose guest's NIC the backend serves (`--nic-socket`):
+/// the NIC is the device's port, on the switch like a net device's, but
+/// its queues are another frontend's, in that frontend's own guest
+/// memory. Frames go both ways byte for byte (read from and written to
+/// the NIC's memory, not the RDMA device's), and the RDMA device's own
+/// queues answer as before.
+#[test]
+fn an_id42_devices_nic_is_its_port_in_its_own_memory() {
+    let _switch = shared();
+    let nic_limits = |l: Limits| {
+        l.with_rings(Some(
+            vhost_user_rdma::limits::Rings::new(2, 2, 1, 0).expect("rings"),
+        ))
+        .and_then(|l| l.with_nic(true))
+        .expect("nic limits")
+    };
+    let (mut d, nic) = Dev::start_on(MEM_SIZE, nic_limits, 0, true);
+    let mut nic = nic.expect("the NIC's frontend");
+    let mut b = Dev::start_net(0);
+    b.net_rx_buf(RX_BUF);
+    let head = nic.net_rx_buf(RX_BUF);
+    // The NIC sends from its own memory (the device's, at the same
+    // addresses, holds zeroes: read there, the frame would be refused as
+    // spoofed).
+    let out = eth_frame(b.mac(), nic.mac(), 300);
+    let tx = nic.net_send(&out);
+    assert_eq!(nic.wait_used(NET_TXQ), vec![(u32::from(tx), 0)]);
+    let used = b.wait_used(NET_RXQ);
+    assert_eq!(b.net_rx_bytes(used[0].0, used[0].1)[NET_HDR..], out[..]);
+    assert_eq!(
+        count(&d, Counter::NetTxFrames),
+        1,
+        "the device's port counts"
+    );
+    assert_eq!(count(&d, Counter::NetSpoofed), 0);
+    // And receives into its own memory.
+    let back = eth_frame(nic.mac(), b.mac(), 200);
+    b.net_send(&back);
+    let used = nic.wait_used(NET_RXQ);
+    assert_eq!(used, vec![(u32::from(head), (NET_HDR + 200) as u32)]);
+    let got = nic.net_rx_bytes(used[0].0, used[0].1);
+    assert_eq!(got[..NET_HDR], RX_HDR);
+    assert_eq!(got[NET_HDR..], back[..], "the frame, in the NIC's memory");
+    assert_eq!(
+        d.read(Dev::net_buf(NET_RXQ, head), NET_HDR + 200),
+        vec![0; NET_HDR + 200],
+        "nothing in the RDMA device's memory"
+    );
+    nic.wait_interrupt(NET_RXQ);
+    // The RDMA device is the ID-42 one, its control queue vring 0.
+    let pd = d.create_pd();
+    assert_ne!(pd, 0);
+    nic.finish();
+    d.finish();
+    b.finish();
+}

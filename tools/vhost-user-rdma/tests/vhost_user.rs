@@ -66,7 +66,7 @@ impl Harness {
         let (tx, rx) = mpsc::channel();
         let path = socket.clone();
         let thread = thread::spawn(move || {
-            device::serve_with(&path, limits(), |dev| {
+            device::serve_with(&path, None, limits(), |dev| {
                 let _ = tx.send(dev.clone());
             })
         });

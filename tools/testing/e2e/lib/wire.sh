@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 # The body of the wire tests (wire-rxe.sh, wire-hosts.sh; sourced): this
-# guest's virtio_rdma0 (net personality, its port on an uplink) and a peer
+# guest's virtio_rdma0 (either personality, its port on an uplink) and a peer
 # host on the same network, whose RDMA device is $PEER_KIND: "rxe" (rxe0
 # on its NIC) or "virtio" (virtio_rdma0 of another backend process).
 #   The port's IB MTU follows eth0's MTU (1024 at 1500, 4096 at 9000:
@@ -34,7 +34,9 @@
 #   run.sh --personality net --peer-rdma rxe --timeout 2400 \
 #     --peer "WIRE_FULL=1 bash tools/testing/e2e/wire-rxe.sh peer" \
 #     -- "WIRE_FULL=1 bash tools/testing/e2e/wire-rxe.sh"
-# (wire-hosts.sh: --hosts 2 instead of --peer-rdma rxe).
+# (wire-hosts.sh: --hosts 2 instead of --peer-rdma rxe; the ID-42 device:
+# --backend-args --rings instead of --personality net, its guest's NIC
+# then the backend's).
 
 ROLE=${1:-main}
 [ -z "${WIRE_FULL:-}" ] || WIRE_ONE_WAY=

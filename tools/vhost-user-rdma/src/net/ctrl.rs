@@ -36,7 +36,7 @@ const ERR: u8 = VIRTIO_NET_ERR as u8;
 
 /// Serves every available chain of the net control queue.
 pub fn process(port: &NetPort, ctrl: &Ctrl, vring: &RdmaVring) -> io::Result<()> {
-    let mem = ctrl.mem().memory();
+    let mem = vring.mem().memory();
     let mem: &GuestMemoryMmap = &mem;
     vring.serve_chains(mem, |chain| handle_chain(port, ctrl, chain, mem))
 }

@@ -18,8 +18,13 @@
 //! What is offered and what the config says is what a stock virtio_net
 //! needs to bring an interface up; the RoCE part is used only by a driver
 //! that acks [`VIRTIO_NET_F_ROCE`].
+//!
+//! The same port serves an ID-42 device's NIC when the backend is asked
+//! to ([`nic`]): then its receive and transmit queues are another
+//! frontend's, QEMU's stock virtio-net.
 
 pub mod ctrl;
+pub mod nic;
 pub mod rx;
 pub mod switch;
 pub mod tx;

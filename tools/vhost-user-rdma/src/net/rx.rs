@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The receive side of a net port: one frame into one buffer of the
-//! device's receive queue, in the device's own guest memory.
+//! device's receive queue, in the guest memory of that queue's frontend.
 //!
 //! Without MRG_RXBUF a frame takes exactly one buffer (Linux posts
 //! buffers of 12 + 1518 bytes, or chains of pages for an MTU above 1500),
@@ -24,7 +24,7 @@ use crate::vring::write_parts;
 impl NetPort {
     /// Writes `hdr` (a [`super::VirtioNetHdr`]) and `frame` into the
     /// next buffer of the receive queue; `ctrl` is this device's control
-    /// engine (its memory, counters and warnings). Runs on the sender's
+    /// engine (its counters and warnings). Runs on the sender's
     /// thread: the used ring's interrupt goes out at the end of that
     /// thread's [`crate::vring::Pass`].
     pub(crate) fn deliver(&self, ctrl: &Ctrl, hdr: &[u8], frame: &[u8]) {
@@ -39,7 +39,7 @@ impl NetPort {
             return;
         };
         let _rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
-        let mem = ctrl.mem().memory();
+        let mem = vring.mem().memory();
         let chain = {
             let mut state = vring.get_mut();
             if state.get_queue().ready() && state.is_enabled() {

@@ -26,7 +26,8 @@ use crate::vring::RdmaVring;
 /// Serves every available chain of the transmit queue.
 pub fn process(dev: &RdmaDevice, port: &NetPort, vring: &RdmaVring) -> io::Result<()> {
     let ctrl = dev.ctrl();
-    let mem = ctrl.mem().memory();
+    // The queue's frontend's memory (an ID-42 device's NIC has its own).
+    let mem = vring.mem().memory();
     let mem: &GuestMemoryMmap = &mem;
     // The one frame buffer of the hot path, reused for every chain.
     let mut buf: FrameBuf = [0; HDR_LEN + MAX_FRAME];

@@ -32,6 +32,8 @@ use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 /// Guest memory size of [`Dev::start`].
 pub const MEM_SIZE: usize = 0x80_0000;
+/// Guest memory size of a NIC's frontend ([`Dev::start_on`]).
+pub const NIC_MEM_SIZE: usize = 0x60_0000;
 pub const QSIZE: u16 = 16;
 pub const MAX_QP: u32 = 8;
 pub const MAX_CQ: u32 = 4;
@@ -59,6 +61,80 @@ pub fn limits(mac: u8) -> Limits {
     )
     .and_then(|l| l.with_threads(THREADS))
     .expect("limits")
+}
+
+/// Connects a frontend to `socket` as QEMU would: `nq` vrings of
+/// [`QSIZE`], all enabled, over a guest memory of `mem_size` bytes in a
+/// file of its own; the virtio features in `refused` not negotiated.
+#[allow(clippy::type_complexity)]
+fn connect(
+    socket: &std::path::Path,
+    nq: usize,
+    mem_size: usize,
+    refused: u64,
+) -> (Frontend, GuestMemoryMmap, TempFile, Vec<Vq>, bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut fe = loop {
+        match Frontend::connect(socket, 256) {
+            Ok(f) => break f,
+            Err(e) if Instant::now() > deadline => panic!("connect: {e}"),
+            Err(_) => thread::sleep(Duration::from_millis(5)),
+        }
+    };
+    fe.set_owner().expect("owner");
+    let f = fe.get_features().expect("features") & !refused;
+    fe.set_features(f).expect("set features");
+    let event_idx = f & (1 << VIRTIO_RING_F_EVENT_IDX) != 0;
+    let p = fe.get_protocol_features().expect("proto");
+    fe.set_protocol_features(p).expect("set proto");
+
+    let file = TempFile::new_with_prefix("/tmp/vrdma-dpmem").expect("tempfile");
+    file.as_file().set_len(mem_size as u64).expect("size");
+    let fd = file.as_file().try_clone().expect("dup");
+    let mem = GuestMemoryMmap::<()>::from_ranges_with_files(&[(
+        GuestAddress(0),
+        mem_size,
+        Some(FileOffset::new(fd, 0)),
+    )])
+    .expect("map");
+    let host = mem.get_host_address(GuestAddress(0)).expect("host") as u64;
+    let region = VhostUserMemoryRegionInfo::from_guest_region(
+        mem.find_region(GuestAddress(0)).expect("region"),
+    )
+    .expect("region info");
+    fe.set_mem_table(&[region]).expect("mem table");
+    let mut vqs = Vec::new();
+    for index in 0..nq {
+        let vq = Vq {
+            index,
+            next_avail: 0,
+            used_seen: 0,
+            kick: EventFd::new(EFD_NONBLOCK).expect("kick"),
+            call: EventFd::new(EFD_NONBLOCK).expect("call"),
+        };
+        fe.set_vring_num(index, QSIZE).expect("num");
+        let cfg = VringConfigData {
+            queue_max_size: QSIZE,
+            queue_size: QSIZE,
+            flags: 0,
+            desc_table_addr: host + vq.desc(),
+            used_ring_addr: host + vq.used(),
+            avail_ring_addr: host + vq.avail(),
+            log_addr: None,
+        };
+        fe.set_vring_addr(index, &cfg).expect("addr");
+        fe.set_vring_base(index, 0).expect("base");
+        fe.set_vring_call(index, &vq.call).expect("call");
+        fe.set_vring_kick(index, &vq.kick).expect("kick");
+        fe.set_vring_enable(index, true).expect("enable");
+        vqs.push(vq);
+    }
+    // None of those messages waits for a reply, so the backend may still
+    // be setting up vrings when the first command runs (an event posted
+    // then would find the event queue not ready). One that waits orders
+    // them all first.
+    fe.get_features().expect("features");
+    (fe, mem, file, vqs, event_idx)
 }
 
 /// One hand-driven split virtqueue.
@@ -144,81 +220,55 @@ impl Dev {
         adjust: impl FnOnce(Limits) -> Limits,
         refused: u64,
     ) -> Dev {
+        Dev::start_on(mem_size, adjust, refused, false).0
+    }
+
+    /// [`Dev::start_without`]; with `nic`, the device also serves its
+    /// guest's NIC (`--nic-socket`), returned as a second `Dev` whose
+    /// frontend and guest memory (of `NIC_MEM_SIZE` bytes, other than the
+    /// device's) are the NIC's, its vrings [`NET_RXQ`] and [`NET_TXQ`].
+    pub fn start_on(
+        mem_size: usize,
+        adjust: impl FnOnce(Limits) -> Limits,
+        refused: u64,
+        nic: bool,
+    ) -> (Dev, Option<Dev>) {
         let _ = env_logger::builder().is_test(true).try_init();
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let dir = TempDir::new_with_prefix("/tmp/vrdma-dp").expect("tempdir");
         let socket: PathBuf = dir.as_path().join(format!("vrdma{id}.sock"));
+        let nic_dir = TempDir::new_with_prefix("/tmp/vrdma-nic").expect("tempdir");
+        let nic_socket = nic_dir.as_path().join(format!("vnic{id}.sock"));
         let (tx, rx) = mpsc::channel();
         let path = socket.clone();
         let lim = adjust(limits(id as u8));
         let nq = lim.num_queues();
+        let nic_path = nic.then(|| nic_socket.clone());
         let thread = thread::spawn(move || {
-            device::serve_with(&path, lim, |dev| {
+            device::serve_with(&path, nic_path.as_deref(), lim, |dev| {
                 let _ = tx.send(dev.clone());
             })
         });
         let dev = rx.recv_timeout(Duration::from_secs(10)).expect("started");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut fe = loop {
-            match Frontend::connect(&socket, 256) {
-                Ok(f) => break f,
-                Err(e) if Instant::now() > deadline => panic!("connect: {e}"),
-                Err(_) => thread::sleep(Duration::from_millis(5)),
+        let nic = nic.then(|| {
+            let (fe, mem, file, vqs, event_idx) = connect(&nic_socket, 2, NIC_MEM_SIZE, 0);
+            Dev {
+                _dir: nic_dir,
+                fe: Some(fe),
+                dev: dev.clone(),
+                thread: None,
+                mem,
+                _file: file,
+                vqs,
+                gid: [0; 16],
+                event_idx,
             }
-        };
-        fe.set_owner().expect("owner");
-        let f = fe.get_features().expect("features") & !refused;
-        fe.set_features(f).expect("set features");
-        let event_idx = f & (1 << VIRTIO_RING_F_EVENT_IDX) != 0;
-        let p = fe.get_protocol_features().expect("proto");
-        fe.set_protocol_features(p).expect("set proto");
-
-        let file = TempFile::new_with_prefix("/tmp/vrdma-dpmem").expect("tempfile");
-        file.as_file().set_len(mem_size as u64).expect("size");
-        let fd = file.as_file().try_clone().expect("dup");
-        let mem = GuestMemoryMmap::<()>::from_ranges_with_files(&[(
-            GuestAddress(0),
-            mem_size,
-            Some(FileOffset::new(fd, 0)),
-        )])
-        .expect("map");
-        let host = mem.get_host_address(GuestAddress(0)).expect("host") as u64;
-        let region = VhostUserMemoryRegionInfo::from_guest_region(
-            mem.find_region(GuestAddress(0)).expect("region"),
-        )
-        .expect("region info");
-        fe.set_mem_table(&[region]).expect("mem table");
-        let mut vqs = Vec::new();
-        for index in 0..nq {
-            let vq = Vq {
-                index,
-                next_avail: 0,
-                used_seen: 0,
-                kick: EventFd::new(EFD_NONBLOCK).expect("kick"),
-                call: EventFd::new(EFD_NONBLOCK).expect("call"),
-            };
-            fe.set_vring_num(index, QSIZE).expect("num");
-            let cfg = VringConfigData {
-                queue_max_size: QSIZE,
-                queue_size: QSIZE,
-                flags: 0,
-                desc_table_addr: host + vq.desc(),
-                used_ring_addr: host + vq.used(),
-                avail_ring_addr: host + vq.avail(),
-                log_addr: None,
-            };
-            fe.set_vring_addr(index, &cfg).expect("addr");
-            fe.set_vring_base(index, 0).expect("base");
-            fe.set_vring_call(index, &vq.call).expect("call");
-            fe.set_vring_kick(index, &vq.kick).expect("kick");
-            fe.set_vring_enable(index, true).expect("enable");
-            vqs.push(vq);
-        }
+        });
+        let (fe, mem, file, vqs, event_idx) = connect(&socket, nq, mem_size, refused);
         // None of those messages waits for a reply, so the backend may still
         // be setting up vrings when the first command runs (an event posted
         // then would find the event queue not ready). One that waits orders
         // them all first.
-        fe.get_features().expect("features");
         let gid = test_gid(id);
         let mut d = Dev {
             _dir: dir,
@@ -237,7 +287,7 @@ impl Dev {
             req.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
             d.ok(VIRTIO_RDMA_CMD_ADD_GID, &req, 0);
         }
-        d
+        (d, nic)
     }
 
     /// VHOST_USER_RESET_DEVICE, then what a frontend does to start the
