@@ -254,6 +254,20 @@ fn per_socket<T: Clone>(
     }
 }
 
+/// Whether an option given once per socket or not at all (`values`, for
+/// `sockets` sockets) is given.
+fn one_each<T>(option: &'static str, values: &[T], sockets: usize) -> Result<bool, LimitsError> {
+    match values.len() {
+        0 => Ok(false),
+        n if n == sockets => Ok(true),
+        given => Err(LimitsError::PerSocket {
+            option,
+            given,
+            sockets,
+        }),
+    }
+}
+
 /// Threads for a device that may run on `cpus` CPUs.
 fn default_threads(cpus: usize) -> u32 {
     let cpus = u32::try_from(cpus).unwrap_or(u32::MAX);
@@ -385,26 +399,12 @@ impl Cli {
                     l = l.with_threads(default_threads(cpus.len()))?;
                 }
             }
-            if !self.nic_sockets.is_empty() {
-                // One each: a NIC is one guest's.
-                if self.nic_sockets.len() != n {
-                    return Err(LimitsError::PerSocket {
-                        option: "--nic-socket",
-                        given: self.nic_sockets.len(),
-                        sockets: n,
-                    });
-                }
+            // One each: a NIC is one guest's.
+            if one_each("--nic-socket", &self.nic_sockets, n)? {
                 l = l.with_nic(true)?;
             }
-            if !self.uplinks.is_empty() {
-                // One each: a TAP is one port.
-                if self.uplinks.len() != n {
-                    return Err(LimitsError::PerSocket {
-                        option: "--uplink",
-                        given: self.uplinks.len(),
-                        sockets: n,
-                    });
-                }
+            // One each: a TAP is one port.
+            if one_each("--uplink", &self.uplinks, n)? {
                 if self.uplinks[..i].contains(&self.uplinks[i]) {
                     return Err(LimitsError::SameUplink(self.uplinks[i]));
                 }
@@ -575,16 +575,7 @@ mod tests {
             Ok(vec![("a".into(), "52:54:00:12:34:56".into())])
         );
         assert_eq!(
-            devices(&[
-                "--socket",
-                "a",
-                "--socket",
-                "b",
-                "--mac",
-                "02:00:00:00:00:01",
-                "--mac",
-                "02:00:00:00:00:02"
-            ]),
+            devices(&TWO),
             Ok(vec![
                 ("a".into(), "02:00:00:00:00:01".into()),
                 ("b".into(), "02:00:00:00:00:02".into())
@@ -640,23 +631,25 @@ mod tests {
         ));
     }
 
+    /// Two devices, each with its MAC.
+    const TWO: [&str; 8] = [
+        "--socket",
+        "a",
+        "--socket",
+        "b",
+        "--mac",
+        "02:00:00:00:00:01",
+        "--mac",
+        "02:00:00:00:00:02",
+    ];
+
     #[test]
     fn per_device_options() {
         let devices = |args: &[&str]| {
             let cli = Cli::try_parse_from(["x"].iter().chain(args)).expect("parses");
             cli.devices()
         };
-        let two = [
-            "--socket",
-            "a",
-            "--socket",
-            "b",
-            "--mac",
-            "02:00:00:00:00:01",
-            "--mac",
-            "02:00:00:00:00:02",
-        ];
-        let with = |more: &[&str]| devices(&[&two[..], more].concat());
+        let with = |more: &[&str]| devices(&[&TWO[..], more].concat());
         let d = with(&["--ip", "10.0.2.15", "--ip", "any", "--max-mr", "100"]).expect("valid");
         let mapped = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 2, 16];
         assert!(!d[0].1.gid_allowed(&mapped), "a is pinned to 10.0.2.15");
@@ -779,18 +772,7 @@ mod tests {
     /// device, with rings; its port may then have an uplink.
     #[test]
     fn nic_sockets() {
-        let two = [
-            "x",
-            "--socket",
-            "a",
-            "--socket",
-            "b",
-            "--mac",
-            "02:00:00:00:00:01",
-            "--mac",
-            "02:00:00:00:00:02",
-        ];
-        let parse = |more: &[&str]| Cli::try_parse_from(two.iter().chain(more));
+        let parse = |more: &[&str]| Cli::try_parse_from(["x"].iter().chain(&TWO).chain(more));
         let nics = ["--nic-socket", "na", "--nic-socket", "nb"];
         let cli = parse(
             &[
