@@ -60,7 +60,9 @@ pub struct Cli {
 
     /// Addresses this device's guest may use as GIDs (comma separated; the
     /// link-local GID of its --mac is always allowed), or `any`: any GID no
-    /// other device holds. One per --socket, in order.
+    /// other device holds. One per --socket, in order. Required with
+    /// several --socket (each device a tenant): `--ip any` once lets every
+    /// device take any address; a lone device takes any by default.
     #[arg(long = "ip", value_name = "ADDR[,ADDR...]|any", value_parser = parse_ips)]
     pub ips: Vec<Option<Vec<IpAddr>>>,
 
@@ -358,12 +360,15 @@ impl Cli {
             }
         }
         let n = self.sockets.len();
-        if n > 1 && self.ips.len() == 1 && self.ips[0].is_some() {
-            // One pinned list for several devices: they would fight over it.
-            return Err(LimitsError::PerSocket {
-                option: "--ip",
-                given: 1,
+        // Several devices are several tenants: each must be held to its own
+        // addresses, or the operator must say that any goes (`--ip any`,
+        // which may be given once for all). One pinned list for several
+        // devices would have them fight over it.
+        let any_for_all = self.ips.len() == 1 && self.ips[0].is_none();
+        if n > 1 && self.ips.len() != n && !any_for_all {
+            return Err(LimitsError::Unpinned {
                 sockets: n,
+                ips: self.ips.len(),
             });
         }
         let mut out = Vec::new();
@@ -448,8 +453,9 @@ mod tests {
 
     /// What `of` says of each of two devices given `extra` options.
     fn two_devices<T>(extra: &[&str], of: impl Fn(&Limits) -> T) -> Result<Vec<T>, LimitsError> {
-        let mut args = vec!["x", "--socket", "a", "--socket", "b"];
-        args.extend_from_slice(&["--mac", "52:54:00:00:00:01", "--mac", "52:54:00:00:00:02"]);
+        let mut args = vec!["x"];
+        args.extend_from_slice(&TWO);
+        args.extend_from_slice(&ANY);
         args.extend_from_slice(extra);
         let devices = Cli::try_parse_from(args).expect("parses").devices()?;
         Ok(devices.iter().map(|(_, l)| of(l)).collect())
@@ -575,7 +581,7 @@ mod tests {
             Ok(vec![("a".into(), "52:54:00:12:34:56".into())])
         );
         assert_eq!(
-            devices(&TWO),
+            devices(&[&TWO[..], &ANY].concat()),
             Ok(vec![
                 ("a".into(), "02:00:00:00:00:01".into()),
                 ("b".into(), "02:00:00:00:00:02".into())
@@ -631,6 +637,37 @@ mod tests {
         ));
     }
 
+    /// Any address goes (for every device).
+    const ANY: [&str; 2] = ["--ip", "any"];
+
+    /// Several devices are tenants: each is pinned to its addresses, or
+    /// the operator says that any goes; a lone device takes any.
+    #[test]
+    fn several_devices_pin_their_addresses() {
+        let devices = |more: &[&str]| {
+            Cli::try_parse_from(["x"].iter().chain(&TWO).chain(more))
+                .expect("parses")
+                .devices()
+                .map(|d| d.len())
+        };
+        assert_eq!(
+            devices(&[]),
+            Err(LimitsError::Unpinned { sockets: 2, ips: 0 })
+        );
+        assert_eq!(
+            devices(&["--ip", "10.0.2.15"]),
+            Err(LimitsError::Unpinned { sockets: 2, ips: 1 }),
+            "one list for two"
+        );
+        assert_eq!(devices(&["--ip", "10.0.2.15", "--ip", "10.0.2.16"]), Ok(2));
+        assert_eq!(devices(&["--ip", "10.0.2.15", "--ip", "any"]), Ok(2));
+        assert_eq!(devices(&ANY), Ok(2), "said once for all");
+        let message = devices(&[]).map_err(|e| e.to_string()).unwrap_err();
+        assert!(message.contains("--ip"), "{message}");
+        let lone = Cli::try_parse_from(["x", "--socket", "a"]).expect("parses");
+        assert_eq!(lone.devices().map(|d| d.len()), Ok(1));
+    }
+
     /// Two devices, each with its MAC.
     const TWO: [&str; 8] = [
         "--socket",
@@ -649,7 +686,11 @@ mod tests {
             let cli = Cli::try_parse_from(["x"].iter().chain(args)).expect("parses");
             cli.devices()
         };
-        let with = |more: &[&str]| devices(&[&TWO[..], more].concat());
+        // Any address for both, unless the test pins them.
+        let with = |more: &[&str]| {
+            let ips: &[&str] = if more.contains(&"--ip") { &[] } else { &ANY };
+            devices(&[&TWO[..], ips, more].concat())
+        };
         let d = with(&["--ip", "10.0.2.15", "--ip", "any", "--max-mr", "100"]).expect("valid");
         let mapped = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 2, 16];
         assert!(!d[0].1.gid_allowed(&mapped), "a is pinned to 10.0.2.15");
@@ -662,7 +703,7 @@ mod tests {
         );
         assert!(matches!(
             with(&["--ip", "10.0.2.15"]),
-            Err(LimitsError::PerSocket { option: "--ip", .. })
+            Err(LimitsError::Unpinned { ips: 1, .. })
         ));
         assert!(matches!(
             with(&["--max-mr", "1", "--max-mr", "2", "--max-mr", "3"]),
@@ -714,6 +755,8 @@ mod tests {
             "02:00:00:00:00:01",
             "--mac",
             "02:00:00:00:00:02",
+            "--ip",
+            "any",
             "--socket-max-qp",
             "2",
             "--hostile",
@@ -772,7 +815,8 @@ mod tests {
     /// device, with rings; its port may then have an uplink.
     #[test]
     fn nic_sockets() {
-        let parse = |more: &[&str]| Cli::try_parse_from(["x"].iter().chain(&TWO).chain(more));
+        let parse =
+            |more: &[&str]| Cli::try_parse_from(["x"].iter().chain(&TWO).chain(&ANY).chain(more));
         let nics = ["--nic-socket", "na", "--nic-socket", "nb"];
         let cli = parse(
             &[

@@ -202,6 +202,19 @@ pub enum LimitsError {
         /// MACs given.
         macs: usize,
     },
+    /// Several devices (tenants), not each with its addresses pinned.
+    #[error(
+        "{sockets} devices share this backend and {ips} --ip given: pin each device's \
+         addresses with --ip ADDR[,ADDR...] once per --socket, in the same order, or say \
+         that any address goes with --ip any (once for every device, or per device); \
+         otherwise one guest could take another's address and receive its connections"
+    )]
+    Unpinned {
+        /// Sockets given.
+        sockets: usize,
+        /// --ip given.
+        ips: usize,
+    },
     /// Two devices with one MAC (and so one link-local GID).
     #[error("--mac {0} is given twice: each device needs its own")]
     SameMac(Mac),
