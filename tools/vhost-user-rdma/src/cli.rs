@@ -359,6 +359,12 @@ impl Cli {
                 return Err(LimitsError::SameMac(*a));
             }
         }
+        let all = self.sockets.iter().chain(&self.nic_sockets);
+        for (i, path) in all.clone().enumerate() {
+            if all.clone().take(i).any(|p| p == path) {
+                return Err(LimitsError::SameSocket(path.clone()));
+            }
+        }
         let n = self.sockets.len();
         // Several devices are several tenants: each must be held to its own
         // addresses, or the operator must say that any goes (`--ip any`,
@@ -846,6 +852,20 @@ mod tests {
             parse(&nics).expect("parses").devices().map(|_| ()),
             Err(LimitsError::NicWithoutRings)
         );
+        for same in [
+            ["--nic-socket", "na", "--nic-socket", "na"],
+            ["--nic-socket", "a", "--nic-socket", "nb"],
+        ] {
+            assert!(
+                matches!(
+                    parse(&[&same[..], &["--rings"]].concat())
+                        .expect("parses")
+                        .devices(),
+                    Err(LimitsError::SameSocket(_))
+                ),
+                "{same:?}"
+            );
+        }
         assert!(matches!(
             parse(&["--rings", "--nic-socket", "na"])
                 .expect("parses")

@@ -183,7 +183,8 @@ impl RdmaDevice {
     }
 
     /// Delivers `record` (a virtio-net header and an Ethernet frame) into
-    /// this device's receive queue (the switch's call; a no-op on ID 42).
+    /// this device's receive queue (the switch's call; a no-op without a
+    /// port).
     pub fn deliver(&self, record: &[u8]) {
         if let Some(port) = &self.net {
             let (hdr, frame) = record.split_at(record.len().min(net::HDR_LEN));
@@ -428,14 +429,21 @@ pub fn serve_with(
         }
         _ => None,
     };
-    let nic = match nic {
-        Some(path) => Some(net::nic::spawn(&dev, path).map_err(setup)?),
-        None => None,
-    };
     if let Some(up) = dev.uplink() {
         up.spawn_reader(Arc::downgrade(&dev)).map_err(setup)?;
     }
     let worker = Worker::spawn(dev.clone(), hub).map_err(setup)?;
+    // Last: nothing after it fails and leaves its thread behind.
+    let nic = match nic.map(|path| net::nic::spawn(&dev, path)).transpose() {
+        Ok(nic) => nic,
+        Err(e) => {
+            worker.stop();
+            if let Some(up) = dev.uplink() {
+                up.stop();
+            }
+            return Err(setup(e));
+        }
+    };
     let roce = format!(
         "control, {} CQ, {} QP, event{}",
         limits.max_cq(),
@@ -475,8 +483,8 @@ pub fn serve_with(
     worker.stop();
     info!("{name}: frontend disconnected");
     if let Some(nic) = nic {
-        // Its QEMU disconnects it too, when it ends.
-        nic.join();
+        // Its QEMU disconnects it too, when it ends (or never connected).
+        nic.end();
     }
     dev.ctrl().log_stats();
     result.map_err(|e| DeviceError::Daemon(name.clone(), e))

@@ -275,6 +275,9 @@ pub enum LimitsError {
     /// A NIC of the backend's without the rings mode.
     #[error("--nic-socket needs --rings: the port takes RoCEv2 frames for the rings mode's QPs")]
     NicWithoutRings,
+    /// One socket path for two frontends (devices or NICs).
+    #[error("{} is given twice: each device and each NIC needs a socket of its own", .0.display())]
+    SameSocket(std::path::PathBuf),
     /// Two devices on one uplink.
     #[error("--uplink {0} given to two devices")]
     SameUplink(UplinkSpec),

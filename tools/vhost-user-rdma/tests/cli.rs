@@ -114,6 +114,28 @@ fn several_sockets_need_a_mac_each() {
     assert!(err.contains("give one --mac per --socket"), "{err}");
 }
 
+/// Two tenants, neither pinned to its addresses: the backend does not
+/// start, and says what to add.
+#[test]
+fn several_devices_must_pin_their_addresses() {
+    let out = Command::new(BIN)
+        .args([
+            "--socket",
+            "/nonexistent/a.sock",
+            "--socket",
+            "/nonexistent/b.sock",
+        ])
+        .args(["--mac", "02:00:00:00:00:01", "--mac", "02:00:00:00:00:02"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("pin each device's addresses with --ip"),
+        "{err}"
+    );
+}
+
 #[test]
 fn exits_cleanly_after_disconnect() {
     let dir = TempDir::new_with_prefix("/tmp/vrdma-cli").expect("tempdir");
@@ -125,6 +147,7 @@ fn exits_cleanly_after_disconnect() {
         .arg("--socket")
         .arg(&b)
         .args(["--mac", "02:00:00:00:00:01", "--mac", "02:00:00:00:00:02"])
+        .args(["--ip", "10.0.2.15", "--ip", "10.0.2.16"])
         .args(["--max-qp", "2", "--max-cq", "2", "--log-level", "debug"])
         .stderr(Stdio::null())
         .spawn()
@@ -139,6 +162,54 @@ fn exits_cleanly_after_disconnect() {
     let status = child.wait().expect("wait");
     assert!(status.success(), "exit status {status}");
     assert!(!a.exists() && !b.exists(), "socket files removed");
+}
+
+/// A device whose guest's NIC is the backend's (`--nic-socket`): the
+/// process ends when the device's frontend goes, whether the NIC's came
+/// and went or never connected (a QEMU without that netdev), and removes
+/// both sockets.
+#[test]
+fn exits_after_disconnect_with_a_nic() {
+    for nic_connects in [true, false] {
+        let dir = TempDir::new_with_prefix("/tmp/vrdma-cli").expect("tempdir");
+        let a = dir.as_path().join("a.sock");
+        let nic = dir.as_path().join("nic.sock");
+        let mut child = Command::new(BIN)
+            .arg("--socket")
+            .arg(&a)
+            .arg("--nic-socket")
+            .arg(&nic)
+            .args(["--rings", "--max-qp", "2", "--max-cq", "2"])
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        wait_for(&a);
+        assert!(nic.exists(), "the NIC's socket listens before the device's");
+        let mut order = vec![&a];
+        if nic_connects {
+            order.insert(0, &nic);
+        }
+        for s in order {
+            let fe = Frontend::connect(s, 8).expect("connect");
+            fe.set_owner().expect("set_owner");
+            drop(fe);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "still running 10 s after its frontends left (NIC connected: {nic_connects})"
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "exit status {status}");
+        assert!(!a.exists() && !nic.exists(), "socket files removed");
+    }
 }
 
 #[test]
@@ -264,6 +335,7 @@ fn per_socket_limits_reach_each_frontend() {
         .arg("--socket")
         .arg(&b)
         .args(["--mac", "02:00:00:00:00:01", "--mac", "02:00:00:00:00:02"])
+        .args(["--ip", "any"])
         .args(["--max-qp", "16", "--max-cq", "32"])
         .args(["--socket-max-qp", "2", "--socket-max-qp", "16"])
         .stderr(Stdio::null())

@@ -183,7 +183,7 @@ pub fn config_space(limits: &Limits) -> [u8; VIRTIO_RDMA_CONFIG_SPACE_SIZE] {
     space
 }
 
-/// The Ethernet side of one device: its MAC, its own three vrings, the
+/// The Ethernet side of one device: its MAC, its own vrings, the
 /// lock that orders deliveries into its receive queue, and the RX mode
 /// its driver set.
 #[derive(Debug)]
@@ -192,7 +192,8 @@ pub struct NetPort {
     /// Longest frame the port sends and takes: its MTU and
     /// [`FRAME_OVERHEAD`].
     max_frame: usize,
-    /// receiveq, transmitq, controlq (set once, at start).
+    /// receiveq, transmitq and (the net personality's) controlq, set once:
+    /// at start, or by the NIC's frontend (`nic.rs`).
     vrings: OnceLock<Vec<RdmaVring>>,
     /// Held while a frame goes into the receive queue: frames come from
     /// every other device's thread, and a buffer taken must be the one
@@ -232,7 +233,8 @@ impl NetPort {
         self.max_frame
     }
 
-    /// Gives the port its vrings (receiveq, transmitq, controlq).
+    /// Gives the port its vrings (receiveq, transmitq and, for the net
+    /// personality, controlq).
     pub fn set_vrings(&self, vrings: Vec<RdmaVring>) {
         let _ = self.vrings.set(vrings);
     }

@@ -10,16 +10,22 @@
 //! the device's RoCEv2 frames must leave with them. With QEMU's own NIC
 //! the ID-42 device could only reach devices of this process; with this
 //! one its port is on the switch or the uplink exactly as the net
-//! personality's is (`device.rs` and `uplink.rs` do not tell them apart).
+//! personality's is (the port's paths, `rx.rs`, `tx.rs`, `uplink.rs`,
+//! do not tell them apart).
 //!
 //! QEMU keeps what is virtio-net's own: the config space (MAC, status,
 //! the MTU of its `host_mtu`, which must be the backend's `--mtu`) and
 //! the control queue. The backend serves receiveq1 and transmitq1 and
 //! offers the ring and MTU features; no offload, no mergeable buffers,
 //! one queue pair, as the net personality.
+//!
+//! Like the device's own socket, the NIC's serves one QEMU connection; a
+//! restarted backend serves both again, and QEMU's `reconnect-ms` finds
+//! them.
 
 use std::io;
-use std::path::Path;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -44,6 +50,11 @@ pub const FEATURES: u64 = device::FEATURES | (1 << VIRTIO_NET_F_MTU);
 
 /// receiveq1 and transmitq1 (QEMU serves the control queue itself).
 const QUEUES: usize = 2;
+
+/// The largest queue QEMU's virtio-net may ask for (its
+/// `rx_queue_size` and `tx_queue_size` are at most 1024), whatever the
+/// RDMA device's `--queue-size`.
+const MAX_QUEUE_SIZE: usize = 1024;
 
 /// How long [`spawn`] waits for the NIC's socket to be listened on.
 const LISTEN_WAIT: Duration = Duration::from_secs(5);
@@ -72,7 +83,7 @@ impl VhostUserBackend for NicBackend {
     }
 
     fn max_queue_size(&self) -> usize {
-        usize::from(self.dev.ctrl().limits().queue_size())
+        MAX_QUEUE_SIZE
     }
 
     fn features(&self) -> u64 {
@@ -130,28 +141,42 @@ impl VhostUserBackend for NicBackend {
         };
         // One interrupt per batch of frames sent.
         let _pass = Pass::begin();
-        match usize::from(device_event) {
-            TXQ => match vrings.get(TXQ) {
-                Some(vring) => tx::process(&self.dev, port, vring),
-                None => Ok(()),
-            },
-            // New receive buffers: taken when frames come.
-            RXQ => Ok(()),
-            other => {
-                warn!("{}: NIC: unexpected event {other}", self.dev.name());
-                Ok(())
+        match (usize::from(device_event), vrings.get(TXQ)) {
+            (TXQ, Some(vring)) => {
+                // Not returned: an error ends the library's one worker
+                // thread, and with it the NIC (a guest's bad ring must
+                // cost that guest its frames, not its NIC for good).
+                if let Err(e) = tx::process(&self.dev, port, vring) {
+                    self.dev
+                        .ctrl()
+                        .guest_warn(format_args!("NIC transmit queue: {e}"));
+                }
             }
+            // New receive buffers: taken when frames come.
+            (RXQ, _) => {}
+            (other, _) => warn!("{}: NIC: unexpected event {other}", self.dev.name()),
         }
+        Ok(())
     }
 }
 
-/// The thread serving a device's NIC.
-pub struct Nic(JoinHandle<()>);
+/// The thread serving a device's NIC, and its socket.
+pub struct Nic {
+    thread: JoinHandle<()>,
+    socket: PathBuf,
+}
 
 impl Nic {
-    /// Waits until the NIC's frontend has disconnected.
-    pub fn join(self) {
-        if self.0.join().is_err() {
+    /// Ends the NIC's service once its frontend has disconnected: waits
+    /// for that, or, if none ever connected, ends the wait for one.
+    pub fn end(self) {
+        if !self.thread.is_finished() {
+            // A connection that closes at once: the daemon's accept, if it
+            // still waits, returns it and its serve then ends. Connected
+            // to a QEMU, it accepts no more: this one goes nowhere.
+            let _ = UnixStream::connect(&self.socket);
+        }
+        if self.thread.join().is_err() {
             warn!("the NIC thread panicked");
         }
     }
@@ -204,5 +229,8 @@ pub fn spawn(dev: &Arc<RdmaDevice>, socket: &Path) -> io::Result<Nic> {
         }
         thread::sleep(Duration::from_millis(5));
     }
-    Ok(Nic(thread))
+    Ok(Nic {
+        thread,
+        socket: socket.to_path_buf(),
+    })
 }

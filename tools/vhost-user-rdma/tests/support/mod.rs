@@ -66,13 +66,7 @@ pub fn limits(mac: u8) -> Limits {
 /// Connects a frontend to `socket` as QEMU would: `nq` vrings of
 /// [`QSIZE`], all enabled, over a guest memory of `mem_size` bytes in a
 /// file of its own; the virtio features in `refused` not negotiated.
-#[allow(clippy::type_complexity)]
-fn connect(
-    socket: &std::path::Path,
-    nq: usize,
-    mem_size: usize,
-    refused: u64,
-) -> (Frontend, GuestMemoryMmap, TempFile, Vec<Vq>, bool) {
+fn connect(socket: &std::path::Path, nq: usize, mem_size: usize, refused: u64) -> Connection {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut fe = loop {
         match Frontend::connect(socket, 256) {
@@ -134,7 +128,23 @@ fn connect(
     // then would find the event queue not ready). One that waits orders
     // them all first.
     fe.get_features().expect("features");
-    (fe, mem, file, vqs, event_idx)
+    Connection {
+        fe,
+        mem,
+        file,
+        vqs,
+        event_idx,
+    }
+}
+
+/// A frontend [`connect`] set up: its connection, guest memory (and the
+/// file behind it), vrings, and whether EVENT_IDX was negotiated.
+struct Connection {
+    fe: Frontend,
+    mem: GuestMemoryMmap,
+    file: TempFile,
+    vqs: Vec<Vq>,
+    event_idx: bool,
 }
 
 /// One hand-driven split virtqueue.
@@ -185,7 +195,8 @@ impl Wc {
 
 /// A device, its backend thread, guest memory and queues.
 pub struct Dev {
-    pub _dir: TempDir,
+    /// The directory of the device's sockets (the device's `Dev` owns it).
+    pub _dir: Option<TempDir>,
     pub fe: Option<Frontend>,
     pub dev: Arc<RdmaDevice>,
     pub thread: Option<JoinHandle<Result<(), DeviceError>>>,
@@ -237,8 +248,7 @@ impl Dev {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let dir = TempDir::new_with_prefix("/tmp/vrdma-dp").expect("tempdir");
         let socket: PathBuf = dir.as_path().join(format!("vrdma{id}.sock"));
-        let nic_dir = TempDir::new_with_prefix("/tmp/vrdma-nic").expect("tempdir");
-        let nic_socket = nic_dir.as_path().join(format!("vnic{id}.sock"));
+        let nic_socket = dir.as_path().join(format!("vnic{id}.sock"));
         let (tx, rx) = mpsc::channel();
         let path = socket.clone();
         let lim = adjust(limits(id as u8));
@@ -251,35 +261,31 @@ impl Dev {
         });
         let dev = rx.recv_timeout(Duration::from_secs(10)).expect("started");
         let nic = nic.then(|| {
-            let (fe, mem, file, vqs, event_idx) = connect(&nic_socket, 2, NIC_MEM_SIZE, 0);
+            let c = connect(&nic_socket, 2, NIC_MEM_SIZE, 0);
             Dev {
-                _dir: nic_dir,
-                fe: Some(fe),
+                _dir: None,
+                fe: Some(c.fe),
                 dev: dev.clone(),
                 thread: None,
-                mem,
-                _file: file,
-                vqs,
+                mem: c.mem,
+                _file: c.file,
+                vqs: c.vqs,
                 gid: [0; 16],
-                event_idx,
+                event_idx: c.event_idx,
             }
         });
-        let (fe, mem, file, vqs, event_idx) = connect(&socket, nq, mem_size, refused);
-        // None of those messages waits for a reply, so the backend may still
-        // be setting up vrings when the first command runs (an event posted
-        // then would find the event queue not ready). One that waits orders
-        // them all first.
+        let c = connect(&socket, nq, mem_size, refused);
         let gid = test_gid(id);
         let mut d = Dev {
-            _dir: dir,
-            fe: Some(fe),
+            _dir: Some(dir),
+            fe: Some(c.fe),
             dev,
             thread: Some(thread),
-            mem,
-            _file: file,
-            vqs,
+            mem: c.mem,
+            _file: c.file,
+            vqs: c.vqs,
             gid,
-            event_idx,
+            event_idx: c.event_idx,
         };
         // The net personality's vring 0 is its receive queue: no ADD_GID.
         if !lim.net() {
