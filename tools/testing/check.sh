@@ -16,7 +16,8 @@
 #           that need their own backend options ("# backend-args:"), a peer
 #           guest ("# peer:", and "# peer-rdma: rxe" or "# hosts: 2" for a
 #           peer host with rxe or with its own backend on the main guest's
-#           network), an MTU ("# mtu: 9000", run.sh --mtu), a reboot
+#           network), an MTU ("# mtu: 9000", run.sh --mtu), several
+#           devices ("# devices: 3", run.sh --devices), a reboot
 #           ("# reboot", run.sh --reboot) or say
 #           "# guest: own" get a fresh guest each;
 #           the others share guests (run.sh --suite), each still with its
@@ -447,7 +448,7 @@ run_shared() {
 # run_e2e WANT: the e2e tests that WANT (want_e2e or want_e2e_rings) selects,
 # in the mode set in $mode and $mode_args.
 run_e2e() {
-	local want=$1 n t bargs tmo peer peer_rdma hosts mtu reboot cpus s shared=()
+	local want=$1 n t bargs tmo peer peer_rdma hosts mtu ndev reboot cpus s shared=()
 	for n in $e2e_names; do
 		$want "$n" || continue
 		t="$E2E/$n.sh"
@@ -457,7 +458,8 @@ run_e2e() {
 		# host with rxe on the main guest's uplink (run.sh --peer-rdma), a
 		# "# hosts: 2" line gives it a virtio-rdma device of a second
 		# backend on that network (run.sh --hosts), a "# mtu: BYTES" line
-		# sets the run's Ethernet MTU (run.sh --mtu), a "# reboot" line lets
+		# sets the run's Ethernet MTU (run.sh --mtu), a "# devices: N" line
+		# gives the guest N devices (run.sh --devices), a "# reboot" line lets
 		# the guest reboot (run.sh --reboot), an "# own-cpus" line gives
 		# each guest CPUs of its own (run.sh --own-cpus), a "# timeout:
 		# SECONDS" line bounds its guest
@@ -469,6 +471,7 @@ run_e2e() {
 		peer_rdma=$(sed -n 's/^# peer-rdma: //p' "$t" | head -1)
 		hosts=$(sed -n 's/^# hosts: //p' "$t" | head -1)
 		mtu=$(sed -n 's/^# mtu: \([0-9]*\)$/\1/p' "$t" | head -1)
+		ndev=$(sed -n 's/^# devices: \([0-9]*\)$/\1/p' "$t" | head -1)
 		reboot=""
 		if grep -q '^# reboot$' "$t"; then reboot=--reboot; fi
 		cpus=""
@@ -489,7 +492,7 @@ run_e2e() {
 		esac
 		[ -z "$mode" ] || bargs="$bargs${bargs:+ }$mode_args"
 
-		if [ -z "$bargs$peer$reboot$cpus$mtu" ] || { [ "$bargs" = "$mode_args" ] && [ -z "$peer$reboot$cpus$mtu" ]; }; then
+		if [ -z "$bargs$peer$reboot$cpus$mtu$ndev" ] || { [ "$bargs" = "$mode_args" ] && [ -z "$peer$reboot$cpus$mtu$ndev" ]; }; then
 			if ! grep -q '^# guest: own' "$t"; then
 				shared+=("$n")
 				continue
@@ -499,7 +502,7 @@ run_e2e() {
 		s=$SECONDS
 		"$RUN" --kmemleak --timeout "$(limit "${tmo:-900}")" --backend-args "$LANES${bargs:+ $bargs}" \
 			${peer:+--peer "$peer"} ${peer_rdma:+--peer-rdma "$peer_rdma"} ${hosts:+--hosts "$hosts"} \
-			${mtu:+--mtu "$mtu"} $reboot $cpus --out "$logs/e2e-$n$mode" -- "bash tools/testing/e2e/$n.sh" >"$logs/e2e-$n$mode.log" 2>&1
+			${mtu:+--mtu "$mtu"} ${ndev:+--devices "$ndev"} $reboot $cpus --out "$logs/e2e-$n$mode" -- "bash tools/testing/e2e/$n.sh" >"$logs/e2e-$n$mode.log" 2>&1
 		result "e2e: $n$mode (own guest)" $? $((SECONDS - s)) "$logs/e2e-$n$mode.log"
 	done
 	[ ${#shared[@]} = 0 ] || run_shared "${shared[@]}"

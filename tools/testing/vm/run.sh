@@ -5,7 +5,8 @@
 #   run.sh [--shell] [--timeout SECONDS] [--kmemleak] [--out DIR]
 #          [--append KERNEL-PARAMS] [--backend-args ARGS] [--num-queues N]
 #          [--peer PEER-CMD] [--suite FILE] [--reboot] [--personality id42|net]
-#          [--own-cpus] [--peer-rdma rxe] [--hosts 2] [--mtu BYTES] [--] CMD...
+#          [--own-cpus] [--peer-rdma rxe] [--hosts 2] [--mtu BYTES]
+#          [--devices N] [--] CMD...
 #
 # The guest is the project's kernel under the project's QEMU (TCG unless a
 # real KVM module is loaded), its root is the build sysroot over virtio-9p,
@@ -49,6 +50,10 @@
 # port's IB MTU), host_mtu of QEMU's NICs, and the run's bridge and TAPs,
 # as an operator sets a jumbo network. (A lone ID-42 guest's NIC is on
 # QEMU's user network, whose side stays at 1500.)
+# --devices N gives the (lone) guest N ID-42 devices of its backend
+# instead of one, the first paired with its NIC; the backend's per-device
+# options (--socket-max-qp, --config-override DEVICE:FIELD=VALUE, ...) in
+# --backend-args, given once per device, tell them apart.
 # --suite FILE runs the test scripts FILE lists (one path a line, relative
 # to the checkout) one after the other in this one guest instead of CMD,
 # each with its own verdict in results/NAME/ (see init.sh); the run's own
@@ -63,7 +68,7 @@
 source "$(dirname "$0")/../../build/lib.sh"
 
 mode=run timeout=${VRDMA_TIMEOUT:-600} kmemleak=0 out="" append="" backend_args="" num_queues=""
-peer_cmd="" suite="" reboot=0 personality_args="" own_cpus=0 peer_rdma=virtio hosts2=0 mtu=""
+peer_cmd="" suite="" reboot=0 personality_args="" own_cpus=0 peer_rdma=virtio hosts2=0 mtu="" devices=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--shell) mode=shell ;;
@@ -98,6 +103,11 @@ while [ $# -gt 0 ]; do
 		mtu=$2
 		shift
 		;;
+	--devices)
+		[[ $2 =~ ^[1-8]$ ]] || die "--devices: 1..8, not '$2'"
+		devices=$2
+		shift
+		;;
 	--personality)
 		case "$2" in
 		id42) ;;
@@ -120,6 +130,10 @@ fi
 if [ $peer_rdma != virtio ]; then
 	[ -n "$peer_cmd" ] || die "--peer-rdma rxe and --hosts 2 need --peer"
 	[[ " $backend_args " == *" --rings "* ]] || die "--peer-rdma rxe and --hosts 2 need --rings (the wire serves ring QPs)"
+fi
+if [ "$devices" != 1 ]; then
+	[ -z "$peer_cmd" ] || die "--devices is for a lone guest, not with --peer"
+	[[ " $backend_args " != *" --net "* ]] || die "--devices gives ID-42 devices, not with --net"
 fi
 [ $mode = shell ] || [ $# -gt 0 ] || [ -n "$suite" ] || die "no command given (or use --shell or --suite)"
 
@@ -165,7 +179,7 @@ rc=0
 in_sysroot --binds "$kdir/modules/lib/modules:/usr/lib/modules $share:$share $TOP:/opt" \
 	"$TOP/tools/testing/vm/guest.sh" "$mode" "$timeout" "$kmemleak" "$share" \
 	"$kdir/build/arch/x86/boot/bzImage" "$qemu" "$backend" "$append" "$backend_args" \
-	"$num_queues" "$peer" "$reboot" "$own_cpus" "$peer_rdma" "$mtu" || rc=$?
+	"$num_queues" "$peer" "$reboot" "$own_cpus" "$peer_rdma" "$mtu" "$devices" || rc=$?
 if [ -n "$out" ]; then
 	mkdir -p "$out"
 	cp -r "$share"/. "$out"/

@@ -93,11 +93,12 @@ pub struct Cli {
 
     /// Report config field FIELD as VALUE (decimal or 0x hex) while serving the
     /// real limits: for testing a driver against a device with a bad config.
-    /// Repeatable; FIELD is a field of struct virtio_rdma_config.
+    /// Repeatable; FIELD is a field of struct virtio_rdma_config. With
+    /// DEVICE (0 for the first --socket) only that device reports it.
     /// Not with --net (its config space is virtio-net's).
     #[arg(
         long = "config-override",
-        value_name = "FIELD=VALUE",
+        value_name = "[DEVICE:]FIELD=VALUE",
         conflicts_with = "net"
     )]
     pub config_overrides: Vec<ConfigOverride>,
@@ -332,12 +333,31 @@ impl Cli {
         })
     }
 
-    /// The validated device limits (with the first device's MAC).
+    /// The validated device limits (the first device's: its MAC and config
+    /// overrides).
     pub fn limits(&self) -> Result<Limits, LimitsError> {
         let mac = self.macs.first().copied().unwrap_or(DEFAULT_MAC);
-        Limits::new(self.max_qp, self.max_cq, self.queue_size, mac)?
+        self.base_limits(0, self.max_qp, self.max_cq, mac)
+    }
+
+    /// Device `i`'s limits from the options every device shares, with its
+    /// QP and CQ counts, MAC and config overrides.
+    fn base_limits(
+        &self,
+        i: usize,
+        max_qp: u32,
+        max_cq: u32,
+        mac: Mac,
+    ) -> Result<Limits, LimitsError> {
+        let overrides: Vec<ConfigOverride> = self
+            .config_overrides
+            .iter()
+            .filter(|o| o.applies_to(i))
+            .copied()
+            .collect();
+        Limits::new(max_qp, max_cq, self.queue_size, mac)?
             .with_threads(self.threads())?
-            .with_overrides(&self.config_overrides)?
+            .with_overrides(&overrides)?
             .with_rings(self.rings()?)?
             .with_net(self.net)
     }
@@ -346,7 +366,7 @@ impl Cli {
     /// --socket. Two devices of one process sharing a MAC would share their
     /// link-local GID, so several sockets need a MAC each.
     pub fn devices(&self) -> Result<Vec<(PathBuf, Limits)>, LimitsError> {
-        let limits = self.limits()?;
+        self.limits()?;
         let several = self.sockets.len() > 1 || self.macs.len() > 1;
         if several && self.macs.len() != self.sockets.len() {
             return Err(LimitsError::MacPerSocket {
@@ -366,6 +386,14 @@ impl Cli {
             }
         }
         let n = self.sockets.len();
+        if let Some(device) = self
+            .config_overrides
+            .iter()
+            .filter_map(|o| o.device())
+            .find(|&d| d >= n)
+        {
+            return Err(LimitsError::OverrideDevice { device, sockets: n });
+        }
         // Several devices are several tenants: each must be held to its own
         // addresses, or the operator must say that any goes (`--ip any`,
         // which may be given once for all). One pinned list for several
@@ -382,19 +410,12 @@ impl Cli {
             let mac = self.macs.get(i).copied().unwrap_or(DEFAULT_MAC);
             let max_qp = per_socket("--socket-max-qp", &self.socket_max_qps, i, n)?;
             let max_cq = per_socket("--socket-max-cq", &self.socket_max_cqs, i, n)?;
-            let mut l = match (max_qp, max_cq) {
-                (None, None) => limits.with_mac(mac),
-                (qp, cq) => Limits::new(
-                    qp.unwrap_or(self.max_qp),
-                    cq.unwrap_or(self.max_cq),
-                    self.queue_size,
-                    mac,
-                )?
-                .with_threads(self.threads())?
-                .with_overrides(&self.config_overrides)?
-                .with_rings(self.rings()?)?
-                .with_net(self.net)?,
-            };
+            let mut l = self.base_limits(
+                i,
+                max_qp.unwrap_or(self.max_qp),
+                max_cq.unwrap_or(self.max_cq),
+                mac,
+            )?;
             if let Some(ips) = per_socket("--ip", &self.ips, i, n)?.flatten() {
                 l = l.with_pinned(Some(Pinned::new(&ips)?));
             }
@@ -672,6 +693,39 @@ mod tests {
         assert!(message.contains("--ip"), "{message}");
         let lone = Cli::try_parse_from(["x", "--socket", "a"]).expect("parses");
         assert_eq!(lone.devices().map(|d| d.len()), Ok(1));
+    }
+
+    #[test]
+    fn config_overrides_for_one_device() {
+        let devices = |more: &[&str]| {
+            Cli::try_parse_from(["x"].iter().chain(&TWO).chain(&ANY).chain(more))
+                .map_err(|e| e.to_string())
+                .and_then(|c| c.devices().map_err(|e| e.to_string()))
+        };
+        let ports = |d: &[(PathBuf, Limits)]| -> Vec<u8> {
+            d.iter().map(|(_, l)| l.config_space()[0]).collect()
+        };
+        let both = devices(&["--config-override", "phys_port_cnt=2"]).expect("valid");
+        assert_eq!(ports(&both), [2, 2], "for every device");
+        let second = devices(&["--config-override", "1:phys_port_cnt=3"]).expect("valid");
+        assert_eq!(ports(&second), [1, 3], "for the second only");
+        let mixed = [
+            "--config-override",
+            "0:phys_port_cnt=4",
+            "--config-override",
+            "max_qp=9",
+        ];
+        let mixed = devices(&mixed).expect("valid");
+        assert_eq!(ports(&mixed), [4, 1]);
+        let max_qp = std::mem::offset_of!(crate::abi::VirtioRdmaConfig, max_qp);
+        for (_, l) in &mixed {
+            assert_eq!(l.config_space()[max_qp], 9);
+            assert_eq!(l.max_qp(), 16, "the device serves its real limits");
+        }
+        let none = devices(&["--config-override", "2:phys_port_cnt=2"]).unwrap_err();
+        assert!(none.contains("device 2, but 2 --socket"), "{none}");
+        let bad = devices(&["--config-override", "one:phys_port_cnt=2"]).unwrap_err();
+        assert!(bad.contains("not a device's index"), "{bad}");
     }
 
     /// Two devices, each with its MAC.

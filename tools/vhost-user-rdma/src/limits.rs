@@ -194,6 +194,16 @@ pub enum LimitsError {
     /// Queue size not a power of two in range.
     #[error("--queue-size {0} must be a power of two between 2 and {MAX_QUEUE_SIZE}")]
     QueueSize(u32),
+    /// A --config-override for a device this process does not serve.
+    #[error(
+        "--config-override for device {device}, but {sockets} --socket given (0 is the first)"
+    )]
+    OverrideDevice {
+        /// The device index given.
+        device: usize,
+        /// Sockets given.
+        sockets: usize,
+    },
     /// Several devices, but not one MAC each.
     #[error("{sockets} --socket and {macs} --mac: give one --mac per --socket")]
     MacPerSocket {
@@ -315,14 +325,28 @@ pub const MIN_MR_PAGES: u64 = 1 << 18;
 pub const MAX_OVERRIDES: usize = 8;
 
 /// A config space field reported with a value the device does not honour
-/// (`--config-override FIELD=VALUE`): for testing how a driver copes with a
-/// device whose config is bad or inconsistent. The device itself keeps
-/// serving its real limits.
+/// (`--config-override [DEVICE:]FIELD=VALUE`): for testing how a driver
+/// copes with a device whose config is bad or inconsistent. The device
+/// itself keeps serving its real limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConfigOverride {
+    /// The device (index of its --socket) it is for; `None`: every device.
+    device: Option<usize>,
     offset: usize,
     len: usize,
     value: u64,
+}
+
+impl ConfigOverride {
+    /// The device it is for, if only one.
+    pub fn device(&self) -> Option<usize> {
+        self.device
+    }
+
+    /// Whether device `i` reports it.
+    pub fn applies_to(&self, i: usize) -> bool {
+        self.device.is_none_or(|d| d == i)
+    }
 }
 
 /// The integer fields of `struct virtio_rdma_config`: name, offset, size.
@@ -376,6 +400,16 @@ impl std::str::FromStr for ConfigOverride {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
+        // A device's index first, if the override is for one device only.
+        let (device, s) = match s.split_once(':') {
+            Some((i, rest)) => (
+                Some(i.parse::<usize>().map_err(|_| {
+                    format!("'{i}' is not a device's index (0 is the first --socket)")
+                })?),
+                rest,
+            ),
+            None => (None, s),
+        };
         let (name, value) = s
             .split_once('=')
             .ok_or_else(|| format!("'{s}' is not FIELD=VALUE"))?;
@@ -395,7 +429,12 @@ impl std::str::FromStr for ConfigOverride {
         if len < 8 && value >> (8 * len) != 0 {
             return Err(format!("{value:#x} does not fit {name} ({len} bytes)"));
         }
-        Ok(ConfigOverride { offset, len, value })
+        Ok(ConfigOverride {
+            device,
+            offset,
+            len,
+            value,
+        })
     }
 }
 
