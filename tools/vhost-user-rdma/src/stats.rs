@@ -98,7 +98,8 @@ pub enum Counter {
     /// Bytes of those frames.
     NetRxBytes,
     /// Transmitted chains not forwarded: malformed, a bad header or
-    /// length, a spoofed source, or no device with the destination MAC.
+    /// length, a spoofed source, over storm control, or no device with
+    /// the destination MAC.
     NetTxDropped,
     /// Frames for this device that were not delivered: no receive buffer,
     /// a bad one, or the receive queue not running.
@@ -106,6 +107,9 @@ pub enum Counter {
     /// Transmitted frames whose source MAC was not the device's (also
     /// counted in `net_tx_dropped`).
     NetSpoofed,
+    /// Broadcast and multicast frames over the port's storm control
+    /// (`net/flood.rs`; also counted in `net_tx_dropped`).
+    NetFloodLimited,
     /// Uplink: RoCEv2 packets the RDMA engine put on the wire.
     WireTxPkts,
     /// Uplink: RoCEv2 packets from the wire the RDMA engine took.
@@ -167,7 +171,7 @@ impl Counter {
     }
 }
 
-const COUNTERS: [(Counter, &str); 39] = [
+const COUNTERS: [(Counter, &str); 40] = [
     (Counter::SentPkts, "sent_pkts"),
     (Counter::SentBytes, "sent_bytes"),
     (Counter::RcvdPkts, "rcvd_pkts"),
@@ -200,6 +204,7 @@ const COUNTERS: [(Counter, &str); 39] = [
     (Counter::NetTxDropped, "net_tx_dropped"),
     (Counter::NetRxDropped, "net_rx_dropped"),
     (Counter::NetSpoofed, "net_spoofed"),
+    (Counter::NetFloodLimited, "net_flood_limited"),
     (Counter::WireTxPkts, "wire_tx_pkts"),
     (Counter::WireRxPkts, "wire_rx_pkts"),
     (Counter::WireTxDropped, "wire_tx_dropped"),
@@ -425,7 +430,7 @@ mod tests {
             text.ends_with(
                 "logs_suppressed=0 net_tx_frames=0 net_tx_bytes=0 net_rx_frames=0 \
                  net_rx_bytes=60 net_tx_dropped=0 net_rx_dropped=0 net_spoofed=0 \
-                 wire_tx_pkts=0 wire_rx_pkts=0 wire_tx_dropped=0 wire_rx_dropped=0 \
+                 net_flood_limited=0 wire_tx_pkts=0 wire_rx_pkts=0 wire_tx_dropped=0 wire_rx_dropped=0 \
                  wire_no_neighbour=0 wire_resent=0 wire_duplicates=0"
             ),
             "{text}"

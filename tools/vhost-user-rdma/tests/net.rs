@@ -8,7 +8,7 @@ mod support;
 
 use std::sync::{RwLock, RwLockReadGuard};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use support::rings::ring;
 use support::*;
@@ -18,6 +18,7 @@ use vhost::VhostBackend;
 use vhost_user_rdma::abi::*;
 use vhost_user_rdma::ib::*;
 use vhost_user_rdma::limits::{Limits, IB_MTU_1024, IB_MTU_4096};
+use vhost_user_rdma::net::flood;
 use vhost_user_rdma::stats::Counter;
 use zerocopy::little_endian::U32;
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
@@ -113,6 +114,55 @@ fn broadcast_and_multicast_reach_every_other_device() {
     for d in [a, b, c] {
         d.finish();
     }
+}
+
+#[test]
+fn a_broadcast_storm_is_cut_to_the_ports_rate() {
+    let _alone = SWITCH.write().unwrap_or_else(|e| e.into_inner());
+    let (mut a, b) = (Dev::start_net(0), Dev::start_net(0));
+    let bcast = eth_frame(BROADCAST, a.mac(), 60);
+    // Three bursts' worth, as fast as the transmit queue takes them (four
+    // chains at a time: each batch is used before the next is written).
+    let total = u64::from(3 * flood::BURST);
+    let start = Instant::now();
+    let mut sent = 0;
+    while sent < total {
+        let batch = (total - sent).min(u64::from(QSIZE / NET_CHAIN));
+        for _ in 0..batch {
+            a.net_send(&bcast);
+        }
+        let mut used = 0;
+        while used < batch {
+            used += a.wait_used(NET_TXQ).len() as u64;
+        }
+        sent += batch;
+    }
+    let elapsed = start.elapsed();
+    let (went, limited) = (
+        count(&a, Counter::NetTxFrames),
+        count(&a, Counter::NetFloodLimited),
+    );
+    assert_eq!(went + limited, total, "each frame went or was limited");
+    assert_eq!(count(&a, Counter::NetTxDropped), limited);
+    // The burst, then RATE a second of the time it took (and one for a
+    // fraction), whatever that time was.
+    let most = u64::from(flood::BURST)
+        + (elapsed.as_micros() * u128::from(flood::RATE) / 1_000_000) as u64
+        + 1;
+    assert!(
+        went >= u64::from(flood::BURST) && went <= most,
+        "{went} of {total} went in {elapsed:?}"
+    );
+    // Each one that went reached the other port (which had no buffer).
+    b.wait_count(Counter::NetRxDropped, went);
+    settle();
+    assert_eq!(count(&b, Counter::NetRxDropped), went);
+    // Unicast is not limited: it goes with the bucket empty.
+    a.net_send(&eth_frame(b.mac(), a.mac(), 70));
+    a.wait_count(Counter::NetTxFrames, went + 1);
+    b.wait_count(Counter::NetRxDropped, went + 1);
+    a.finish();
+    b.finish();
 }
 
 #[test]

@@ -24,15 +24,19 @@
 //! frontend's, QEMU's stock virtio-net.
 
 pub mod ctrl;
+pub mod flood;
 pub mod nic;
 pub mod rx;
 pub mod switch;
 pub mod tx;
 pub mod uplink;
 
+use flood::FloodLimit;
+
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
 
 use log::debug;
 use virtio_bindings::bindings::virtio_net::{
@@ -204,6 +208,8 @@ pub struct NetPort {
     promisc: AtomicBool,
     /// `VIRTIO_NET_CTRL_RX_ALLMULTI` (recorded only, likewise).
     allmulti: AtomicBool,
+    /// The broadcast and multicast frames it may still send.
+    flood: Mutex<FloodLimit>,
 }
 
 impl NetPort {
@@ -217,6 +223,7 @@ impl NetPort {
             rx: Mutex::new(()),
             promisc: AtomicBool::new(false),
             allmulti: AtomicBool::new(false),
+            flood: Mutex::new(FloodLimit::default()),
         }
     }
 
@@ -231,6 +238,18 @@ impl NetPort {
     /// port's MTU.
     pub fn max_frame(&self) -> usize {
         self.max_frame
+    }
+
+    /// Whether the port may send `frame` (from its destination MAC on)
+    /// now: unicast always, a group-addressed frame within its storm
+    /// control ([`flood`]).
+    pub fn may_send(&self, frame: &[u8]) -> bool {
+        !flood::is_group(frame)
+            || self
+                .flood
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .allow(Instant::now())
     }
 
     /// Gives the port its vrings (receiveq, transmitq and, for the net

@@ -50,6 +50,12 @@ pub fn process(dev: &RdmaDevice, port: &NetPort, vring: &RdmaVring) -> io::Resul
                 return 0;
             }
         };
+        // Storm control, for the switch's ports and the network alike.
+        if !port.may_send(&buf[HDR_LEN..HDR_LEN + frame]) {
+            ctrl.stats().inc(Counter::NetTxDropped);
+            ctrl.stats().inc(Counter::NetFloodLimited);
+            return 0;
+        }
         // The receivers' header over the sender's: no offloads, one buffer.
         let hdr = VirtioNetHdr {
             num_buffers: 1.into(),
