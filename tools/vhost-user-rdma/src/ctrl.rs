@@ -69,6 +69,9 @@ pub struct State {
     /// QPs waiting on RNR ([`State::set_resend`]): the device's loop looks
     /// for due timers through every QP only while there are any.
     resends: usize,
+    /// Where the search for the next ring QP number starts: after the
+    /// last one handed out ([`State::free_ring_qpn`]).
+    next_ring_qpn: u32,
 }
 
 impl State {
@@ -85,6 +88,7 @@ impl State {
             counter_sets: CounterSets::new(limits.max_counter_sets()),
             xrcds: HandleTable::new(limits.max_xrcd()),
             resends: 0,
+            next_ring_qpn: 0,
         }
     }
 
@@ -183,10 +187,21 @@ impl State {
         self.resends > 0
     }
 
-    /// The lowest free ring QP number (ring QPs are numbered from
-    /// `max_qp`, the virtqueue QPs' count).
-    pub(crate) fn free_ring_qpn(&self, max_qp: u32) -> Option<u32> {
-        self.qps.first_free(max_qp..u32::MAX)
+    /// A free ring QP number (ring QPs are numbered from `max_qp`, the
+    /// virtqueue QPs' count): the first free one after the last handed
+    /// out, going round. A number comes back only after every other free
+    /// one has been handed out since: a process that still holds a
+    /// destroyed QP's number (rdma-core's provider marks that QP's
+    /// unpolled completions by it) does not meet it on a new QP of
+    /// another thread in the meantime.
+    pub(crate) fn free_ring_qpn(&mut self, max_qp: u32) -> Option<u32> {
+        let start = self.next_ring_qpn.max(max_qp);
+        let n = self
+            .qps
+            .first_free(start..u32::MAX)
+            .or_else(|| self.qps.first_free(max_qp..start))?;
+        self.next_ring_qpn = n + 1;
+        Some(n)
     }
 
     /// Whether GID index `index` of port 1 is set.

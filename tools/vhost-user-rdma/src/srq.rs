@@ -114,6 +114,8 @@ impl Srq {
 pub struct SrqTable {
     srqs: BTreeMap<u32, Srq>,
     max: u32,
+    /// The last number handed out (0: none yet).
+    last: u32,
 }
 
 impl SrqTable {
@@ -122,13 +124,20 @@ impl SrqTable {
         SrqTable {
             srqs: BTreeMap::new(),
             max,
+            last: 0,
         }
     }
 
-    /// Adds `srq` under the lowest free number, `None` if none is.
+    /// Adds `srq` under the first free number after the last handed out,
+    /// going round (as ring QP numbers, `State::free_ring_qpn`); `None` if
+    /// none is free.
     pub fn insert(&mut self, srq: Srq) -> Option<u32> {
-        let n = (1..=self.max).find(|n| !self.srqs.contains_key(n))?;
+        let after = self.last.min(self.max);
+        let n = (after + 1..=self.max)
+            .chain(1..=after)
+            .find(|n| !self.srqs.contains_key(n))?;
         self.srqs.insert(n, srq);
+        self.last = n;
         Some(n)
     }
 
@@ -249,7 +258,22 @@ mod tests {
     }
 
     #[test]
-    fn numbers_are_the_lowest_free_from_1() {
+    fn numbers_go_round_from_1() {
+        let mut t = SrqTable::new(3);
+        assert_eq!(t.insert(srq(1, 0)), Some(1));
+        assert_eq!(t.insert(srq(1, 0)), Some(2));
+        assert!(t.remove(1).is_some() && t.remove(2).is_some());
+        // 1 and 2 are free, but 3 comes first, then round to 1.
+        assert_eq!(t.insert(srq(1, 0)), Some(3));
+        assert_eq!(t.insert(srq(1, 0)), Some(1));
+        assert_eq!(t.insert(srq(1, 0)), Some(2));
+        assert_eq!(t.insert(srq(1, 0)), None, "full");
+        assert!(t.remove(2).is_some());
+        assert_eq!(t.insert(srq(1, 0)), Some(2), "the only free one");
+    }
+
+    #[test]
+    fn numbers_are_from_1_and_bounded() {
         let mut t = SrqTable::new(2);
         assert!(t.is_empty() && t.get(0).is_none());
         assert_eq!(t.insert(srq(1, 0)), Some(1));
@@ -258,7 +282,7 @@ mod tests {
         assert!(t.uses_pd(2) && !t.uses_pd(3));
         assert_eq!(t.remove(1).map(|s| s.pdn), Some(1));
         assert!(t.remove(1).is_none() && t.remove(0).is_none() && t.remove(9).is_none());
-        assert_eq!(t.insert(srq(3, 0)), Some(1), "reused");
+        assert_eq!(t.insert(srq(3, 0)), Some(1), "the free one");
         assert_eq!(t.len(), 2);
         assert_eq!(
             t.get(1).map(|s| s.link(1)),

@@ -387,6 +387,34 @@ fn ring_descriptions_and_objects_are_checked() {
 }
 
 #[test]
+fn ring_qp_numbers_go_round_before_one_comes_back() {
+    let mut d = start();
+    let pd = d.create_pd();
+    let (cqn, _) = ring_cq(&mut d, 0, 16, 0);
+    let destroy = |d: &mut Dev, qpn: u32| d.ok(VIRTIO_RDMA_CMD_DESTROY_QP, &pair(qpn, 0), 0);
+    let (first, ..) = ring_qp(&mut d, pd, cqn, 1, 0);
+    destroy(&mut d, first);
+    // Created and destroyed one after the other, each QP has a number of
+    // its own until the numbers run out: none is the one just freed.
+    let count = d.dev.ctrl().limits().qp_count() - d.dev.ctrl().limits().max_qp();
+    let mut seen = vec![first];
+    for _ in 1..count {
+        let (qpn, ..) = ring_qp(&mut d, pd, cqn, 1, 0);
+        assert!(!seen.contains(&qpn), "QP {qpn} came back after {seen:?}");
+        seen.push(qpn);
+        destroy(&mut d, qpn);
+    }
+    // Then round again, to the first.
+    let (again, ..) = ring_qp(&mut d, pd, cqn, 1, 0);
+    assert_eq!(again, first);
+    // With one number held, the next skips it.
+    let (next, ..) = ring_qp(&mut d, pd, cqn, 1, 0);
+    assert_eq!(next, seen[1]);
+    destroy(&mut d, next);
+    d.finish();
+}
+
+#[test]
 fn ring_commands_need_the_feature() {
     // Offered but not acked.
     let mut d = Dev::start_without(
