@@ -82,6 +82,7 @@ pub mod wire;
 use message::{Frame, Payload, Remote, Request, Response};
 use responder::{complete_recv, recv_error, Peer, Recv};
 
+pub use responder::MAX_BAD_KEYS;
 pub use transfer::CHUNK;
 
 /// Result of executing one SQ element.
@@ -732,6 +733,7 @@ pub fn discard(ctrl: &Ctrl, qpn: u32) {
     // Nothing of the connection survives a reset.
     if let Some(q) = ctrl.lock().qp_mut(qpn) {
         q.atomic_replies.clear();
+        q.bad_keys = 0;
     }
     if let Some(rq) = rq_of(ctrl, qpn) {
         discard_all(ctrl, &rq);

@@ -190,6 +190,9 @@ pub struct Qp {
     pub xrcdn: Option<u32>,
     /// A connected QP's link to its peer on the network, if the peer is there.
     pub wire: Option<Box<WireConn>>,
+    /// Requests a UC responder dropped for their key since the QP last
+    /// left RESET (`MAX_BAD_KEYS` moves it to error).
+    pub bad_keys: u32,
 }
 
 impl Qp {
@@ -217,6 +220,7 @@ impl Qp {
             counters: None,
             xrcdn: None,
             wire: None,
+            bad_keys: 0,
         }
     }
 

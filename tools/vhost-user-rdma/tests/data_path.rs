@@ -702,6 +702,68 @@ fn uc_read_atomics_send_inv_are_not_uc_operations() {
 }
 
 #[test]
+fn uc_key_guesses_end_the_connection() {
+    use vhost_user_rdma::engine::MAX_BAD_KEYS;
+    let UcPair {
+        mut d,
+        cq,
+        a,
+        b,
+        key,
+    } = uc_pair(ALL, IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE);
+    d.fill_events(4, 8);
+    // `len` bytes: above CHUNK a WRITE moves in chunks, checked there.
+    let write_len = |d: &mut Dev, id: u64, rkey: u32, len: u32| {
+        d.send(
+            a,
+            &wqe(
+                id,
+                IB_WR_RDMA_WRITE,
+                IB_SEND_SIGNALED,
+                0,
+                &rdma(DATA + 0x2000, rkey),
+                &[(DATA, len, key)],
+            ),
+        );
+        let wc = d.wait(cq, 1)[0];
+        // UC: the requester never learns of the responder's drop.
+        assert_eq!((wc.wr_id(), wc.status()), (id, IB_WC_SUCCESS));
+    };
+    let write = |d: &mut Dev, id: u64, rkey: u32| write_len(d, id, rkey, 8);
+    d.fill(DATA, b"guessed!");
+    // A peer guessing keys: each one dropped, the responder carries on...
+    let chunked = u32::try_from(vhost_user_rdma::engine::CHUNK).expect("chunk") + 8;
+    for n in 1..MAX_BAD_KEYS {
+        // Every other one would move in chunks: its key is checked (and
+        // refused) first all the same.
+        let len = if n % 2 == 0 { chunked } else { 8 };
+        write_len(&mut d, u64::from(n), key ^ n, len);
+        assert_eq!(d.qp_state(b), IB_QPS_RTS, "after {n} refused keys");
+    }
+    assert_eq!(d.read(DATA + 0x2000, 8), vec![0; 8], "nothing written");
+    assert_eq!(d.events(), vec![]);
+    // ... and takes what its peer may write ...
+    write(&mut d, 100, key);
+    assert_eq!(d.read(DATA + 0x2000, 8), b"guessed!");
+    d.fill(DATA + 0x2000, &[0; 8]);
+    // ... until the last guess, which moves it to error and tells its
+    // consumer; its requester, UC, goes on.
+    write(&mut d, 101, key ^ 0x77);
+    assert_eq!(
+        wait_events(&mut d, 1),
+        vec![(VIRTIO_RDMA_EVENT_QP_ACCESS_ERR, b)]
+    );
+    assert_eq!((d.qp_state(a), d.qp_state(b)), (IB_QPS_RTS, IB_QPS_ERR));
+    write(&mut d, 102, key);
+    assert_eq!(
+        d.read(DATA + 0x2000, 8),
+        vec![0; 8],
+        "nothing taken in error"
+    );
+    d.finish();
+}
+
+#[test]
 fn uc_losses_fail_nobody() {
     let UcPair {
         mut d,

@@ -21,7 +21,10 @@ another address, one with an opcode no transport has), aimed at bytes of
 the server's MR that nothing else writes. The server then checks that
 those bytes are untouched, that its device counted the forged requests as
 not from its QP's peer (dropped_not_peer), and the requests after them
-work as ever."""
+work as ever. Last, the client guesses keys over a UC connection: RDMA
+WRITEs with wrong rkeys, which UC drops without a NAK; a virtio_rdma
+server's UC QP stays in RTS for 15 and moves to error on the 16th (the
+device's bound on a connection's refused keys)."""
 
 import json
 import random
@@ -37,8 +40,8 @@ from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QPAttr, QPCap, QPEx, QPInitAttrEx
-from pyverbs.wr import RecvWR, SGE
+from pyverbs.qp import QP, QPAttr, QPCap, QPEx, QPInitAttr, QPInitAttrEx
+from pyverbs.wr import RecvWR, SendWR, SGE
 
 IMM = 0x1234ABCD
 SWAP = 0x1122334455667788
@@ -47,6 +50,7 @@ WRITE_AT, WRITE_LEN = 64, 3000  # three packets at a 1024-byte MTU
 ORIG_AT = 3072  # the client's: where the swap's original value lands
 HOSTILE_AT, HOSTILE_LEN = 3200, 256  # the server's: what only attackers aim at
 FORGED_READS = 200
+KEY_GUESSES = 16  # the device's MAX_BAD_KEYS (engine/responder.rs)
 ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
           | e.IBV_ACCESS_REMOTE_ATOMIC | e.IBV_ACCESS_FLUSH_GLOBAL)
 OPS = (e.IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | e.IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
@@ -158,6 +162,66 @@ def connect(qp, gid_index, peer):
     qp.to_rts(attr)
 
 
+def uc_qp(ctx, pd):
+    """A UC QP with a CQ of its own, and its first PSN."""
+    cq = CQ(ctx, 32)
+    cap = QPCap(max_send_wr=32, max_recv_wr=1, max_send_sge=1, max_recv_sge=1)
+    return QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UC, scq=cq, rcq=cq, cap=cap)), cq, random.getrandbits(24)
+
+
+def uc_connect(qp, gid_index, peer, psn):
+    attr = QPAttr(port_num=1)
+    attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+    gr = GlobalRoute(dgid=GID(peer["gid"]), sgid_index=gid_index, hop_limit=64)
+    attr.ah_attr = AHAttr(port_num=1, is_global=1, gr=gr)
+    attr.path_mtu = e.IBV_MTU_1024
+    attr.dest_qp_num, attr.rq_psn, attr.sq_psn = peer["uc_qpn"], peer["uc_psn"], psn
+    qp.to_rts(attr)
+
+
+def guess_keys(qp, cq, mr, peer, f, n, first):
+    """`n` UC WRITEs at the server's untouched bytes with wrong keys, then
+    tells the server; its verdict."""
+    for i in range(first, first + n):
+        wr = SendWR(wr_id=i, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
+                    sg=[SGE(mr.buf, 64, mr.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_wr_rdma(peer["rkey"] ^ i, peer["va"] + HOSTILE_AT)
+        qp.post_send(wr)
+    poll(cq, n, "the client's UC WRITEs")  # UC: sent is done
+    f.write(f"guessed {first + n - 1}\n")
+    f.flush()
+    return f.readline().strip()
+
+
+def uc_state(qp):
+    return qp.query(e.IBV_QP_STATE)[0].qp_state
+
+
+def uc_guessed(f, uc, mr, dev):
+    """The server's side of guess_keys: its UC QP stays in RTS until the
+    client's last guess (virtio_rdma; rxe never moves it), and nothing is
+    written."""
+    for want in (KEY_GUESSES - 1, KEY_GUESSES):
+        if f.readline().strip() != f"guessed {want}":
+            sys.exit("the client did not guess")
+        # The UC WRITEs were sent when their completions came; wait for
+        # the state they should leave (RTS stays: a short wait).
+        expect = e.IBV_QPS_ERR if want == KEY_GUESSES and dev.startswith("virtio") else e.IBV_QPS_RTS
+        deadline = time.monotonic() + (10 if expect == e.IBV_QPS_ERR else 1)
+        while uc_state(uc) != expect and time.monotonic() < deadline:
+            time.sleep(0.1)
+        bad = []
+        if uc_state(uc) != expect:
+            bad.append(f"after {want} wrong keys the UC QP is in state {uc_state(uc)}, not {expect}")
+        if mr.read(HOSTILE_LEN, HOSTILE_AT) != bytes(HOSTILE_LEN):
+            bad.append("a WRITE with a wrong key wrote")
+        f.write(("ok" if not bad else "; ".join(bad)) + "\n")
+        f.flush()
+        if bad:
+            sys.exit("server: " + "; ".join(bad))
+    print(f"server: UC QP in RTS after {KEY_GUESSES - 1} wrong keys, in error after {KEY_GUESSES}")
+
+
 def main():
     hostile_mode = "--hostile" in sys.argv
     if hostile_mode:
@@ -175,6 +239,9 @@ def main():
     psn = random.getrandbits(24)
     me = {"qpn": qp.qp_num, "psn": psn, "gid": str(ctx.query_gid(1, gid_index)),
           "va": mr.buf, "rkey": mr.rkey}
+    if hostile_mode:
+        uc, ucq, uc_psn = uc_qp(ctx, pd)
+        me.update(uc_qpn=uc.qp_num, uc_psn=uc_psn)
     if role == "serve":
         srv = socket.create_server(("", int(sys.argv[4])))
         sock = srv.accept()[0]
@@ -190,6 +257,8 @@ def main():
     peer = json.loads(f.readline())
     peer["my_psn"] = psn
     connect(qp, gid_index, peer)
+    if hostile_mode:
+        uc_connect(uc, gid_index, peer, uc_psn)
 
     if role == "serve":
         # The WRITE with immediate data takes this receive.
@@ -223,6 +292,8 @@ def main():
         if bad:
             sys.exit("server: " + "; ".join(bad))
         print("server: receive with immediate data, WRITE, swap and ATOMIC WRITE as sent")
+        if hostile_mode:
+            uc_guessed(f, uc, mr, dev)
         return
 
     if f.readline().strip() != "ready":
@@ -256,6 +327,12 @@ def main():
     if verdict != "ok":
         sys.exit(f"server says: {verdict}")
     print("client: WRITE with immediate, COMPARE AND SWAP, ATOMIC WRITE, FLUSH completed")
+    if hostile_mode:
+        for n, first in ((KEY_GUESSES - 1, 1), (1, KEY_GUESSES)):
+            verdict = guess_keys(uc, ucq, mr, peer, f, n, first)
+            if verdict != "ok":
+                sys.exit(f"server says: {verdict}")
+        print(f"client: {KEY_GUESSES} UC WRITEs with wrong keys sent")
 
 
 if __name__ == "__main__":

@@ -278,6 +278,32 @@ pub(in crate::engine) fn resolve_remote(
         .ok_or(())
 }
 
+/// Requests with a refused key a UC responder drops before it moves to
+/// error. UC has no NAK: a wrong rkey is dropped and the QP carries on
+/// (IBA 9.7.5.2.2, as rxe does), so a connected peer could otherwise
+/// guess keys for ever, at no cost, until one lets it write (a key's low
+/// byte is its only secret part). With this bound a connection gets 16
+/// guesses, then the responder's consumer hears of them
+/// (`IB_EVENT_QP_ACCESS_ERR`) and must connect the QP again.
+pub const MAX_BAD_KEYS: u32 = 16;
+
+/// A UC responder dropped a request because of its key: counted on QP
+/// `peer`; the [`MAX_BAD_KEYS`]th moves it to error, as an RC responder's
+/// first does.
+pub(in crate::engine) fn uc_key_refused(fabric: &Fabric, peer: &Peer) {
+    let over = peer.ctrl().lock().qp_mut(peer.qpn).is_some_and(|q| {
+        q.bad_keys = q.bad_keys.saturating_add(1);
+        q.bad_keys == MAX_BAD_KEYS
+    });
+    if over {
+        peer.ctrl().guest_warn(format_args!(
+            "UC QP {}: {MAX_BAD_KEYS} requests with a refused key; the QP moves to error",
+            peer.qpn
+        ));
+        to_error_event(fabric, peer.ctrl(), peer.qpn, Event::QpAccessErr(peer.qpn));
+    }
+}
+
 /// A receive taken from the responder's RQ or SRQ.
 pub(in crate::engine) struct Recv {
     pub head: u16,
@@ -521,6 +547,7 @@ fn write<'p>(
         // carries on: there is no NAK to send, and IB does not move it to
         // error for that.
         if uc(m) {
+            uc_key_refused(fabric, peer);
             return Response::Dropped(format!(
                 "QP {}: rkey {:#x} refused remote write of {len} bytes at {:#x}",
                 peer.qpn, m.remote.rkey, m.remote.va

@@ -424,6 +424,8 @@ fn place(
             };
             let Some(dst) = remote(IB_ACCESS_REMOTE_WRITE) else {
                 if uc {
+                    // A key that went away under a message (not a guess:
+                    // its first check passed, `responder::write`).
                     return Err(lost());
                 }
                 // As on a first check: the responder moves to error and

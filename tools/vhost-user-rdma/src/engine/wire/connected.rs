@@ -489,7 +489,8 @@ fn peer_of(dev: &Arc<RdmaDevice>, qpn: u32) -> Peer {
 }
 
 /// A packet for UC QP `qpn`'s receiver. Nothing answers it, and nothing
-/// it meets moves the QP to error.
+/// it meets moves the QP to error but too many refused keys
+/// ([`responder::MAX_BAD_KEYS`]).
 fn receive_uc(fabric: &Fabric, dev: &Arc<RdmaDevice>, qpn: u32, p: &Packet) {
     let ctrl = dev.ctrl();
     let Some(mut c) = take(ctrl, qpn) else {
@@ -501,11 +502,18 @@ fn receive_uc(fabric: &Fabric, dev: &Arc<RdmaDevice>, qpn: u32, p: &Packet) {
             uc::Receiver::new(mtu, q.attr.rq_psn.get())
         });
     }
+    let mut refused = false;
     if let Some(r) = c.uc_receiver.as_mut() {
         let peer = peer_of(dev, qpn);
-        r.on_packet(p, &mut WireTarget::new(fabric, &peer));
+        let mut t = WireTarget::new(fabric, &peer);
+        r.on_packet(p, &mut t);
+        // A key refused (the only access a UC request asks for).
+        refused = matches!(t.failed, Some(Event::QpAccessErr(_)));
     }
     put(ctrl, qpn, c);
+    if refused {
+        responder::uc_key_refused(fabric, &peer_of(dev, qpn));
+    }
 }
 
 /// A request packet for QP `qpn`'s responder.
