@@ -187,6 +187,12 @@ pub struct Cli {
     #[arg(long = "link-faults", value_name = "KIND=PERCENT[,...]")]
     pub link_faults: Option<crate::link::Faults>,
 
+    /// Serve every device's counters and objects in Prometheus' text
+    /// format at http://ADDR/metrics (e.g. 127.0.0.1:9870; the host's
+    /// operator's, not the guests': bind it where only the host reaches).
+    #[arg(long = "metrics", value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
+
     /// The guest's NIC, served by this backend: a vhost-user socket for
     /// QEMU's `-netdev vhost-user` under `-device virtio-net-pci` with the
     /// device's --mac. The ID-42 device's RDMA port and the guest's

@@ -92,21 +92,30 @@ impl State {
         }
     }
 
+    /// What the tables hold: each kind of object (as the metrics name it)
+    /// and how many.
+    fn objects(&self) -> [(&'static str, u64); 10] {
+        let n = |len: usize| len as u64;
+        [
+            ("pd", n(self.pds.len())),
+            ("mr", n(self.mrs.len())),
+            ("mr_page", self.mr_pages),
+            ("mw", n(self.mrs.mw_count())),
+            ("cq", n(self.cqs.len())),
+            ("qp", n(self.qps.len())),
+            ("srq", n(self.srqs.len())),
+            ("gid", n(self.gids.len())),
+            ("counter_set", n(self.counter_sets.len())),
+            ("xrcd", n(self.xrcds.len())),
+        ]
+    }
+
     /// What the tables hold, for log lines.
     fn census(&self) -> String {
+        let [pd, mr, pages, mw, cq, qp, srq, gid, sets, xrcd] = self.objects().map(|(_, n)| n);
         format!(
-            "{} PDs, {} MRs ({} page-table entries), {} windows, {} CQs, {} QPs, {} SRQs, {} GIDs, \
-             {} counter sets, {} XRC domains",
-            self.pds.len(),
-            self.mrs.len(),
-            self.mr_pages,
-            self.mrs.mw_count(),
-            self.cqs.len(),
-            self.qps.len(),
-            self.srqs.len(),
-            self.gids.len(),
-            self.counter_sets.len(),
-            self.xrcds.len()
+            "{pd} PDs, {mr} MRs ({pages} page-table entries), {mw} windows, {cq} CQs, {qp} QPs, \
+             {srq} SRQs, {gid} GIDs, {sets} counter sets, {xrcd} XRC domains"
         )
     }
 
@@ -535,6 +544,12 @@ impl Ctrl {
             self.lock().census(),
             self.stats
         );
+    }
+
+    /// What the device's guest holds: each kind of object and how many
+    /// (page-table entries of its MRs as `mr_page`).
+    pub fn objects(&self) -> [(&'static str, u64); 10] {
+        self.lock().objects()
     }
 
     /// Name for log lines.

@@ -12,7 +12,8 @@
 //! ([`cq`]), and reaches other devices of the process through [`fabric`];
 //! a device's QPs are split among its threads by [`lane`], which run on
 //! the CPUs [`cpus`] gives them.
-//! [`stats`] and [`counter_sets`] count what the device did.
+//! [`stats`] and [`counter_sets`] count what the device did; [`metrics`]
+//! shows it to the operator over HTTP.
 //! [`packet`] is the data path's packet as RoCEv2 carries it, [`roce`]
 //! its frame on an Ethernet wire (headers and ICRC), and [`transport`]
 //! RC's reliability on packets (requester and completer, responder),
@@ -41,6 +42,7 @@ pub mod ib;
 pub mod lane;
 pub mod limits;
 pub mod link;
+pub mod metrics;
 pub mod mr;
 pub mod mw;
 pub mod net;

@@ -14,7 +14,7 @@ use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 use vhost_user_rdma::cli::Cli;
-use vhost_user_rdma::{device, fabric};
+use vhost_user_rdma::{device, fabric, metrics};
 
 fn usage_error(e: impl std::fmt::Display) -> ExitCode {
     eprintln!("vhost-user-rdma: {e}");
@@ -66,6 +66,13 @@ fn main() -> ExitCode {
     if let Err(e) = watch_signals(sockets) {
         error!("cannot install signal handlers: {e}");
         return ExitCode::FAILURE;
+    }
+
+    if let Some(addr) = cli.metrics {
+        if let Err(e) = metrics::spawn(addr) {
+            error!("--metrics {addr}: {e}");
+            return ExitCode::FAILURE;
+        }
     }
 
     let mut threads = Vec::new();

@@ -282,6 +282,11 @@ impl Stats {
         self.values[Self::slot(c)].load(Ordering::Relaxed)
     }
 
+    /// Every counter, named as the log names it, with its value.
+    pub fn all(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        COUNTERS.iter().map(|&(c, name)| (name, self.get(c)))
+    }
+
     /// The port counters as QUERY_COUNTERS returns them.
     pub fn port_counters(&self) -> [u64; PORT] {
         std::array::from_fn(|i| self.values[i].load(Ordering::Relaxed))

@@ -233,6 +233,119 @@ fn exits_cleanly_on_sigterm() {
     assert!(!a.exists(), "socket file removed");
 }
 
+/// One HTTP exchange with `addr`: `request` sent, the whole answer back.
+fn http(addr: &str, request: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.write_all(request).expect("send");
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).expect("answer");
+    answer
+}
+
+/// `--metrics`: every device's counters and objects, in Prometheus' text
+/// format, to an HTTP GET; other requests get their error, and a client
+/// that says nothing holds nobody up. (The counters moving under traffic:
+/// tests/data_path.rs.)
+#[test]
+fn metrics_are_served_over_http() {
+    let dir = TempDir::new_with_prefix("/tmp/vrdma-cli").expect("tempdir");
+    let (a, b) = (
+        dir.as_path().join("vm1.sock"),
+        dir.as_path().join("vm2.sock"),
+    );
+    // A port free a moment ago.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = Command::new(BIN)
+        .arg("--socket")
+        .arg(&a)
+        .arg("--socket")
+        .arg(&b)
+        .args(["--mac", "52:54:00:00:00:01", "--mac", "52:54:00:00:00:02"])
+        .args(["--ip", "any", "--metrics", &addr])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for(&a);
+    wait_for(&b);
+    // A client that connects and says nothing is dropped after a while;
+    // the next is answered meanwhile or after.
+    let _silent = std::net::TcpStream::connect(&addr).expect("connect");
+    let got = http(&addr, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    assert!(got.starts_with("HTTP/1.0 200 OK\r\n"), "{got}");
+    assert!(
+        got.contains("Content-Type: text/plain; version=0.0.4"),
+        "{got}"
+    );
+    for line in [
+        "vhost_user_rdma_devices 2\n",
+        "# TYPE vhost_user_rdma_sent_bytes_total counter\n",
+        "vhost_user_rdma_sent_bytes_total{device=\"vm1\"} 0\n",
+        "vhost_user_rdma_sent_bytes_total{device=\"vm2\"} 0\n",
+        "vhost_user_rdma_dropped_not_peer_total{device=\"vm2\"} 0\n",
+        "vhost_user_rdma_objects{device=\"vm1\",kind=\"qp\"} 0\n",
+        "vhost_user_rdma_objects{device=\"vm2\",kind=\"mr_page\"} 0\n",
+    ] {
+        assert!(got.contains(line), "no {line:?} in {got}");
+    }
+    // Content-Length is the body's.
+    let (head, body) = got.split_once("\r\n\r\n").expect("a head and a body");
+    assert!(
+        head.contains(&format!("Content-Length: {}\r\n", body.len())),
+        "{head}"
+    );
+}
+
+#[test]
+fn metrics_answer_only_a_get_of_metrics() {
+    let dir = TempDir::new_with_prefix("/tmp/vrdma-cli").expect("tempdir");
+    let a = dir.as_path().join("a.sock");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = Command::new(BIN)
+        .arg("--socket")
+        .arg(&a)
+        .args(["--metrics", &addr])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    wait_for(&a);
+    let answers: Vec<String> = [
+        &b"GET / HTTP/1.0\r\n\r\n"[..],
+        b"POST /metrics HTTP/1.0\r\n\r\n",
+        b"\r\n",
+    ]
+    .iter()
+    .map(|r| http(&addr, r))
+    .collect();
+    // Taken: the address is in use.
+    let second = Command::new(BIN)
+        .args(["--socket", "/tmp/vrdma-cli-unused.sock", "--metrics", &addr])
+        .output()
+        .expect("run");
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    assert!(answers[0].starts_with("HTTP/1.0 404 "), "{}", answers[0]);
+    assert!(answers[1].starts_with("HTTP/1.0 405 "), "{}", answers[1]);
+    assert!(answers[2].starts_with("HTTP/1.0 400 "), "{}", answers[2]);
+    assert_eq!(second.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains(&format!("--metrics {addr}")), "{err}");
+}
+
 /// Starts the backend on a fresh socket with `env` and `args`, sends it
 /// `signals` one after the other, then SIGTERM; returns its stderr.
 fn stderr_after(env: &[(&str, &str)], args: &[&str], signals: &[&str]) -> String {

@@ -701,6 +701,46 @@ fn uc_read_atomics_send_inv_are_not_uc_operations() {
     d.finish();
 }
 
+/// The operator's metrics (`--metrics`, `metrics.rs`) move with the
+/// device's traffic and show what its guest holds.
+#[test]
+fn metrics_show_a_write_and_the_objects_behind_it() {
+    let RcPair {
+        mut d, cq, a, key, ..
+    } = rc_pair(ALL, ALL, 0);
+    let dev = d.dev.name().to_string();
+    let scrape = |d: &Dev| vhost_user_rdma::metrics::render(std::slice::from_ref(&d.dev));
+    let line = |what: &str, v: u64| format!("vhost_user_rdma_{what}{{device=\"{dev}\"}} {v}\n");
+    let before = scrape(&d);
+    assert!(before.contains(&line("sent_bytes_total", 0)), "{before}");
+    d.send(
+        a,
+        &wqe(
+            1,
+            IB_WR_RDMA_WRITE,
+            IB_SEND_SIGNALED,
+            0,
+            &rdma(DATA + 0x2000, key),
+            &[(DATA, 3000, key)],
+        ),
+    );
+    assert_eq!(d.wait(cq, 1)[0].status(), IB_WC_SUCCESS);
+    let after = scrape(&d);
+    for (what, v) in [("sent_bytes_total", 3000), ("rcvd_bytes_total", 3000)] {
+        assert!(after.contains(&line(what, v)), "no {what} {v} in {after}");
+    }
+    let objects = |kind: &str, v: u64| {
+        format!("vhost_user_rdma_objects{{device=\"{dev}\",kind=\"{kind}\"}} {v}\n")
+    };
+    for (kind, v) in [("qp", 2), ("cq", 1)] {
+        assert!(
+            after.contains(&objects(kind, v)),
+            "no {kind} {v} in {after}"
+        );
+    }
+    d.finish();
+}
+
 #[test]
 fn uc_key_guesses_end_the_connection() {
     use vhost_user_rdma::engine::MAX_BAD_KEYS;
