@@ -243,6 +243,23 @@ fn http(addr: &str, request: &[u8]) -> String {
     answer
 }
 
+/// The backend with `args` and `--metrics` on a port of 127.0.0.1 that
+/// was free a moment ago; the address.
+fn with_metrics(args: &[&std::ffi::OsStr]) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = Command::new(BIN)
+        .args(args)
+        .args(["--metrics", &addr])
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    (child, addr)
+}
+
 /// `--metrics`: every device's counters and objects, in Prometheus' text
 /// format, to an HTTP GET; other requests get their error, and a client
 /// that says nothing holds nobody up. (The counters moving under traffic:
@@ -254,22 +271,18 @@ fn metrics_are_served_over_http() {
         dir.as_path().join("vm1.sock"),
         dir.as_path().join("vm2.sock"),
     );
-    // A port free a moment ago.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = Command::new(BIN)
-        .arg("--socket")
-        .arg(&a)
-        .arg("--socket")
-        .arg(&b)
-        .args(["--mac", "52:54:00:00:00:01", "--mac", "52:54:00:00:00:02"])
-        .args(["--ip", "any", "--metrics", &addr])
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
+    let (mut child, addr) = with_metrics(&[
+        "--socket".as_ref(),
+        a.as_ref(),
+        "--socket".as_ref(),
+        b.as_ref(),
+        "--mac".as_ref(),
+        "52:54:00:00:00:01".as_ref(),
+        "--mac".as_ref(),
+        "52:54:00:00:00:02".as_ref(),
+        "--ip".as_ref(),
+        "any".as_ref(),
+    ]);
     wait_for(&a);
     wait_for(&b);
     // A client that connects and says nothing is dropped after a while;
@@ -308,18 +321,7 @@ fn metrics_are_served_over_http() {
 fn metrics_answer_only_a_get_of_metrics() {
     let dir = TempDir::new_with_prefix("/tmp/vrdma-cli").expect("tempdir");
     let a = dir.as_path().join("a.sock");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = Command::new(BIN)
-        .arg("--socket")
-        .arg(&a)
-        .args(["--metrics", &addr])
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn");
+    let (mut child, addr) = with_metrics(&["--socket".as_ref(), a.as_ref()]);
     wait_for(&a);
     let answers: Vec<String> = [
         &b"GET / HTTP/1.0\r\n\r\n"[..],
