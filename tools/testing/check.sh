@@ -534,7 +534,9 @@ done
 printf '  %-8s %s (make check from its start, builds included; budget %s)\n' total \
 	"$(min_sec $(($(date +%s) - t0)))" "$(min_sec $budget)"
 echo
-wait $drift_pid
+# (Its status may be gone already: bash keeps only so many of a long
+# run's children.)
+wait $drift_pid 2>/dev/null
 cat "$logs/drift.txt"
 if [ $failed -gt 0 ]; then
 	echo "failed:"

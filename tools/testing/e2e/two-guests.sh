@@ -6,8 +6,10 @@
 # guest's memory to the other's inside the backend. This guest (10.0.2.15)
 # runs the clients; the peer (10.0.2.16, this script with "peer") the
 # servers, one step after the other:
-#   ibv_rc_pingpong with data checked (-c), perftest's write bandwidth,
-#   rping with verification (rdma_cm), and NVMe over RDMA:
+#   ibv_rc_pingpong with data checked (-c), perftest's write bandwidth
+#   (whose bytes the host's operator sees moving in the backend's metrics,
+#   read over HTTP by the runner), rping with verification (rdma_cm), and
+#   NVMe over RDMA:
 #   an nvmet target in the peer taking its receives from kernel SRQs
 #   (use_srq=1), `nvme connect -t rdma` here with an I/O queue per CPU on
 #   the core's pooled CQs, spread over the completion-event queues, fio
@@ -44,8 +46,22 @@ pair_step "ibv_rc_pingpong" ibv_rc_pingpong -d $dev -g "$gid" -n 200 -s 8192 -c 
 # UD, READ, atomics and perftest over rdma_cm between two guests are
 # wire-hosts' and wire-rxe's (the same device, its port on a wire); here
 # the path inside one backend.
+# The host's operator sees it (the backend's --metrics, read over HTTP):
+# 100 WRITEs of 64 KiB from this guest's device (vrdma0) into the peer's
+# (vrdma1), on top of what came before.
+if [ "$ROLE" = main ]; then
+	sent=$(metric sent_bytes vrdma0) rcvd=$(metric rcvd_bytes vrdma1)
+	[ -n "$sent" ] && [ -n "$rcvd" ] || fail "no byte counters of vrdma0 and vrdma1 in the backend's metrics"
+fi
 pair_step "ib_write_bw" ib_write_bw -d $dev -x "$gid" -F -n 100 -p $port -- \
 	ib_write_bw -d $dev -x "$gid" -F -n 100 -p $port $PEER
+if [ "$ROLE" = main ]; then
+	step "the backend's metrics: the bytes moved"
+	moved=$(($(metric sent_bytes vrdma0) - sent)) taken=$(($(metric rcvd_bytes vrdma1) - rcvd))
+	echo "  vrdma0 sent $moved bytes, vrdma1 took $taken"
+	[ "$moved" -ge $((100 * 65536)) ] && [ "$taken" -ge $((100 * 65536)) ] ||
+		fail "the metrics do not show 100 WRITEs of 64 KiB moving"
+fi
 pair_step "rping" rping -s -a $PEER -p $port -C 100 -- rping -c -a $PEER -p $port -C 100 -V -v
 if [ "$ROLE" = main ]; then
 	grep -q "ping data: rdma-ping-99" /tmp/client.log || fail "rping: the client did not verify 100 pings"

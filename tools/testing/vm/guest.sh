@@ -25,7 +25,10 @@
 # operator's restart): it writes "kill" or "start" to /mnt/run/backend.ctl
 # and waits for /mnt/run/backend.state to say "killed" or "started"
 # (e2e/lib/common.sh: backend_kill, backend_start). QEMU reconnects to a
-# restarted backend by itself (reconnect-ms).
+# restarted backend by itself (reconnect-ms). The (first) backend serves its
+# metrics on a port of the run's loopback (--metrics); "scrape" has the
+# runner read them over HTTP into /mnt/run/metrics.txt (backend_scrape), as
+# the host's operator would.
 set -uo pipefail
 mode=$1 timeout=$2 kmemleak=$3 share=$4 bzimage=$5 qemu=$6 backend=$7 extra=$8
 # Extra backend options, split on spaces (e.g. --config-override FIELD=VALUE).
@@ -133,13 +136,15 @@ run_backend() {
 	done
 	return 1
 }
+# The first backend's metrics port: one free on the run's loopback.
+metrics=127.0.0.1:$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # start_backend: starts the (first) backend; false if it did not come up.
 start_backend() {
 	# The last socket the backend makes.
 	local last=$rundir/vrdma$((served - 1)).sock
 	[ "$main_devices" = 1 ] || last=$rundir/vrdma0-$((main_devices - 1)).sock
 	rm -f "$rundir"/vrdma0*.sock "$last"
-	run_backend "$share/backend.log" "$last" "${devices[@]}" || return 1
+	run_backend "$share/backend.log" "$last" "${devices[@]}" --metrics "$metrics" || return 1
 	backend_pid=$last_pid
 }
 if ! start_backend; then
@@ -183,6 +188,13 @@ fi
 			echo "--- restarted by the test at $(date +%T) ---" >>"$share/backend.log"
 			if start_backend; then
 				echo started >"$share/backend.state"
+			else
+				echo failed >"$share/backend.state"
+			fi ;;
+		scrape)
+			if python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+				"http://$metrics/metrics" >"$share/metrics.txt" 2>>"$share/backend.log"; then
+				echo scraped >"$share/backend.state"
 			else
 				echo failed >"$share/backend.state"
 			fi ;;

@@ -176,6 +176,17 @@ backend_ctl() {
 }
 backend_kill() { backend_ctl kill killed; }
 backend_start() { backend_ctl start started; }
+# backend_scrape: the backend's metrics (its --metrics, read by the runner
+# over HTTP from the host's side) on stdout.
+backend_scrape() {
+	backend_ctl scrape scraped
+	cat /mnt/run/metrics.txt
+}
+# metric NAME DEVICE: the value of counter NAME of the backend's DEVICE
+# (its socket's name: vrdma0 is this guest's, vrdma1 the peer's).
+metric() {
+	backend_scrape | awk -v m="vhost_user_rdma_$1_total{device=\"$2\"}" '$1 == m { print $2 }'
+}
 # driver_up: loads virtio_rdma and waits until its port is usable.
 driver_up() {
 	modprobe virtio_rdma
