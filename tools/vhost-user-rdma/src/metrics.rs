@@ -28,7 +28,7 @@ use std::time::Duration;
 use log::{debug, info};
 
 use crate::device::RdmaDevice;
-use crate::fabric;
+use crate::{fabric, stats};
 
 /// What every metric's name starts with.
 const PREFIX: &str = "vhost_user_rdma";
@@ -98,21 +98,15 @@ fn label(s: &str) -> String {
 pub fn render(devices: &[Arc<RdmaDevice>]) -> String {
     let mut out = String::new();
     let names: Vec<String> = devices.iter().map(|d| label(d.name())).collect();
-    let counters: Vec<Vec<(&str, u64)>> = devices
-        .iter()
-        .map(|d| d.ctrl().stats().all().collect())
-        .collect();
     // Writing to a String does not fail.
     let _ = writeln!(out, "# HELP {PREFIX}_devices Devices this backend serves.");
     let _ = writeln!(out, "# TYPE {PREFIX}_devices gauge");
     let _ = writeln!(out, "{PREFIX}_devices {}", devices.len());
-    // Every device has every counter, in the same order.
-    let families = counters.first().map(|c| c.len()).unwrap_or(0);
-    for i in 0..families {
-        let name = counters[0][i].0;
+    // A family per counter, a series per device (an empty family for none).
+    for (c, name) in stats::counters().filter(|_| !devices.is_empty()) {
         let _ = writeln!(out, "# TYPE {PREFIX}_{name}_total counter");
-        for (dev, values) in names.iter().zip(&counters) {
-            let value = values.get(i).map_or(0, |v| v.1);
+        for (dev, d) in names.iter().zip(devices) {
+            let value = d.ctrl().stats().get(c);
             let _ = writeln!(out, "{PREFIX}_{name}_total{{device=\"{dev}\"}} {value}");
         }
     }

@@ -240,6 +240,11 @@ impl Default for Stats {
     }
 }
 
+/// Every counter, named as the log names it, in the log's order.
+pub fn counters() -> impl Iterator<Item = (Counter, &'static str)> {
+    COUNTERS.iter().copied()
+}
+
 impl Stats {
     /// Zeroed counters; `hostile`: of a device in hostile mode, whose
     /// lies are printed too.
@@ -280,11 +285,6 @@ impl Stats {
     /// The value of counter `c`.
     pub fn get(&self, c: Counter) -> u64 {
         self.values[Self::slot(c)].load(Ordering::Relaxed)
-    }
-
-    /// Every counter, named as the log names it, with its value.
-    pub fn all(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        COUNTERS.iter().map(|&(c, name)| (name, self.get(c)))
     }
 
     /// The port counters as QUERY_COUNTERS returns them.

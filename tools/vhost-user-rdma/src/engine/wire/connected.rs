@@ -502,9 +502,9 @@ fn receive_uc(fabric: &Fabric, dev: &Arc<RdmaDevice>, qpn: u32, p: &Packet) {
             uc::Receiver::new(mtu, q.attr.rq_psn.get())
         });
     }
+    let peer = peer_of(dev, qpn);
     let mut refused = false;
     if let Some(r) = c.uc_receiver.as_mut() {
-        let peer = peer_of(dev, qpn);
         let mut t = WireTarget::new(fabric, &peer);
         r.on_packet(p, &mut t);
         // A key refused (the only access a UC request asks for).
@@ -512,7 +512,7 @@ fn receive_uc(fabric: &Fabric, dev: &Arc<RdmaDevice>, qpn: u32, p: &Packet) {
     }
     put(ctrl, qpn, c);
     if refused {
-        responder::uc_key_refused(fabric, &peer_of(dev, qpn));
+        responder::uc_key_refused(fabric, &peer);
     }
 }
 
